@@ -1,0 +1,1 @@
+"""ebbdb's only async package: the server around storage/ and protocol/."""

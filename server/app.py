@@ -1,0 +1,159 @@
+"""The server's lifecycle: open storage, listen, serve connections, and shut down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import Any
+
+import server.commands  # noqa: F401  (registers every command)
+from server import log as logsetup
+from server.config import Config
+from server.connection import Connection
+from server.cursors import CursorManager
+from server.dispatch import Dispatcher
+from server.gateway import Gateway
+from server.parameters import Parameters
+from server.stats import ServerStats
+from server.version import EBBDB_VERSION
+from storage.engine import Engine
+
+log = logging.getLogger("ebbdb.control")
+
+#: How long shutdown waits for requests in flight before closing their connections.
+SHUTDOWN_GRACE_SECONDS = 5.0
+_CURSOR_REAP_INTERVAL = 60.0
+
+
+class App:
+    """One server. `start()` opens storage and binds; `stop()` undoes it. No side effects before
+    start()."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.parameters = Parameters(config.parameters)
+        self.stats = ServerStats()
+        self.cursors = CursorManager()
+        self.dispatcher = Dispatcher(self)
+        self.log_ring = logsetup.RingHandler()
+        self.connections: dict[int, Connection] = {}
+        self.address: tuple[str, int] | None = None
+        self._engine: Engine | None = None
+        self._gateway: Gateway | None = None
+        self._servers: list[asyncio.Server] = []
+        self._log_handlers: list[logging.Handler] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.stopped = asyncio.Event()
+
+    @property
+    def engine(self) -> Engine:
+        assert self._engine is not None, "server not started"
+        return self._engine
+
+    @property
+    def gateway(self) -> Gateway:
+        assert self._gateway is not None, "server not started"
+        return self._gateway
+
+    @property
+    def test_commands_enabled(self) -> bool:
+        return bool(self.parameters.get("enableTestCommands"))
+
+    @property
+    def host(self) -> str:
+        return socket.gethostname() + (f":{self.address[1]}" if self.address else "")
+
+    async def start(self) -> None:
+        """Open the data directory and listen. Raises DataDirLocked or OSError (port in use)."""
+        self._log_handlers = logsetup.setup(self.config.quiet, self.log_ring)
+        try:
+            self._engine = Engine.open(self.config.dbpath)
+            self._gateway = Gateway(self._engine)
+            await self._listen()
+        except BaseException:
+            await self._close_storage()
+            self._detach_logging()
+            raise
+        self._tasks.append(asyncio.get_running_loop().create_task(self._reap_cursors()))
+        assert self.address is not None
+        log.info(
+            "ebbdb %s listening on %s:%d, dbpath %s",
+            EBBDB_VERSION,
+            self.address[0],
+            self.address[1],
+            self.config.dbpath,
+        )
+        self.log_ring.starting = False
+
+    async def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        port = self.config.port
+        for host in self.config.bind_ip:
+            srv = await loop.create_server(
+                lambda: Connection(self), host, port, reuse_address=True, backlog=512
+            )
+            self._servers.append(srv)
+            if self.address is None:
+                sockname = srv.sockets[0].getsockname()
+                self.address = (sockname[0], sockname[1])
+                port = sockname[1]  # with --port 0, every address shares the port picked first
+
+    async def stop(self) -> None:
+        """Stop accepting, let requests in flight finish (briefly), close connections and storage."""
+        if self.stopped.is_set():
+            return
+        log.info("shutting down")
+        for srv in self._servers:
+            srv.close()
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS):
+                while any(c.busy for c in self.connections.values()):
+                    await asyncio.sleep(0.01)
+        conns = list(self.connections.values())
+        for conn in conns:
+            conn.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await asyncio.gather(*(c.closed.wait() for c in conns))
+        for srv in self._servers:
+            with contextlib.suppress(Exception):
+                await srv.wait_closed()
+        await self._close_storage()
+        log.info("shutdown complete")
+        self._detach_logging()
+        self.stopped.set()
+
+    async def _close_storage(self) -> None:
+        if self._gateway is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._gateway.close)
+        if self._engine is not None:
+            self._engine.close()
+
+    def _detach_logging(self) -> None:
+        logger = logging.getLogger("ebbdb")
+        for h in self._log_handlers:
+            logger.removeHandler(h)
+        self._log_handlers = []
+
+    async def _reap_cursors(self) -> None:
+        while True:
+            await asyncio.sleep(_CURSOR_REAP_INTERVAL)
+            idle = int(self.parameters.get("cursorTimeoutMillis")) / 1000
+            n = self.cursors.reap(idle)
+            if n:
+                log.info("closed %d idle cursors", n)
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def connection_opened(self, conn: Connection) -> None:
+        self.connections[conn.id] = conn
+        self.stats.connections_current += 1
+        self.stats.connections_total += 1
+
+    def connection_closed(self, conn: Connection) -> None:
+        if self.connections.pop(conn.id, None) is not None:
+            self.stats.connections_current -= 1

@@ -1,0 +1,55 @@
+"""The `ebbdb` command: parse the command line, run the server until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from server.app import App
+from server.config import Config, parse_args
+from server.version import EBBDB_VERSION
+from storage.engine import DataDirLocked
+
+#: mongod's exit codes for a data directory in use and an address in use.
+EXIT_DBPATH_IN_USE = 100
+EXIT_ADDRESS_IN_USE = 48
+
+
+async def serve(config: Config) -> int:
+    app = App(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await app.start()
+    except DataDirLocked as exc:
+        print(f"ebbdb: {exc}", file=sys.stderr)
+        return EXIT_DBPATH_IN_USE
+    except OSError as exc:
+        print(f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_ADDRESS_IN_USE
+    assert app.address is not None
+    print(
+        f"ebbdb {EBBDB_VERSION} listening on {app.address[0]}:{app.address[1]} "
+        f"dbpath={config.dbpath}",
+        flush=True,
+    )
+    await stop.wait()
+    await app.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(serve(config))
+    return uvloop.run(serve(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Server administration and diagnostics: parameters, logs, command line, host, status, commands."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Int64
+
+from server.context import CommandContext
+from server.errors import CommandError, ErrorCode
+from server.params import REST, Kind, NoParams, arg
+from server.registry import REGISTRY
+from server.version import EBBDB_VERSION, MONGODB_VERSION
+
+
+@dataclass(frozen=True)
+class GetParameterParams:
+    which: Any = arg("$command", Kind.ANY)
+    names: dict[str, Any] | None = arg(REST, Kind.ANY)
+
+
+@REGISTRY.command("getParameter", params=GetParameterParams, admin_only=True)
+async def get_parameter(ctx: CommandContext, p: GetParameterParams) -> dict[str, Any]:
+    """Read server parameters: by name, or all with '*' or {allParameters: true}."""
+    params = ctx.app.parameters
+    everything = p.which == "*" or (isinstance(p.which, dict) and bool(p.which.get("allParameters")))
+    names = params.names() if everything else [n for n in (p.names or {}) if params.known(n)]
+    if not names:
+        raise CommandError(ErrorCode.InvalidOptions, "no option found to get")
+    return {**{n: params.get(n) for n in names}, "ok": 1.0}
+
+
+@dataclass(frozen=True)
+class SetParameterParams:
+    values: dict[str, Any] | None = arg(REST, Kind.ANY)
+
+
+@REGISTRY.command("setParameter", params=SetParameterParams, admin_only=True)
+async def set_parameter(ctx: CommandContext, p: SetParameterParams) -> dict[str, Any]:
+    """Change a server parameter at runtime; replies with the value it `was`."""
+    values = p.values or {}
+    if len(values) != 1:
+        raise CommandError(ErrorCode.InvalidOptions, "setParameter takes exactly one parameter")
+    ((name, value),) = values.items()
+    if not ctx.app.parameters.known(name) or name == "featureCompatibilityVersion":
+        raise CommandError(
+            ErrorCode.InvalidOptions,
+            f"attempted to set unrecognized parameter [{name}], use help:true to see options",
+        )
+    was = ctx.app.parameters.set(name, value)
+    return {"was": was, "ok": 1.0}
+
+
+@dataclass(frozen=True)
+class GetLogParams:
+    name: Any = arg("$command", Kind.ANY)
+
+
+@REGISTRY.command("getLog", params=GetLogParams, admin_only=True)
+async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
+    """Recent log lines as JSON strings: 'global', 'startupWarnings', or '*' for the names."""
+    ring = ctx.app.log_ring
+    if p.name == "*":
+        return {"names": ["global", "startupWarnings"], "ok": 1.0}
+    if p.name == "global":
+        lines = list(ring.lines)
+    elif p.name == "startupWarnings":
+        lines = list(ring.startup_warnings)
+    elif isinstance(p.name, str):
+        raise CommandError(ErrorCode.BadValue, f"No log named '{p.name}'")
+    else:
+        raise CommandError(ErrorCode.TypeMismatch, "Argument to getLog must be of type String")
+    return {"totalLinesWritten": len(lines), "log": lines, "ok": 1.0}
+
+
+@REGISTRY.command("getCmdLineOpts", admin_only=True, lenient=True)
+async def get_cmd_line_opts(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """The command line the server was started with, raw and parsed."""
+    return {"argv": list(ctx.app.config.argv), "parsed": ctx.app.config.parsed(), "ok": 1.0}
+
+
+def _mem_total_mb() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024))
+    except (ValueError, OSError):
+        return 0
+
+
+@REGISTRY.command("hostInfo", lenient=True)
+async def host_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """The machine ebbdb runs on."""
+    mem = _mem_total_mb()
+    return {
+        "system": {
+            "currentTime": datetime.datetime.now(datetime.timezone.utc),
+            "hostname": socket.gethostname(),
+            "cpuAddrSize": 64,
+            "memSizeMB": Int64(mem),
+            "memLimitMB": Int64(mem),
+            "numCores": os.cpu_count() or 1,
+            "cpuArch": platform.machine(),
+            "numaEnabled": False,
+        },
+        "os": {"type": platform.system(), "name": platform.platform(), "version": platform.release()},
+        "extra": {"pythonVersion": platform.python_version()},
+        "ok": 1.0,
+    }
+
+
+@REGISTRY.command("serverStatus", lenient=True)
+async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """Uptime, connections and operation counters."""
+    app = ctx.app
+    stats = app.stats
+    uptime = stats.uptime
+    return {
+        "host": app.host,
+        "version": MONGODB_VERSION,
+        "process": "ebbdb",
+        "pid": Int64(os.getpid()),
+        "uptime": float(round(uptime, 3)),
+        "uptimeMillis": Int64(int(uptime * 1000)),
+        "uptimeEstimate": Int64(int(uptime)),
+        "localTime": datetime.datetime.now(datetime.timezone.utc),
+        "connections": {
+            "current": stats.connections_current,
+            "available": 1_000_000 - stats.connections_current,
+            "totalCreated": stats.connections_total,
+            "active": sum(1 for c in app.connections.values() if c.busy) + 1,
+        },
+        "opcounters": {k: Int64(v) for k, v in stats.opcounters.items()},
+        "storageEngine": {"name": "lmdb", "persistent": True, "mapSize": Int64(app.engine.map_size)},
+        "metrics": {"cursor": {"open": {"total": Int64(len(app.cursors))}}},
+        "ebbdb": {"version": EBBDB_VERSION},
+        "ok": 1.0,
+    }
+
+
+@REGISTRY.command("listCommands", lenient=True)
+async def list_commands(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """Every command this server knows, from the registry."""
+    commands = {}
+    for cmd in REGISTRY.commands():
+        if cmd.test_only and not ctx.app.test_commands_enabled:
+            continue
+        commands[cmd.name] = {
+            "help": cmd.help,
+            "adminOnly": cmd.admin_only,
+            "requiresAuth": False,
+            "secondaryOk": True,
+            "apiVersions": [],
+            "deprecatedApiVersions": [],
+        }
+    return {"commands": commands, "ok": 1.0}

@@ -1,0 +1,185 @@
+"""Reading and writing documents: insert, find, getMore, killCursors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Int64
+from bson.raw_bson import RawBSONDocument
+
+from server.commands.handshake import MAX_WRITE_BATCH_SIZE
+from server.context import CommandContext
+from server.cursors import DEFAULT_FIRST_BATCH, fill_batch
+from server.errors import CommandError, ErrorCode, write_error
+from server.params import COMMAND_VALUE, Kind, arg
+from server.registry import REGISTRY
+from storage.catalog import validate_collection_name
+from storage.execute import QueryRun, QuerySpec
+
+
+@dataclass(frozen=True)
+class InsertParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+
+
+@REGISTRY.command("insert", params=InsertParams)
+async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
+    """Insert documents; per-document failures are reported in writeErrors."""
+    if not 1 <= len(p.documents) <= MAX_WRITE_BATCH_SIZE:
+        raise CommandError(
+            ErrorCode.InvalidLength,
+            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. "
+            f"Got {len(p.documents)} operations.",
+        )
+    result = await ctx.app.gateway.write(
+        ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered
+    )
+    ctx.app.stats.count_documents("insert", result.inserted)
+    reply: dict[str, Any] = {"n": result.inserted}
+    if result.errors:
+        reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+    reply["ok"] = 1.0
+    return reply
+
+
+@dataclass(frozen=True)
+class FindParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    filter: dict[str, Any] | None = arg("filter", Kind.DOC)
+    projection: dict[str, Any] | None = arg("projection", Kind.DOC)
+    sort: dict[str, Any] | None = arg("sort", Kind.DOC)
+    skip: int = arg("skip", Kind.INT, 0)
+    limit: int = arg("limit", Kind.INT, 0)
+    batch_size: int | None = arg("batchSize", Kind.INT)
+    single_batch: bool = arg("singleBatch", Kind.BOOL, False)
+    no_cursor_timeout: bool = arg("noCursorTimeout", Kind.BOOL, False)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+    tailable: bool = arg("tailable", Kind.BOOL, False)
+    await_data: bool = arg("awaitData", Kind.BOOL, False)
+    allow_partial_results: bool = arg("allowPartialResults", Kind.BOOL, False)
+    return_key: bool = arg("returnKey", Kind.BOOL, False)
+    show_record_id: bool = arg("showRecordId", Kind.BOOL, False)
+    min: dict[str, Any] | None = arg("min", Kind.DOC)
+    max: dict[str, Any] | None = arg("max", Kind.DOC)
+
+
+def _unsupported(p: FindParams) -> str | None:
+    for name, on in (
+        ("tailable", p.tailable),
+        ("awaitData", p.await_data),
+        ("returnKey", p.return_key),
+        ("showRecordId", p.show_record_id),
+        ("min", p.min is not None),
+        ("max", p.max is not None),
+    ):
+        if on:
+            return name
+    return None
+
+
+def _cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
+    return {
+        "cursor": {batch_field: [RawBSONDocument(d) for d in docs], "id": Int64(cid), "ns": ns},
+        "ok": 1.0,
+    }
+
+
+@REGISTRY.command("find", params=FindParams)
+async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
+    """Query a collection; returns the first batch and a cursor id for the rest."""
+    validate_collection_name(ctx.db, p.collection)
+    unsupported = _unsupported(p)
+    if unsupported:
+        raise CommandError(ErrorCode.NotImplemented, f"find option '{unsupported}' is not supported")
+    if p.batch_size is not None and p.batch_size < 0:
+        raise CommandError(
+            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {p.batch_size}"
+        )
+    if p.skip < 0:
+        raise CommandError(ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}")
+    single_batch = p.single_batch or p.limit < 0
+    limit = abs(p.limit)
+    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit)
+    ns = ctx.ns(p.collection)
+    coll = ctx.app.engine.collection(ctx.db, p.collection)
+    if coll is None:
+        return _cursor_reply(ns, 0, "firstBatch", [])
+    run = QueryRun(coll, spec)
+    first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
+    if single_batch and p.batch_size is None:
+        first = limit or DEFAULT_FIRST_BATCH
+    docs = await fill_batch(ctx.app.engine, run, first) if first else []
+    cid = 0
+    if not run.exhausted and not single_batch:
+        cid = ctx.app.cursors.open(ns, run, p.no_cursor_timeout).id
+    return _cursor_reply(ns, cid, "firstBatch", docs)
+
+
+@dataclass(frozen=True)
+class GetMoreParams:
+    cursor_id: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
+    collection: str = arg("collection", Kind.STRING, required=True)
+    batch_size: int | None = arg("batchSize", Kind.INT)
+    max_time_ms: int | None = arg("maxTimeMS", Kind.INT)
+
+
+@REGISTRY.command("getMore", params=GetMoreParams)
+async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
+    """The next batch of an open cursor."""
+    if not isinstance(p.cursor_id, Int64):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'getMore.getMore' is the wrong type, expected type 'long'",
+        )
+    if p.batch_size is not None and p.batch_size < 0:
+        raise CommandError(
+            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {p.batch_size}"
+        )
+    ns = ctx.ns(p.collection)
+    cursor = ctx.app.cursors.get(int(p.cursor_id))
+    if cursor is None:
+        raise CommandError(ErrorCode.CursorNotFound, f"cursor id {int(p.cursor_id)} not found")
+    if cursor.ns != ns:
+        raise CommandError(
+            ErrorCode.Unauthorized,
+            f"Requested getMore on namespace '{ns}', but cursor belongs to a different namespace "
+            f"{cursor.ns}",
+        )
+    docs = await fill_batch(ctx.app.engine, cursor.run, p.batch_size or None)
+    cid = cursor.id
+    if cursor.run.exhausted:
+        ctx.app.cursors.close(cid)
+        cid = 0
+    return _cursor_reply(ns, cid, "nextBatch", docs)
+
+
+@dataclass(frozen=True)
+class KillCursorsParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    cursors: list[Any] = arg("cursors", Kind.ARRAY, required=True)
+
+
+@REGISTRY.command("killCursors", params=KillCursorsParams)
+async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, Any]:
+    """Close cursors by id."""
+    killed, not_found = [], []
+    for cid in p.cursors:
+        if not isinstance(cid, Int64):
+            raise CommandError(
+                ErrorCode.TypeMismatch,
+                "BSON field 'killCursors.cursors' is the wrong type, expected type 'long'",
+            )
+        (killed if ctx.app.cursors.close(int(cid)) else not_found).append(cid)
+    return {
+        "cursorsKilled": killed,
+        "cursorsNotFound": not_found,
+        "cursorsAlive": [],
+        "cursorsUnknown": [],
+        "ok": 1.0,
+    }

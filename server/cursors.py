@@ -1,0 +1,79 @@
+"""Open cursors: id -> the query run it advances. A cursor holds a resume position, never a
+transaction; each batch is read in bounded chunks, yielding to the event loop between them."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from storage.engine import Engine
+from storage.execute import QueryRun
+
+#: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
+MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024
+DEFAULT_FIRST_BATCH = 101
+
+
+@dataclass
+class Cursor:
+    id: int
+    ns: str
+    run: QueryRun
+    no_timeout: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class CursorManager:
+    def __init__(self) -> None:
+        self._cursors: dict[int, Cursor] = {}
+
+    def __len__(self) -> int:
+        return len(self._cursors)
+
+    def open(self, ns: str, run: QueryRun, no_timeout: bool = False) -> Cursor:
+        while True:
+            cid = secrets.randbits(63)
+            if cid and cid not in self._cursors:
+                break
+        cursor = Cursor(cid, ns, run, no_timeout)
+        self._cursors[cid] = cursor
+        return cursor
+
+    def get(self, cid: int) -> Cursor | None:
+        cursor = self._cursors.get(cid)
+        if cursor is not None:
+            cursor.last_used = time.monotonic()
+        return cursor
+
+    def close(self, cid: int) -> bool:
+        return self._cursors.pop(cid, None) is not None
+
+    def reap(self, idle_seconds: float, now: float | None = None) -> int:
+        """Close cursors idle longer than `idle_seconds` (unless noCursorTimeout); returns how many."""
+        t = time.monotonic() if now is None else now
+        stale = [
+            c.id for c in self._cursors.values()
+            if not c.no_timeout and t - c.last_used > idle_seconds
+        ]
+        for cid in stale:
+            del self._cursors[cid]
+        return len(stale)
+
+
+async def fill_batch(engine: Engine, run: QueryRun, max_docs: int | None) -> list[bytes]:
+    """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk.
+    Between chunks the event loop serves other clients."""
+    out: list[bytes] = []
+    size = 0
+    want = max_docs if max_docs is not None else 1 << 31
+    while len(out) < want and not run.exhausted:
+        chunk = run.next_chunk(engine, want - len(out), MAX_BATCH_BYTES - size, first=not out)
+        out += chunk
+        size += sum(map(len, chunk))
+        if run.size_limited:
+            break
+        if len(out) < want and not run.exhausted:
+            await asyncio.sleep(0)
+    return out

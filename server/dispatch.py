@@ -1,0 +1,145 @@
+"""The dispatcher: one frame in, one reply frame out. It does every command's common work once:
+decode, merge document sequences, find the handler, check `$db`, extract parameters, call, and turn
+any exception into an error reply."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import bson
+
+from protocol import Msg, Query, Reply, decode_message, encode_msg, encode_reply
+from server.context import CommandContext
+from server.errors import CommandError, ErrorCode, error_reply
+from server.params import DocSequence, extract, extract_lenient
+from server.registry import REGISTRY, Registry
+from storage.engine import CODEC
+
+if TYPE_CHECKING:
+    from server.app import App
+    from server.connection import Connection
+
+log = logging.getLogger("ebbdb.command")
+
+_REQUEST_IDS = itertools.count(1)
+#: The commands a legacy OP_QUERY may carry: the first handshake of drivers that predate OP_MSG.
+_OP_QUERY_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
+_RESULT_FLAG_QUERY_FAILURE = 2
+
+
+class Dispatcher:
+    def __init__(self, app: App, registry: Registry = REGISTRY) -> None:
+        self.app = app
+        self.registry = registry
+
+    async def handle_frame(self, conn: Connection, frame: bytes) -> bytes | None:
+        """The reply frame for one request frame, or None when the client asked for no reply.
+        Raises ProtocolError for a frame that cannot be parsed (the connection must be dropped)."""
+        message = decode_message(frame)
+        if isinstance(message, Query):
+            return await self._handle_query(conn, message)
+        return await self._handle_msg(conn, message)
+
+    async def _handle_msg(self, conn: Connection, msg: Msg) -> bytes | None:
+        try:
+            body = bson.decode(msg.body, CODEC)
+        except Exception as exc:  # bson raises several types for corrupt input
+            log.warning("[conn%d] request %d: body is not valid BSON: %s", conn.id, msg.request_id, exc)
+            reply: dict[str, Any] = error_reply(
+                CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+            )
+        else:
+            for ident, docs in msg.sequences:
+                if ident in body:
+                    reply = error_reply(
+                        CommandError(
+                            ErrorCode.InvalidOptions,
+                            f"'{ident}' is given both in the command and as a document sequence",
+                        )
+                    )
+                    break
+                body[ident] = DocSequence(docs)
+            else:
+                reply = await self.run(conn, body, msg.request_id)
+        if msg.more_to_come:
+            return None
+        return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
+
+    async def _handle_query(self, conn: Connection, query: Query) -> bytes:
+        try:
+            doc = bson.decode(query.query, CODEC)
+        except Exception as exc:
+            log.warning("[conn%d] OP_QUERY body is not valid BSON: %s", conn.id, exc)
+            reply = error_reply(CommandError(ErrorCode.InvalidBSON, f"query is not valid BSON: {exc}"))
+            return self._op_reply(query, reply, _RESULT_FLAG_QUERY_FAILURE)
+        # Drivers wrap the command when they add a read preference: {$query: {...}, $readPreference}.
+        if "$query" in doc and isinstance(doc["$query"], Mapping):
+            doc = dict(doc["$query"])
+        db, _, coll = query.full_collection_name.partition(".")
+        name = next(iter(doc), "")
+        if coll != "$cmd" or name not in _OP_QUERY_COMMANDS:
+            what = name if coll == "$cmd" else f"find on {query.full_collection_name}"
+            reply = error_reply(
+                CommandError(
+                    ErrorCode.UnsupportedOpQueryCommand,
+                    f"Unsupported OP_QUERY command: {what}. The client driver may require an upgrade.",
+                )
+            )
+            return self._op_reply(query, reply, _RESULT_FLAG_QUERY_FAILURE)
+        doc["$db"] = db
+        reply = await self.run(conn, doc, query.request_id)
+        return self._op_reply(query, reply, 0)
+
+    def _op_reply(self, query: Query, reply: dict[str, Any], flags: int) -> bytes:
+        if flags & _RESULT_FLAG_QUERY_FAILURE:
+            reply = {"$err": reply.get("errmsg", ""), **reply}
+        return encode_reply(
+            Reply(next(_REQUEST_IDS), query.request_id, flags, 0, 0, (self._encode(reply),))
+        )
+
+    def _encode(self, reply: dict[str, Any]) -> bytes:
+        try:
+            return bson.encode(reply, codec_options=CODEC)
+        except Exception as exc:
+            log.error("reply could not be encoded", exc_info=exc)
+            return bson.encode(error_reply(exc))
+
+    async def run(self, conn: Connection, body: dict[str, Any], request_id: int = 0) -> dict[str, Any]:
+        """Run one command document and return its reply document (never raises)."""
+        name = next(iter(body), "")
+        try:
+            cmd = self.registry.lookup(name)
+            if cmd is None or (cmd.test_only and not self.app.test_commands_enabled):
+                raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
+            db = body.get("$db")
+            if not isinstance(db, str):
+                raise CommandError(ErrorCode.Location40571, "OP_MSG requests require a $db argument")
+            if cmd.admin_only and db != "admin":
+                raise CommandError(
+                    ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
+                )
+            params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
+            self.app.stats.count_command(cmd.name)
+            reply = await cmd.handler(CommandContext(self.app, conn, db, name), params)
+        except CommandError as exc:
+            log.debug("[conn%d] %s failed: %s", conn.id, name, exc.message)
+            return error_reply(exc)
+        except Exception as exc:
+            if getattr(exc, "code_name", None) is None:
+                log.error(
+                    "[conn%d] request %d: %s raised an unexpected error",
+                    conn.id,
+                    request_id,
+                    name,
+                    exc_info=exc,
+                )
+            return error_reply(exc)
+        if "ok" not in reply:
+            reply["ok"] = 1.0
+        return reply
+
+
+__all__ = ["Dispatcher"]

@@ -1,0 +1,91 @@
+"""MongoDB error codes, the CommandError handlers raise, and the one function that turns any exception
+into an error reply (and a write error entry)."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any
+
+from storage.errors import DuplicateKey, StorageError
+from server.display import shell_repr
+
+log = logging.getLogger("ebbdb.command")
+
+
+class ErrorCode(enum.IntEnum):
+    """MongoDB's error codes under their codeNames (never invented; `LocationNNNNN` is how MongoDB
+    names codes that have no name of their own)."""
+
+    InternalError = 1
+    BadValue = 2
+    NoSuchKey = 4
+    FailedToParse = 9
+    Unauthorized = 13
+    TypeMismatch = 14
+    InvalidLength = 16
+    IllegalOperation = 20
+    InvalidBSON = 22
+    NamespaceNotFound = 26
+    IndexNotFound = 27
+    CursorNotFound = 43
+    NamespaceExists = 48
+    InvalidIdField = 53
+    CommandNotFound = 59
+    CannotCreateIndex = 67
+    InvalidOptions = 72
+    InvalidNamespace = 73
+    IndexOptionsConflict = 85
+    IndexKeySpecsConflict = 86
+    DBPathInUse = 98
+    InvalidIndexSpecificationOption = 197
+    NotImplemented = 238
+    UnsupportedOpQueryCommand = 352
+    DuplicateKey = 11000
+    BSONObjectTooLarge = 10334
+    Location31253 = 31253
+    Location31254 = 31254
+    Location40414 = 40414
+    Location40415 = 40415
+    Location40571 = 40571
+
+
+class CommandError(Exception):
+    """Raised by extractors and handlers; the dispatcher turns it into {ok: 0, errmsg, code, codeName}."""
+
+    def __init__(self, code: ErrorCode, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def _code_of(exc: StorageError) -> ErrorCode:
+    try:
+        return ErrorCode[exc.code_name]
+    except KeyError:
+        log.error("storage error with unmapped codeName %s: %s", exc.code_name, exc.message)
+        return ErrorCode.InternalError
+
+
+def _describe(exc: BaseException) -> tuple[ErrorCode, str, dict[str, Any]]:
+    if isinstance(exc, CommandError):
+        return exc.code, exc.message, dict(exc.extra)
+    if isinstance(exc, DuplicateKey):
+        msg = f"{exc.message} dup key: {shell_repr(exc.key_value)}"
+        return ErrorCode.DuplicateKey, msg, {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}
+    if isinstance(exc, StorageError):
+        return _code_of(exc), exc.message, {}
+    return ErrorCode.InternalError, f"internal error: {type(exc).__name__}", {}
+
+
+def error_reply(exc: BaseException) -> dict[str, Any]:
+    """The reply document for a failed command."""
+    code, message, extra = _describe(exc)
+    return {"ok": 0.0, "errmsg": message, "code": int(code), "codeName": code.name, **extra}
+
+
+def write_error(index: int, exc: BaseException) -> dict[str, Any]:
+    """One entry of a write command's `writeErrors`."""
+    code, message, extra = _describe(exc)
+    return {"index": index, "code": int(code), "errmsg": message, **extra}

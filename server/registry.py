@@ -1,0 +1,63 @@
+"""The command registry: handlers register with a decorator; the dispatcher and listCommands read it."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from server.params import NoParams
+
+Handler = Callable[[Any, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    handler: Handler
+    params: type
+    help: str
+    admin_only: bool = False
+    lenient: bool = False  # ignore unknown fields (handshake/diagnostics)
+    test_only: bool = False  # exists only with enableTestCommands=1
+    aliases: tuple[str, ...] = ()
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._by_name: dict[str, Command] = {}
+        self._canonical: dict[str, Command] = {}
+
+    def command(
+        self,
+        name: str,
+        *aliases: str,
+        params: type = NoParams,
+        admin_only: bool = False,
+        lenient: bool = False,
+        test_only: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        """Register `async def handler(ctx, params) -> reply` under `name` and its aliases."""
+
+        def register(handler: Handler) -> Handler:
+            help_text = inspect.getdoc(handler) or ""
+            cmd = Command(name, handler, params, help_text, admin_only, lenient, test_only, aliases)
+            for n in (name, *aliases):
+                if n in self._by_name:
+                    raise ValueError(f"command {n!r} registered twice")
+                self._by_name[n] = cmd
+            self._canonical[name] = cmd
+            return handler
+
+        return register
+
+    def lookup(self, name: str) -> Command | None:
+        return self._by_name.get(name)
+
+    def commands(self) -> list[Command]:
+        return [self._canonical[n] for n in sorted(self._canonical)]
+
+
+#: The one registry every module under server/commands registers into.
+REGISTRY = Registry()

@@ -1,0 +1,85 @@
+"""Run a real ebbdb server in a background thread with its own event loop (tests and embedding)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from server.app import App
+from server.config import Config
+
+
+class ServerThread:
+    """`start()` returns once the server listens (re-raising its startup error); `stop()` shuts it
+    down gracefully and joins the thread."""
+
+    def __init__(self, dbpath: str, parameters: dict[str, Any] | None = None, port: int = 0) -> None:
+        self.config = Config(port=port, bind_ip=("127.0.0.1",), dbpath=dbpath,
+                             parameters=dict(parameters or {}), quiet=True)
+        self.app: App | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ebbdb-server", daemon=True)
+
+    @property
+    def port(self) -> int:
+        assert self.app is not None and self.app.address is not None
+        return self.app.address[1]
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/?directConnection=true"
+
+    def start(self, timeout: float = 30.0) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("ebbdb did not start in time")
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError("ebbdb did not stop in time")
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run a plain function on the server's loop thread and return its result."""
+        assert self._loop is not None
+        async def run() -> Any:
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.app = App(self.config)
+        try:
+            await self.app.start()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        await self._stop.wait()
+        await self.app.stop()
+
+
+@contextmanager
+def running_server(dbpath: str, parameters: dict[str, Any] | None = None) -> Iterator[ServerThread]:
+    srv = ServerThread(dbpath, parameters).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -1,0 +1,1 @@
+"""ebbdb's durable engine on LMDB: synchronous, no asyncio, no protocol."""

@@ -1,0 +1,106 @@
+"""The catalog's records: databases, collections and their indexes, with MongoDB's naming rules.
+Pure data and validation; storage/engine.py persists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage.errors import InvalidNamespace
+
+MAX_NS_LEN = 255
+MAX_DB_NAME_LEN = 63
+_DB_FORBIDDEN = set('/\\. "$\x00')
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """One index: `key` is ((path, direction), ...); `options` holds what listIndexes shows beyond
+    v, key and name (unique, sparse, expireAfterSeconds, ...)."""
+
+    id: int
+    name: str
+    key: tuple[tuple[str, Any], ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unique(self) -> bool:
+        return bool(self.options.get("unique")) or self.name == "_id_"
+
+    def spec(self) -> dict[str, Any]:
+        """The document listIndexes returns for this index."""
+        return {"v": 2, "key": dict(self.key), "name": self.name, **self.options}
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "key": dict(self.key), "options": self.options}
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> IndexInfo:
+        return cls(int(doc["id"]), doc["name"], tuple(doc["key"].items()), dict(doc["options"]))
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    id: int
+    db: str
+    name: str
+    options: dict[str, Any]
+    indexes: tuple[IndexInfo, ...]
+    uuid: Any = None
+
+    @property
+    def ns(self) -> str:
+        return f"{self.db}.{self.name}"
+
+    def index_named(self, name: str) -> IndexInfo | None:
+        return next((ix for ix in self.indexes if ix.name == name), None)
+
+    @property
+    def id_index(self) -> IndexInfo:
+        ix = self.index_named("_id_")
+        assert ix is not None
+        return ix
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "db": self.db,
+            "name": self.name,
+            "options": self.options,
+            "uuid": self.uuid,
+            "indexes": [ix.to_doc() for ix in self.indexes],
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> CollectionInfo:
+        return cls(
+            int(doc["id"]),
+            doc["db"],
+            doc["name"],
+            dict(doc["options"]),
+            tuple(IndexInfo.from_doc(ix) for ix in doc["indexes"]),
+            doc.get("uuid"),
+        )
+
+
+def validate_db_name(db: str) -> None:
+    """Raises InvalidNamespace unless `db` is a name MongoDB accepts for a database."""
+    if not db:
+        raise InvalidNamespace("database names cannot be empty")
+    if len(db) > MAX_DB_NAME_LEN:
+        raise InvalidNamespace(f"db name '{db}' is too long, max length is {MAX_DB_NAME_LEN}")
+    bad = sorted(set(db) & _DB_FORBIDDEN)
+    if bad:
+        raise InvalidNamespace(f"Invalid database name: '{db}'")
+
+
+def validate_collection_name(db: str, name: str) -> None:
+    """Raises InvalidNamespace unless `db.name` is a namespace a client may create or read."""
+    validate_db_name(db)
+    ns = f"{db}.{name}"
+    if not name or "\x00" in name or name.startswith(".") or "$" in name:
+        raise InvalidNamespace(f"Invalid namespace specified '{ns}'")
+    if len(ns) > MAX_NS_LEN:
+        raise InvalidNamespace(
+            f"Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NS_LEN}"
+        )

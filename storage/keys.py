@@ -1,0 +1,142 @@
+"""Order-preserving byte encoding of BSON values: comparing two encodings with memcmp gives the same
+answer as storage.query.compare.compare on the values. Index entries are built from it.
+
+Every encoding is prefix-free, so a component can be bit-inverted for a descending key and still sort
+in exact reverse, and components can be concatenated for compound keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import struct
+from typing import Any
+
+from bson import Binary, Code, DBRef, Regex, Timestamp
+
+from storage.query import compare as cmp
+
+_DOUBLE = struct.Struct(">d")
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+_SIGN = 1 << 63
+_MASK64 = (1 << 64) - 1
+
+# Type bytes: canonical rank + 2 so that 0x00 stays free as the end marker of objects and arrays.
+_END = b"\x00"
+
+
+def _type_byte(r: int) -> bytes:
+    return bytes((r + 2,))
+
+
+_T = {r: _type_byte(r) for r in (
+    cmp.RANK_MINKEY, cmp.RANK_UNDEFINED, cmp.RANK_NULL, cmp.RANK_NUMBER, cmp.RANK_STRING,
+    cmp.RANK_OBJECT, cmp.RANK_ARRAY, cmp.RANK_BINDATA, cmp.RANK_OBJECTID, cmp.RANK_BOOL,
+    cmp.RANK_DATE, cmp.RANK_TIMESTAMP, cmp.RANK_REGEX, cmp.RANK_CODE, cmp.RANK_CODEWSCOPE,
+    cmp.RANK_MAXKEY,
+)}
+
+
+def _double_bits(d: float) -> bytes:
+    bits = _U64.unpack(_DOUBLE.pack(d + 0.0))[0]  # + 0.0 folds -0.0 into 0.0
+    return _U64.pack(bits ^ _MASK64 if bits & _SIGN else bits | _SIGN)
+
+
+def _escape(b: bytes) -> bytes:
+    # NUL becomes 00 FF and the string ends with 00 00, keeping binary order and prefix-freedom.
+    return b.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
+
+
+_NAN = b"\x01"
+_FINITE = b"\x02"
+_ZERO_TIE = _double_bits(0.0)
+
+
+def _number_body(value: Any) -> bytes:
+    """A double's bits, then a tie-breaker for int64 and Decimal128 values the double rounds."""
+    if cmp.is_nan(value):
+        return _NAN
+    exact = cmp.number_value(value)
+    approx = float(exact)
+    if type(exact) is float or math.isinf(approx):
+        return _FINITE + _double_bits(approx) + _ZERO_TIE
+    # int64 values differ from their double by at most 2**10, exactly representable; Decimal128's
+    # remainder is kept to double precision (enough to tell apart all but 33-34 digit neighbours).
+    if isinstance(exact, int):
+        tie = float(exact - int(approx))
+    else:
+        tie = float(exact - type(exact)(approx))
+    return _FINITE + _double_bits(approx) + _double_bits(tie)
+
+
+def encode(value: Any) -> bytes:
+    """The ascending key encoding of one BSON value, type byte included."""
+    r = cmp.rank(value)
+    t = _T[r]
+    if r == cmp.RANK_NUMBER:
+        return t + _number_body(value)
+    if r == cmp.RANK_STRING:
+        return t + _escape(value.encode("utf-8", "surrogatepass"))
+    if r == cmp.RANK_OBJECTID:
+        return t + value.binary
+    if r == cmp.RANK_DATE:
+        return t + _U64.pack((cmp.date_ms(value) + _SIGN) & _MASK64)
+    if r == cmp.RANK_BOOL:
+        return t + (b"\x01" if value else b"\x00")
+    if r == cmp.RANK_OBJECT:
+        items = value.as_doc().items() if type(value) is DBRef else value.items()
+        parts = [t]
+        for k, v in items:
+            ev = encode(v)
+            parts += [ev[:1], _escape(k.encode("utf-8", "surrogatepass")), ev[1:]]
+        parts.append(_END)
+        return b"".join(parts)
+    if r == cmp.RANK_ARRAY:
+        return t + b"".join(encode(v) for v in value) + _END
+    if r == cmp.RANK_BINDATA:
+        subtype = value.subtype if type(value) is Binary else 0
+        return t + _U32.pack(len(value)) + bytes((subtype,)) + bytes(value)
+    if r == cmp.RANK_TIMESTAMP:
+        ts: Timestamp = value
+        return t + _U32.pack(ts.time) + _U32.pack(ts.inc)
+    if r == cmp.RANK_REGEX:
+        rx = Regex.from_native(value) if isinstance(value, re.Pattern) else value
+        return t + _escape(rx.pattern.encode()) + _escape(cmp.regex_flags(rx.flags).encode())
+    if r == cmp.RANK_CODE:
+        return t + _escape(str(value).encode())
+    if r == cmp.RANK_CODEWSCOPE:
+        code: Code = value
+        return t + _escape(str(code).encode()) + encode(dict(code.scope or {}))
+    return t  # null, undefined, MinKey, MaxKey
+
+
+def encode_descending(value: Any) -> bytes:
+    """Bitwise complement of the ascending encoding: sorts in exactly the reverse order."""
+    return bytes(b ^ 0xFF for b in encode(value))
+
+
+def encode_compound(values: tuple[Any, ...], directions: tuple[int, ...]) -> bytes:
+    return b"".join(
+        encode(v) if d >= 0 else encode_descending(v) for v, d in zip(values, directions)
+    )
+
+
+#: LMDB's default maximum key size.
+MAX_KEY = 511
+_HASH_LEN = 16
+
+
+def fit(prefix: bytes, body: bytes, suffix: bytes = b"") -> tuple[bytes, bool]:
+    """Join a key and shorten it to fit LMDB. Returns (key, truncated).
+
+    A body too long keeps its leading bytes and appends a hash of the whole body, so equal values
+    still collide (unique checks work) and unequal ones don't. Order among long keys that share the
+    kept prefix is by hash, so readers of truncated keys must re-check and re-sort.
+    """
+    if len(prefix) + len(body) + len(suffix) <= MAX_KEY:
+        return prefix + body + suffix, False
+    keep = MAX_KEY - len(prefix) - len(suffix) - _HASH_LEN - 1
+    digest = hashlib.blake2b(body, digest_size=_HASH_LEN).digest()
+    return prefix + body[:keep] + b"\xff" + digest + suffix, True

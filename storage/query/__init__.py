@@ -1,0 +1,1 @@
+"""MongoDB's query language over decoded documents: comparison order, paths, matching, projection, sort."""

@@ -1,0 +1,70 @@
+"""Sort specifications and sort keys, with MongoDB's array rule: ascending sorts an array by its
+smallest element, descending by its largest."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from storage.errors import QueryError
+from storage.query.compare import compare
+from storage.query.paths import MISSING, leaves, split
+
+
+@dataclass(frozen=True)
+class SortSpec:
+    keys: tuple[tuple[tuple[str, ...], int], ...]  # (path parts, 1 or -1)
+    natural: int = 0  # 1 / -1 for {$natural: ±1}, 0 otherwise
+
+
+def parse_sort(spec: dict[str, Any] | None) -> SortSpec | None:
+    if not spec:
+        return None
+    keys = []
+    natural = 0
+    for path, direction in spec.items():
+        if isinstance(direction, bool) or not isinstance(direction, (int, float)) or direction not in (1, -1):
+            raise QueryError("BadValue", f"$sort key ordering must be 1 (for ascending) or -1 (for descending)")
+        if path == "$natural":
+            natural = int(direction)
+            continue
+        if not path or path.startswith("$") or "" in path.split("."):
+            raise QueryError("BadValue", f"Invalid sort key: {path!r}")
+        keys.append((split(path), int(direction)))
+    return SortSpec(tuple(keys), natural)
+
+
+def _sort_value(doc: dict[str, Any], parts: tuple[str, ...], direction: int) -> Any:
+    values: list[Any] = []
+    for v in leaves(doc, parts):
+        if type(v) is list:
+            values.extend(v) if v else values.append(MISSING)
+        else:
+            values.append(v)
+    present = [None if v is MISSING else v for v in values]
+    if not present:
+        return None
+    pick = min if direction > 0 else max
+    return pick(present, key=functools.cmp_to_key(compare))
+
+
+def sort_documents(docs: list[tuple[dict[str, Any], Any]], spec: SortSpec) -> list[Any]:
+    """Stable sort of (decoded, payload) pairs; returns the payloads in order."""
+    if not spec.keys:
+        ordered = docs if spec.natural >= 0 else list(reversed(docs))
+        return [p for _, p in ordered]
+    keyed = [
+        (tuple(_sort_value(d, parts, direction) for parts, direction in spec.keys), p)
+        for d, p in docs
+    ]
+
+    def cmp_rows(a: tuple[tuple[Any, ...], Any], b: tuple[tuple[Any, ...], Any]) -> int:
+        for (va, vb), (_, direction) in zip(zip(a[0], b[0]), spec.keys):
+            c = compare(va, vb)
+            if c:
+                return c * direction
+        return 0
+
+    keyed.sort(key=functools.cmp_to_key(cmp_rows))
+    return [p for _, p in keyed]
