@@ -1,0 +1,1 @@
+"""Shared test setup: every test may rely on the project root being importable."""
