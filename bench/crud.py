@@ -151,9 +151,7 @@ def bench_find_one(db: Database[Doc], ids: Sequence[Any]) -> dict[str, float]:
 
 def bench_insert_many(db: Database[Doc], cfg: Config) -> dict[str, float]:
     coll = db["many"]
-    batches = [
-        make_docs(b * cfg.batch_size, cfg.batch_size) for b in range(cfg.batches)
-    ]
+    batches = [make_docs(b * cfg.batch_size, cfg.batch_size) for b in range(cfg.batches)]
 
     def insert() -> int:
         for batch in batches:
@@ -301,29 +299,15 @@ def parse_args(
         "floor=mongodb://127.0.0.1:27090",
     )
     ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
-    ap.add_argument(
-        "--rounds", type=int, default=None, help="rounds per target (default 3)"
-    )
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per target (default 3)")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run")
-    ap.add_argument(
-        "--n", type=int, default=None, help="insert_one/find_one ops (2000)"
-    )
-    ap.add_argument(
-        "--batches", type=int, default=None, help="insert_many batches (20)"
-    )
-    ap.add_argument(
-        "--batch-size", type=int, default=1000, help="docs per batch (1000)"
-    )
-    ap.add_argument(
-        "--find-docs", type=int, default=None, help="docs to iterate (10000)"
-    )
+    ap.add_argument("--n", type=int, default=None, help="insert_one/find_one ops (2000)")
+    ap.add_argument("--batches", type=int, default=None, help="insert_many batches (20)")
+    ap.add_argument("--batch-size", type=int, default=1000, help="docs per batch (1000)")
+    ap.add_argument("--find-docs", type=int, default=None, help="docs to iterate (10000)")
     ap.add_argument("--find-reps", type=int, default=None, help="find iterations (3)")
-    ap.add_argument(
-        "--warmup", type=int, default=None, help="untimed warm-up ops (200)"
-    )
-    ap.add_argument(
-        "--timeout-ms", type=int, default=5000, help="connect timeout (5000)"
-    )
+    ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops (200)")
+    ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
     q = args.quick
@@ -341,10 +325,7 @@ def parse_args(
         timeout_ms=args.timeout_ms,
     )
     args.rounds = pick(args.rounds, 3, 1)
-    if (
-        args.rounds < 1
-        or min(cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_reps) < 1
-    ):
+    if args.rounds < 1 or min(cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_reps) < 1:
         ap.error("--rounds, --n, --batches, --batch-size and --find-reps must be >= 1")
     try:
         targets = [parse_target(a, i) for i, a in enumerate(args.targets)]

@@ -106,7 +106,9 @@ def _check_length(length: int) -> None:
     if length < MIN_MESSAGE_SIZE:
         raise ProtocolError(f"message length {length} is below the {MIN_MESSAGE_SIZE}-byte header")
     if length > MAX_MESSAGE_SIZE:
-        raise ProtocolError(f"message length {length} exceeds the maximum of {MAX_MESSAGE_SIZE} bytes")
+        raise ProtocolError(
+            f"message length {length} exceeds the maximum of {MAX_MESSAGE_SIZE} bytes"
+        )
 
 
 class FrameDecoder:
@@ -254,7 +256,9 @@ def _decode_query(header: Header, frame: bytes) -> Query:
         selector, pos = _document(frame, pos, end)
     if pos != end:
         raise ProtocolError("OP_QUERY has trailing bytes")
-    return Query(header.request_id, header.response_to, flags, name, skip, to_return, query, selector)
+    return Query(
+        header.request_id, header.response_to, flags, name, skip, to_return, query, selector
+    )
 
 
 def _frame(request_id: int, response_to: int, op: OpCode, payload: bytes) -> bytes:
@@ -277,7 +281,9 @@ def encode_msg(
         payload = b"".join(docs)
         parts += [b"\x01", _INT32.pack(4 + len(ident_b) + len(payload)), ident_b, payload]
     if flags & MsgFlags.CHECKSUM_PRESENT:
-        head = _HEADER.pack(HEADER_SIZE + sum(map(len, parts)) + 4, request_id, response_to, OpCode.MSG)
+        head = _HEADER.pack(
+            HEADER_SIZE + sum(map(len, parts)) + 4, request_id, response_to, OpCode.MSG
+        )
         parts.append(_UINT32.pack(crc32c(head + b"".join(parts))))
     return _frame(request_id, response_to, OpCode.MSG, b"".join(parts))
 

@@ -28,8 +28,10 @@ async def serve(config: Config) -> int:
         print(f"ebbdb: {exc}", file=sys.stderr)
         return EXIT_DBPATH_IN_USE
     except OSError as exc:
-        print(f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(
+            f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return EXIT_ADDRESS_IN_USE
     assert app.address is not None
     print(

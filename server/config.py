@@ -47,18 +47,38 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ebbdb",
         description="ebbdb: a MongoDB-compatible database server on LMDB.",
     )
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
-                   help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free port)")
-    p.add_argument("--bind_ip", default="127.0.0.1",
-                   help="comma-separated addresses to listen on (default 127.0.0.1)")
-    p.add_argument("--bind_ip_all", action="store_true", help="listen on all IPv4 and IPv6 addresses")
-    p.add_argument("--dbpath", default=DEFAULT_DBPATH,
-                   help=f"data directory, created if missing (default {DEFAULT_DBPATH})")
-    p.add_argument("--setParameter", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a server parameter (repeatable)")
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free port)",
+    )
+    p.add_argument(
+        "--bind_ip",
+        default="127.0.0.1",
+        help="comma-separated addresses to listen on (default 127.0.0.1)",
+    )
+    p.add_argument(
+        "--bind_ip_all", action="store_true", help="listen on all IPv4 and IPv6 addresses"
+    )
+    p.add_argument(
+        "--dbpath",
+        default=DEFAULT_DBPATH,
+        help=f"data directory, created if missing (default {DEFAULT_DBPATH})",
+    )
+    p.add_argument(
+        "--setParameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a server parameter (repeatable)",
+    )
     p.add_argument("--quiet", action="store_true", help="log less (no connection events)")
-    p.add_argument("--version", action="version",
-                   version=f"ebbdb {EBBDB_VERSION} (MongoDB {MONGODB_VERSION} compatible)")
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"ebbdb {EBBDB_VERSION} (MongoDB {MONGODB_VERSION} compatible)",
+    )
     return p
 
 

@@ -28,14 +28,13 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any,
     """Continue a coroutine that was started synchronously and suspended on `pending`, inside a Task.
     Exceptions the Task throws in (cancellation) are passed on to the coroutine."""
     while True:
+        thrown: BaseException | None = None
         try:
             yield pending
         except BaseException as exc:  # noqa: BLE001 - forwarded, not handled
-            step = (coro.throw, exc)
-        else:
-            step = (coro.send, None)
+            thrown = exc
         try:
-            pending = step[0](step[1])  # type: ignore[operator]
+            pending = coro.send(None) if thrown is None else coro.throw(thrown)
         except StopIteration as stop:
             return stop.value
 

@@ -54,7 +54,8 @@ class CursorManager:
         """Close cursors idle longer than `idle_seconds` (unless noCursorTimeout); returns how many."""
         t = time.monotonic() if now is None else now
         stale = [
-            c.id for c in self._cursors.values()
+            c.id
+            for c in self._cursors.values()
             if not c.no_timeout and t - c.last_used > idle_seconds
         ]
         for cid in stale:

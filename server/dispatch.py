@@ -47,7 +47,9 @@ class Dispatcher:
         try:
             body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
-            log.warning("[conn%d] request %d: body is not valid BSON: %s", conn.id, msg.request_id, exc)
+            log.warning(
+                "[conn%d] request %d: body is not valid BSON: %s", conn.id, msg.request_id, exc
+            )
             reply: dict[str, Any] = error_reply(
                 CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
             )
@@ -73,7 +75,9 @@ class Dispatcher:
             doc = bson.decode(query.query, CODEC)
         except Exception as exc:
             log.warning("[conn%d] OP_QUERY body is not valid BSON: %s", conn.id, exc)
-            reply = error_reply(CommandError(ErrorCode.InvalidBSON, f"query is not valid BSON: {exc}"))
+            reply = error_reply(
+                CommandError(ErrorCode.InvalidBSON, f"query is not valid BSON: {exc}")
+            )
             return self._op_reply(query, reply, _RESULT_FLAG_QUERY_FAILURE)
         # Drivers wrap the command when they add a read preference: {$query: {...}, $readPreference}.
         if "$query" in doc and isinstance(doc["$query"], Mapping):
@@ -107,7 +111,9 @@ class Dispatcher:
             log.error("reply could not be encoded", exc_info=exc)
             return bson.encode(error_reply(exc))
 
-    async def run(self, conn: Connection, body: dict[str, Any], request_id: int = 0) -> dict[str, Any]:
+    async def run(
+        self, conn: Connection, body: dict[str, Any], request_id: int = 0
+    ) -> dict[str, Any]:
         """Run one command document and return its reply document (never raises)."""
         name = next(iter(body), "")
         try:
@@ -116,12 +122,14 @@ class Dispatcher:
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
             db = body.get("$db")
             if not isinstance(db, str):
-                raise CommandError(ErrorCode.Location40571, "OP_MSG requests require a $db argument")
+                raise CommandError(
+                    ErrorCode.Location40571, "OP_MSG requests require a $db argument"
+                )
             if cmd.admin_only and db != "admin":
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
-            params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
+            params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             self.app.stats.count_command(cmd.name)
             reply = await cmd.handler(CommandContext(self.app, conn, db, name), params)
         except CommandError as exc:

@@ -7,8 +7,8 @@ import enum
 import logging
 from typing import Any
 
-from storage.errors import DuplicateKey, StorageError
 from server.display import shell_repr
+from storage.errors import DuplicateKey, StorageError
 
 log = logging.getLogger("ebbdb.command")
 
@@ -73,7 +73,11 @@ def _describe(exc: BaseException) -> tuple[ErrorCode, str, dict[str, Any]]:
         return exc.code, exc.message, dict(exc.extra)
     if isinstance(exc, DuplicateKey):
         msg = f"{exc.message} dup key: {shell_repr(exc.key_value)}"
-        return ErrorCode.DuplicateKey, msg, {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}
+        return (
+            ErrorCode.DuplicateKey,
+            msg,
+            {"keyPattern": exc.key_pattern, "keyValue": exc.key_value},
+        )
     if isinstance(exc, StorageError):
         return _code_of(exc), exc.message, {}
     return ErrorCode.InternalError, f"internal error: {type(exc).__name__}", {}

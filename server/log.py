@@ -9,14 +9,24 @@ import logging
 import sys
 
 RING_SIZE = 1024
-_COMPONENTS = {"ebbdb.network": "NETWORK", "ebbdb.command": "COMMAND", "ebbdb.storage": "STORAGE",
-               "ebbdb.control": "CONTROL", "ebbdb.ttl": "INDEX"}
-_SEVERITY = {logging.DEBUG: "D1", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
-             logging.CRITICAL: "F"}
+_COMPONENTS = {
+    "ebbdb.network": "NETWORK",
+    "ebbdb.command": "COMMAND",
+    "ebbdb.storage": "STORAGE",
+    "ebbdb.control": "CONTROL",
+    "ebbdb.ttl": "INDEX",
+}
+_SEVERITY = {
+    logging.DEBUG: "D1",
+    logging.INFO: "I",
+    logging.WARNING: "W",
+    logging.ERROR: "E",
+    logging.CRITICAL: "F",
+}
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    t = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+    t = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -53,8 +63,10 @@ class RingHandler(logging.Handler):
 
 class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        text = f"{_timestamp(record)} {_SEVERITY.get(record.levelno, 'I')} " \
-               f"{_COMPONENTS.get(record.name, '-'):<8} {record.getMessage()}"
+        text = (
+            f"{_timestamp(record)} {_SEVERITY.get(record.levelno, 'I')} "
+            f"{_COMPONENTS.get(record.name, '-'):<8} {record.getMessage()}"
+        )
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return text

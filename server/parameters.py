@@ -53,7 +53,12 @@ PARAMS: dict[str, ParamDef] = {
         ParamDef("ttlMonitorSleepSecs", 60, int, _positive_int),
         ParamDef("ttlMonitorEnabled", True, _parse_bool, _bool),
         ParamDef("enableTestCommands", False, _parse_bool, _bool, runtime=False),
-        ParamDef("cursorTimeoutMillis", Int64(600_000), lambda t: Int64(int(t)), lambda v: Int64(_positive_int(v))),
+        ParamDef(
+            "cursorTimeoutMillis",
+            Int64(600_000),
+            lambda t: Int64(int(t)),
+            lambda v: Int64(_positive_int(v)),
+        ),
     )
 }
 
@@ -82,7 +87,9 @@ class Parameters:
         if p is None:
             raise CommandError(ErrorCode.InvalidOptions, f"Unrecognized parameter: {name}")
         if not p.runtime:
-            raise CommandError(ErrorCode.IllegalOperation, f"not allowed to change [{name}] at runtime")
+            raise CommandError(
+                ErrorCode.IllegalOperation, f"not allowed to change [{name}] at runtime"
+            )
         old = self._values[name]
         self._values[name] = p.validate(value)
         return old

@@ -165,7 +165,7 @@ def _convert(command: str, a: Arg, value: Any) -> Any:
 
 def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
     raw = a.kind is Kind.RAW_DOCS
-    out = []
+    out: list[Any] = []
     for i, item in enumerate(items):
         if isinstance(item, (bytes, bytearray)):
             if raw:

@@ -6,7 +6,13 @@ import time
 from dataclasses import dataclass, field
 
 # Commands counted under their own opcounter rather than "command".
-_OPCOUNTER_OF = {"insert": None, "find": "query", "getMore": "getmore", "update": None, "delete": None}
+_OPCOUNTER_OF = {
+    "insert": None,
+    "find": "query",
+    "getMore": "getmore",
+    "update": None,
+    "delete": None,
+}
 
 
 @dataclass

@@ -16,9 +16,16 @@ class ServerThread:
     """`start()` returns once the server listens (re-raising its startup error); `stop()` shuts it
     down gracefully and joins the thread."""
 
-    def __init__(self, dbpath: str, parameters: dict[str, Any] | None = None, port: int = 0) -> None:
-        self.config = Config(port=port, bind_ip=("127.0.0.1",), dbpath=dbpath,
-                             parameters=dict(parameters or {}), quiet=True)
+    def __init__(
+        self, dbpath: str, parameters: dict[str, Any] | None = None, port: int = 0
+    ) -> None:
+        self.config = Config(
+            port=port,
+            bind_ip=("127.0.0.1",),
+            dbpath=dbpath,
+            parameters=dict(parameters or {}),
+            quiet=True,
+        )
         self.app: App | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -54,8 +61,10 @@ class ServerThread:
     def call(self, fn: Any, *args: Any) -> Any:
         """Run a plain function on the server's loop thread and return its result."""
         assert self._loop is not None
+
         async def run() -> Any:
             return fn(*args)
+
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
 
     def _run(self) -> None:

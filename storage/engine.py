@@ -43,7 +43,7 @@ from storage.query.paths import MISSING, leaves, split
 
 #: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
 #: decoded document re-encodes to the same bytes.
-CODEC = CodecOptions(
+CODEC: CodecOptions[dict[str, Any]] = CodecOptions(
     datetime_conversion=DatetimeConversion.DATETIME_MS,
     uuid_representation=UuidRepresentation.UNSPECIFIED,
 )
@@ -325,7 +325,9 @@ class Engine:
     def _put_collection(self, txn: Any, info: CollectionInfo) -> None:
         txn.put(info.ns.encode(), bson.encode(info.to_doc(), codec_options=CODEC), db=self._catalog)
 
-    def _new_collection(self, txn: Any, db: str, name: str, options: dict[str, Any]) -> CollectionInfo:
+    def _new_collection(
+        self, txn: Any, db: str, name: str, options: dict[str, Any]
+    ) -> CollectionInfo:
         coll_id = self._next_id(txn)
         id_index = IndexInfo(self._next_id(txn), "_id_", _ID_INDEX_KEY, {})
         info = CollectionInfo(
@@ -428,7 +430,13 @@ class Engine:
         return result
 
     def _insert_one(
-        self, txn: Any, info: CollectionInfo, rid: int, header: bytes, raw: bytes, doc: dict[str, Any]
+        self,
+        txn: Any,
+        info: CollectionInfo,
+        rid: int,
+        header: bytes,
+        raw: bytes,
+        doc: dict[str, Any],
     ) -> None:
         rid_bytes = _U64.pack(rid)
         entries: list[bytes] = []

@@ -44,11 +44,13 @@ class QuerySpec:
     ) -> QuerySpec:
         """Raises QueryError for a malformed filter, projection, sort, skip or limit."""
         if skip < 0:
-            raise QueryError("BadValue", "skip value must be non-negative, but received: %d" % skip)
+            raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
             raise QueryError("BadValue", "limit value must be non-negative")
         flt = filter or {}
-        return cls(flt, compile_filter(flt), parse_projection(projection), parse_sort(sort), skip, limit)
+        return cls(
+            flt, compile_filter(flt), parse_projection(projection), parse_sort(sort), skip, limit
+        )
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,9 @@ class QueryRun:
         while i < len(pending) and len(out) < max_docs:
             raw = pending[i]
             if self.spec.projection is not None:
-                raw = bson.encode(self.spec.projection.apply(bson.decode(raw, CODEC)), codec_options=CODEC)
+                raw = bson.encode(
+                    self.spec.projection.apply(bson.decode(raw, CODEC)), codec_options=CODEC
+                )
             if (out or not first) and size + len(raw) > max_bytes:
                 self.size_limited = True
                 break

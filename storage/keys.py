@@ -7,6 +7,7 @@ in exact reverse, and components can be concatenated for compound keys.
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import math
 import re
@@ -31,12 +32,27 @@ def _type_byte(r: int) -> bytes:
     return bytes((r + 2,))
 
 
-_T = {r: _type_byte(r) for r in (
-    cmp.RANK_MINKEY, cmp.RANK_UNDEFINED, cmp.RANK_NULL, cmp.RANK_NUMBER, cmp.RANK_STRING,
-    cmp.RANK_OBJECT, cmp.RANK_ARRAY, cmp.RANK_BINDATA, cmp.RANK_OBJECTID, cmp.RANK_BOOL,
-    cmp.RANK_DATE, cmp.RANK_TIMESTAMP, cmp.RANK_REGEX, cmp.RANK_CODE, cmp.RANK_CODEWSCOPE,
-    cmp.RANK_MAXKEY,
-)}
+_T = {
+    r: _type_byte(r)
+    for r in (
+        cmp.RANK_MINKEY,
+        cmp.RANK_UNDEFINED,
+        cmp.RANK_NULL,
+        cmp.RANK_NUMBER,
+        cmp.RANK_STRING,
+        cmp.RANK_OBJECT,
+        cmp.RANK_ARRAY,
+        cmp.RANK_BINDATA,
+        cmp.RANK_OBJECTID,
+        cmp.RANK_BOOL,
+        cmp.RANK_DATE,
+        cmp.RANK_TIMESTAMP,
+        cmp.RANK_REGEX,
+        cmp.RANK_CODE,
+        cmp.RANK_CODEWSCOPE,
+        cmp.RANK_MAXKEY,
+    )
+}
 
 
 def _double_bits(d: float) -> bytes:
@@ -67,7 +83,8 @@ def _number_body(value: Any) -> bytes:
     if isinstance(exact, int):
         tie = float(exact - int(approx))
     else:
-        tie = float(exact - type(exact)(approx))
+        assert isinstance(exact, decimal.Decimal)
+        tie = float(exact - decimal.Decimal(approx))
     return _FINITE + _double_bits(approx) + _double_bits(tie)
 
 
@@ -80,7 +97,7 @@ def encode(value: Any) -> bytes:
     if r == cmp.RANK_STRING:
         return t + _escape(value.encode("utf-8", "surrogatepass"))
     if r == cmp.RANK_OBJECTID:
-        return t + value.binary
+        return t + bytes(value.binary)
     if r == cmp.RANK_DATE:
         return t + _U64.pack((cmp.date_ms(value) + _SIGN) & _MASK64)
     if r == cmp.RANK_BOOL:

@@ -28,7 +28,9 @@ class GetParameterParams:
 async def get_parameter(ctx: CommandContext, p: GetParameterParams) -> dict[str, Any]:
     """Read server parameters: by name, or all with '*' or {allParameters: true}."""
     params = ctx.app.parameters
-    everything = p.which == "*" or (isinstance(p.which, dict) and bool(p.which.get("allParameters")))
+    everything = p.which == "*" or (
+        isinstance(p.which, dict) and bool(p.which.get("allParameters"))
+    )
     names = params.names() if everything else [n for n in (p.names or {}) if params.known(n)]
     if not names:
         raise CommandError(ErrorCode.InvalidOptions, "no option found to get")
@@ -97,7 +99,7 @@ async def host_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     mem = _mem_total_mb()
     return {
         "system": {
-            "currentTime": datetime.datetime.now(datetime.timezone.utc),
+            "currentTime": datetime.datetime.now(datetime.UTC),
             "hostname": socket.gethostname(),
             "cpuAddrSize": 64,
             "memSizeMB": Int64(mem),
@@ -106,7 +108,11 @@ async def host_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "cpuArch": platform.machine(),
             "numaEnabled": False,
         },
-        "os": {"type": platform.system(), "name": platform.platform(), "version": platform.release()},
+        "os": {
+            "type": platform.system(),
+            "name": platform.platform(),
+            "version": platform.release(),
+        },
         "extra": {"pythonVersion": platform.python_version()},
         "ok": 1.0,
     }
@@ -126,7 +132,7 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
         "uptime": float(round(uptime, 3)),
         "uptimeMillis": Int64(int(uptime * 1000)),
         "uptimeEstimate": Int64(int(uptime)),
-        "localTime": datetime.datetime.now(datetime.timezone.utc),
+        "localTime": datetime.datetime.now(datetime.UTC),
         "connections": {
             "current": stats.connections_current,
             "available": 1_000_000 - stats.connections_current,
@@ -134,7 +140,11 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "active": sum(1 for c in app.connections.values() if c.busy) + 1,
         },
         "opcounters": {k: Int64(v) for k, v in stats.opcounters.items()},
-        "storageEngine": {"name": "lmdb", "persistent": True, "mapSize": Int64(app.engine.map_size)},
+        "storageEngine": {
+            "name": "lmdb",
+            "persistent": True,
+            "mapSize": Int64(app.engine.map_size),
+        },
         "metrics": {"cursor": {"open": {"total": Int64(len(app.cursors))}}},
         "ebbdb": {"version": EBBDB_VERSION},
         "ok": 1.0,

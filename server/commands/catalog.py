@@ -87,9 +87,19 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
 
 #: create options that ebbdb does not implement yet; accepting them silently would break fidelity.
 _UNSUPPORTED_CREATE = (
-    "capped", "size", "max", "validator", "validationLevel", "validationAction", "viewOn",
-    "pipeline", "timeseries", "clusteredIndex", "changeStreamPreAndPostImages",
-    "expireAfterSeconds", "encryptedFields",
+    "capped",
+    "size",
+    "max",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "viewOn",
+    "pipeline",
+    "timeseries",
+    "clusteredIndex",
+    "changeStreamPreAndPostImages",
+    "expireAfterSeconds",
+    "encryptedFields",
 )
 
 
@@ -105,11 +115,25 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     options = dict(p.options or {})
     for name in _UNSUPPORTED_CREATE:
         if name in options and options[name] not in (False, None, 0):
-            raise CommandError(ErrorCode.NotImplemented, f"create option '{name}' is not supported yet")
+            raise CommandError(
+                ErrorCode.NotImplemented, f"create option '{name}' is not supported yet"
+            )
     for name in list(options):
-        if name not in ("idIndex", "storageEngine", "indexOptionDefaults", "autoIndexId", "flags",
-                        "collation") and name not in _UNSUPPORTED_CREATE:
-            raise CommandError(ErrorCode.Location40415, f"BSON field 'create.{name}' is an unknown field.")
+        if (
+            name
+            not in (
+                "idIndex",
+                "storageEngine",
+                "indexOptionDefaults",
+                "autoIndexId",
+                "flags",
+                "collation",
+            )
+            and name not in _UNSUPPORTED_CREATE
+        ):
+            raise CommandError(
+                ErrorCode.Location40415, f"BSON field 'create.{name}' is an unknown field."
+            )
     options = {k: v for k, v in options.items() if k not in _UNSUPPORTED_CREATE}
     await ctx.app.gateway.write(ctx.app.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}

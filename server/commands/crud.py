@@ -96,13 +96,18 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     unsupported = _unsupported(p)
     if unsupported:
-        raise CommandError(ErrorCode.NotImplemented, f"find option '{unsupported}' is not supported")
+        raise CommandError(
+            ErrorCode.NotImplemented, f"find option '{unsupported}' is not supported"
+        )
     if p.batch_size is not None and p.batch_size < 0:
         raise CommandError(
-            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {p.batch_size}"
+            ErrorCode.BadValue,
+            f"BatchSize value must be non-negative, but received: {p.batch_size}",
         )
     if p.skip < 0:
-        raise CommandError(ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}")
+        raise CommandError(
+            ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}"
+        )
     single_batch = p.single_batch or p.limit < 0
     limit = abs(p.limit)
     spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit)
@@ -139,7 +144,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         )
     if p.batch_size is not None and p.batch_size < 0:
         raise CommandError(
-            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {p.batch_size}"
+            ErrorCode.BadValue,
+            f"BatchSize value must be non-negative, but received: {p.batch_size}",
         )
     ns = ctx.ns(p.collection)
     cursor = ctx.app.cursors.get(int(p.cursor_id))
@@ -168,7 +174,8 @@ class KillCursorsParams:
 @REGISTRY.command("killCursors", params=KillCursorsParams)
 async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, Any]:
     """Close cursors by id."""
-    killed, not_found = [], []
+    killed: list[Int64] = []
+    not_found: list[Int64] = []
     for cid in p.cursors:
         if not isinstance(cid, Int64):
             raise CommandError(

@@ -7,6 +7,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
+from protocol import MAX_MESSAGE_SIZE
 from server.context import CommandContext
 from server.params import Kind, NoParams, arg
 from server.registry import REGISTRY
@@ -18,7 +19,6 @@ from server.version import (
     MONGODB_VERSION_ARRAY,
 )
 from storage.engine import MAX_DOCUMENT_SIZE
-from protocol import MAX_MESSAGE_SIZE
 
 MAX_WRITE_BATCH_SIZE = 100_000
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
@@ -42,7 +42,7 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         "maxBsonObjectSize": MAX_DOCUMENT_SIZE,
         "maxMessageSizeBytes": MAX_MESSAGE_SIZE,
         "maxWriteBatchSize": MAX_WRITE_BATCH_SIZE,
-        "localTime": datetime.datetime.now(datetime.timezone.utc),
+        "localTime": datetime.datetime.now(datetime.UTC),
         "logicalSessionTimeoutMinutes": LOGICAL_SESSION_TIMEOUT_MINUTES,
         "connectionId": ctx.conn.id,
         "minWireVersion": MIN_WIRE_VERSION,

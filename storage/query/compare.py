@@ -32,7 +32,7 @@ RANK_CODE = 60
 RANK_CODEWSCOPE = 65
 RANK_MAXKEY = 127
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def rank(value: Any) -> int:
@@ -85,7 +85,7 @@ def date_ms(value: DatetimeMS | datetime.datetime) -> int:
     if isinstance(value, DatetimeMS):
         return int(value)
     if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.timezone.utc)
+        value = value.replace(tzinfo=datetime.UTC)
     delta = value - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
@@ -107,7 +107,7 @@ def is_nan(value: Any) -> bool:
 
 
 def _cmp(a: Any, b: Any) -> int:
-    return (a > b) - (a < b)
+    return int(a > b) - int(a < b)
 
 
 def _compare_numbers(a: Any, b: Any) -> int:
@@ -128,8 +128,14 @@ def _binary_parts(value: Any) -> tuple[int, int, bytes]:
     return len(value), subtype, bytes(value)
 
 
-_FLAG_CHARS = (("i", re.IGNORECASE), ("l", re.LOCALE), ("m", re.MULTILINE), ("s", re.DOTALL),
-               ("u", re.UNICODE), ("x", re.VERBOSE))
+_FLAG_CHARS = (
+    ("i", re.IGNORECASE),
+    ("l", re.LOCALE),
+    ("m", re.MULTILINE),
+    ("s", re.DOTALL),
+    ("u", re.UNICODE),
+    ("x", re.VERBOSE),
+)
 
 
 def regex_flags(flags: int | str) -> str:

@@ -18,6 +18,7 @@ class Projection:
     include_id: bool
 
     def apply(self, doc: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any]
         if self.inclusion:
             out = _include(doc, self.tree)
             if self.include_id and "_id" in doc and "_id" not in self.tree:
@@ -52,10 +53,16 @@ def parse_projection(spec: dict[str, Any] | None) -> Projection | None:
                 op = next(iter(value))
                 raise QueryError("NotImplemented", f"projection operator {op} is not supported yet")
             if isinstance(value, dict):
-                raise QueryError("BadValue", f"An empty sub-projection is not a valid value. Found empty object at path")
+                raise QueryError(
+                    "BadValue",
+                    "An empty sub-projection is not a valid value. Found empty object at path",
+                )
             raise QueryError("BadValue", f"projection value for {path} must be a number or bool")
         if path.startswith("$"):
-            raise QueryError("BadValue", f"FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+            raise QueryError(
+                "BadValue",
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            )
         if path == "_id":
             include_id = flag
             if flag:
@@ -65,8 +72,12 @@ def parse_projection(spec: dict[str, Any] | None) -> Projection | None:
             inclusion = flag
         elif inclusion != flag:
             if inclusion:
-                raise QueryError("Location31254", f"Cannot do exclusion on field {path} in inclusion projection")
-            raise QueryError("Location31253", f"Cannot do inclusion on field {path} in exclusion projection")
+                raise QueryError(
+                    "Location31254", f"Cannot do exclusion on field {path} in inclusion projection"
+                )
+            raise QueryError(
+                "Location31253", f"Cannot do inclusion on field {path} in exclusion projection"
+            )
         tree_set(tree, path)
     if inclusion is None:
         # Only _id was named: {_id: 0} excludes it, {_id: 1} includes only it.

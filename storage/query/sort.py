@@ -24,8 +24,14 @@ def parse_sort(spec: dict[str, Any] | None) -> SortSpec | None:
     keys = []
     natural = 0
     for path, direction in spec.items():
-        if isinstance(direction, bool) or not isinstance(direction, (int, float)) or direction not in (1, -1):
-            raise QueryError("BadValue", f"$sort key ordering must be 1 (for ascending) or -1 (for descending)")
+        if (
+            isinstance(direction, bool)
+            or not isinstance(direction, (int, float))
+            or direction not in (1, -1)
+        ):
+            raise QueryError(
+                "BadValue", "$sort key ordering must be 1 (for ascending) or -1 (for descending)"
+            )
         if path == "$natural":
             natural = int(direction)
             continue
