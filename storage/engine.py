@@ -61,6 +61,7 @@ _NEXT_ID = b"next_id"
 _ID_INDEX_KEY = (("_id", 1),)
 
 T = TypeVar("T")
+_CatalogChanges = dict[tuple[str, str], CollectionInfo | None]
 
 
 class DataDirLocked(StorageError):
@@ -263,15 +264,22 @@ class Engine:
     def read(self) -> Reader:
         return Reader(self)
 
-    def _write(self, fn: Callable[[Any], T]) -> T:
-        """Run `fn(txn)` in one write transaction and commit it durably. Grows the map and retries
-        when it fills, so callers never see a map-full error."""
+    def _write(self, fn: Callable[[Any, _CatalogChanges], T]) -> T:
+        """Run `fn(txn, changes)` in one write transaction and commit it durably; catalog entries
+        `fn` put in `changes` (None for dropped) reach the in-memory catalog only after the commit.
+        Grows the map and retries when it fills, so callers never see a map-full error."""
         with self._write_lock:
             while True:
                 txn = self._env.begin(write=True)
+                changes: _CatalogChanges = {}
                 try:
-                    result = fn(txn)
+                    result = fn(txn, changes)
                     txn.commit()
+                    for key, info in changes.items():
+                        if info is None:
+                            self._collections.pop(key, None)
+                        else:
+                            self._collections[key] = info
                     return result
                 except lmdb.MapFullError:
                     txn.abort()
@@ -342,37 +350,40 @@ class Engine:
         """Create an empty collection. Raises NamespaceExists or InvalidNamespace."""
         validate_collection_name(db, name)
 
-        def run(txn: Any) -> CollectionInfo:
+        def run(txn: Any, changes: _CatalogChanges) -> CollectionInfo:
             if (db, name) in self._collections:
                 raise NamespaceExists(f"Collection {db}.{name} already exists.")
-            return self._new_collection(txn, db, name, dict(options or {}))
+            info = self._new_collection(txn, db, name, dict(options or {}))
+            changes[(db, name)] = info
+            return info
 
-        info = self._write(run)
-        self._collections[(db, name)] = info
-        return info
+        return self._write(run)
 
     def drop_collection(self, db: str, name: str) -> bool:
         """Drop a collection, its documents and its indexes. False when it did not exist."""
-        info = self._collections.get((db, name))
-        if info is None:
-            return False
-        self._write(lambda txn: self._drop(txn, info))
-        self._collections.pop((db, name), None)
-        return True
+
+        def run(txn: Any, changes: _CatalogChanges) -> bool:
+            info = self._collections.get((db, name))
+            if info is None:
+                return False
+            self._drop(txn, info)
+            changes[(db, name)] = None
+            return True
+
+        return self._write(run)
 
     def drop_database(self, db: str) -> list[str]:
         """Drop every collection of `db`; returns their names."""
         validate_db_name(db)
-        infos = [c for c in self._collections.values() if c.db == db]
 
-        def run(txn: Any) -> None:
+        def run(txn: Any, changes: _CatalogChanges) -> list[str]:
+            infos = [c for c in self._collections.values() if c.db == db]
             for info in infos:
                 self._drop(txn, info)
+                changes[(info.db, info.name)] = None
+            return [i.name for i in infos]
 
-        self._write(run)
-        for info in infos:
-            self._collections.pop((info.db, info.name), None)
-        return [i.name for i in infos]
+        return self._write(run)
 
     def _drop(self, txn: Any, info: CollectionInfo) -> None:
         _delete_prefix(txn, self._records, _U64.pack(info.id))
@@ -397,13 +408,13 @@ class Engine:
         Failures are per document: ordered inserts stop at the first, unordered ones go on."""
         validate_collection_name(db, name)
         stamp = _now_ms() if now_ms is None else now_ms
-        created: list[CollectionInfo] = []
 
-        def run(txn: Any) -> InsertResult:
+        def run(txn: Any, changes: _CatalogChanges) -> InsertResult:
             info = self._collections.get((db, name))
+            created = info is None
             if info is None:
                 info = self._new_collection(txn, db, name, {})
-                created.append(info)
+                changes[(db, name)] = info
             rid = self._last_rid(txn, info.id)
             inserted = size = 0
             errors: list[tuple[int, StorageError]] = []
@@ -422,12 +433,9 @@ class Engine:
                 size += len(raw)
             if inserted:
                 self._add_stats(txn, info.id, inserted, size)
-            return InsertResult(inserted, tuple(errors), bool(created))
+            return InsertResult(inserted, tuple(errors), created)
 
-        result = self._write(run)
-        if created:
-            self._collections[(db, name)] = created[0]
-        return result
+        return self._write(run)
 
     def _insert_one(
         self,
