@@ -45,8 +45,13 @@ class MsgFlags(enum.IntFlag):
 
 
 # Bits 0-15 of OP_MSG flags are "required": a receiver must reject a message with one it doesn't know.
-_KNOWN_REQUIRED = MsgFlags.CHECKSUM_PRESENT | MsgFlags.MORE_TO_COME
+_KNOWN_REQUIRED = int(MsgFlags.CHECKSUM_PRESENT | MsgFlags.MORE_TO_COME)
 _REQUIRED_MASK = 0xFFFF
+_KNOWN = _KNOWN_REQUIRED | int(MsgFlags.EXHAUST_ALLOWED)
+_CHECKSUM = int(MsgFlags.CHECKSUM_PRESENT)
+_MORE_TO_COME = int(MsgFlags.MORE_TO_COME)
+# Flag combinations built once: making an IntFlag per message is slow on the hot path.
+_FLAG_VALUES = {v: MsgFlags(v) for v in range(_KNOWN + 1) if v & ~_KNOWN == 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,11 @@ class Msg:
 
     @property
     def more_to_come(self) -> bool:
-        return bool(self.flags & MsgFlags.MORE_TO_COME)
+        return bool(int(self.flags) & _MORE_TO_COME)
 
     @property
     def exhaust_allowed(self) -> bool:
-        return bool(self.flags & MsgFlags.EXHAUST_ALLOWED)
+        return bool(int(self.flags) & int(MsgFlags.EXHAUST_ALLOWED))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,11 +203,11 @@ def _decode_msg(header: Header, frame: bytes) -> Msg:
     if end < HEADER_SIZE + 4:
         raise ProtocolError("OP_MSG too short for its flags")
     raw_flags = _UINT32.unpack_from(frame, HEADER_SIZE)[0]
-    unknown_required = raw_flags & _REQUIRED_MASK & ~int(_KNOWN_REQUIRED)
+    unknown_required = raw_flags & _REQUIRED_MASK & ~_KNOWN_REQUIRED
     if unknown_required:
         raise ProtocolError(f"OP_MSG has unknown required flag bits {unknown_required:#x}")
-    flags = MsgFlags(raw_flags & int(_KNOWN_REQUIRED | MsgFlags.EXHAUST_ALLOWED))
-    if flags & MsgFlags.CHECKSUM_PRESENT:
+    flags = _FLAG_VALUES[raw_flags & _KNOWN]
+    if raw_flags & _CHECKSUM:
         if end < HEADER_SIZE + 4 + 4:
             raise ProtocolError("OP_MSG too short for its checksum")
         end -= 4
@@ -275,12 +280,13 @@ def encode_msg(
     sequences: tuple[tuple[str, tuple[bytes, ...]], ...] = (),
 ) -> bytes:
     """Frame an OP_MSG; with CHECKSUM_PRESENT in `flags` the CRC-32C is appended."""
-    parts = [_UINT32.pack(int(flags)), b"\x00", body]
+    iflags = int(flags)
+    parts = [_UINT32.pack(iflags), b"\x00", body]
     for ident, docs in sequences:
         ident_b = ident.encode("utf-8") + b"\x00"
         payload = b"".join(docs)
         parts += [b"\x01", _INT32.pack(4 + len(ident_b) + len(payload)), ident_b, payload]
-    if flags & MsgFlags.CHECKSUM_PRESENT:
+    if iflags & _CHECKSUM:
         head = _HEADER.pack(
             HEADER_SIZE + sum(map(len, parts)) + 4, request_id, response_to, OpCode.MSG
         )

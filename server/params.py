@@ -188,15 +188,26 @@ def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+_ARGS: dict[type, dict[str, tuple[str, Arg]]] = {}
+
+
+def _args_of(cls: type) -> dict[str, tuple[str, Arg]]:
+    """BSON field name -> (attribute, Arg) for a params class, computed once per class."""
+    found = _ARGS.get(cls)
+    if found is None:
+        found = {}
+        for f in dataclasses.fields(cls):
+            a = f.metadata.get("arg")
+            if a is not None:
+                found[a.name] = (f.name, a)
+        _ARGS[cls] = found
+    return found
+
+
 def extract(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
     """Build `cls` from a command document. Raises CommandError: 40415 for an unknown field,
     40414 for a missing required one, 14 TypeMismatch for a value of the wrong type."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    by_name: dict[str, tuple[str, Arg]] = {}
-    for f in fields:
-        a = f.metadata.get("arg")
-        if a is not None:
-            by_name[a.name] = (f.name, a)
+    by_name = _args_of(cls)
     values: dict[str, Any] = {}
     first = True
     for key, value in body.items():
@@ -236,7 +247,7 @@ class NoParams:
 def extract_lenient(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
     """Like extract, but unknown fields are ignored (handshake and diagnostic commands, which
     drivers and tools send with fields that vary by version)."""
-    known = {f.metadata["arg"].name for f in dataclasses.fields(cls) if "arg" in f.metadata}  # type: ignore[arg-type]
+    known = _args_of(cls)
     trimmed = {
         k: v for i, (k, v) in enumerate(body.items()) if i == 0 or k in known or k in GENERIC_FIELDS
     }

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
-from bson.raw_bson import RawBSONDocument
 
 from server.commands.handshake import MAX_WRITE_BATCH_SIZE
 from server.context import CommandContext
@@ -83,9 +82,21 @@ def _unsupported(p: FindParams) -> str | None:
     return None
 
 
+class RawDoc:
+    """Stored BSON that goes out unchanged. pymongo's encoder copies the bytes of any object whose
+    `_type_marker` is RawBSONDocument's (101); this class skips RawBSONDocument's own validation,
+    which the stored bytes passed on the way in."""
+
+    __slots__ = ("raw",)
+    _type_marker = 101
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+
 def _cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
     return {
-        "cursor": {batch_field: [RawBSONDocument(d) for d in docs], "id": Int64(cid), "ns": ns},
+        "cursor": {batch_field: list(map(RawDoc, docs)), "id": Int64(cid), "ns": ns},
         "ok": 1.0,
     }
 

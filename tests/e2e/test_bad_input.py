@@ -52,7 +52,9 @@ def _read_msg(sock: socket.socket) -> Msg:
     return message
 
 
-def _command(sock: socket.socket, body: dict[str, Any], flags: MsgFlags = MsgFlags.NONE) -> dict[str, Any]:
+def _command(
+    sock: socket.socket, body: dict[str, Any], flags: MsgFlags = MsgFlags.NONE
+) -> dict[str, Any]:
     rid = next(_request_ids)
     sock.sendall(encode_msg(rid, 0, bson.encode(body), flags))
     reply = _read_msg(sock)
@@ -87,7 +89,9 @@ def _wait_for_log(srv: ServerThread, *needles: str, timeout: float = TIMEOUT) ->
             if all(n in m.lower() for n in lowered):
                 return m
         if time.monotonic() > deadline:
-            pytest.fail(f"no log line mentions {needles!r}; recent lines:\n" + "\n".join(msgs[-20:]))
+            pytest.fail(
+                f"no log line mentions {needles!r}; recent lines:\n" + "\n".join(msgs[-20:])
+            )
         time.sleep(0.02)
 
 
@@ -184,7 +188,9 @@ def test_broken_framing_closes_only_that_connection(
         assert _command(bystander, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
-def test_truncated_frame_then_client_closes(server: ServerThread, observer: Callable[[str], None]) -> None:
+def test_truncated_frame_then_client_closes(
+    server: ServerThread, observer: Callable[[str], None]
+) -> None:
     observer("before")
     with _connect(server) as sock:
         conn_id = _connection_id(sock)
@@ -254,7 +260,9 @@ def test_valid_checksum_is_answered(server: ServerThread) -> None:
         assert _command(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
-def test_insert_with_document_sequence(server: ServerThread, client: MongoClient[dict[str, Any]]) -> None:
+def test_insert_with_document_sequence(
+    server: ServerThread, client: MongoClient[dict[str, Any]]
+) -> None:
     docs = (bson.encode({"_id": 1, "v": "a"}), bson.encode({"_id": 2, "v": "b"}))
     with _connect(server) as sock:
         rid = next(_request_ids)

@@ -12,7 +12,17 @@ from typing import Any
 import bson
 import pytest
 
-from protocol import Msg, OpCode, Query, Reply, decode_header, decode_message, decode_reply, encode_msg, encode_query
+from protocol import (
+    Msg,
+    OpCode,
+    Query,
+    Reply,
+    decode_header,
+    decode_message,
+    decode_reply,
+    encode_msg,
+    encode_query,
+)
 from server.testing import ServerThread
 
 TIMEOUT = 5.0
@@ -43,12 +53,17 @@ def _read_frame(sock: socket.socket) -> bytes:
 
 
 def _op_query(
-    sock: socket.socket, query: dict[str, Any], namespace: str = "admin.$cmd", number_to_return: int = -1
+    sock: socket.socket,
+    query: dict[str, Any],
+    namespace: str = "admin.$cmd",
+    number_to_return: int = -1,
 ) -> tuple[int, Reply]:
     rid = next(_request_ids)
     sock.sendall(encode_query(Query(rid, 0, 0, namespace, 0, number_to_return, bson.encode(query))))
     frame = _read_frame(sock)
-    assert decode_header(frame).op_code == OpCode.REPLY, "an OP_QUERY must be answered with OP_REPLY"
+    assert decode_header(frame).op_code == OpCode.REPLY, (
+        "an OP_QUERY must be answered with OP_REPLY"
+    )
     return rid, decode_reply(frame)
 
 
@@ -72,7 +87,14 @@ def _only_doc(reply: Reply) -> dict[str, Any]:
         ({"isMaster": 1}, "ismaster"),
         ({"ismaster": 1}, "ismaster"),
         ({"hello": 1}, "isWritablePrimary"),
-        ({"isMaster": 1, "helloOk": True, "client": {"driver": {"name": "legacy", "version": "1"}}}, "ismaster"),
+        (
+            {
+                "isMaster": 1,
+                "helloOk": True,
+                "client": {"driver": {"name": "legacy", "version": "1"}},
+            },
+            "ismaster",
+        ),
         (
             {"$query": {"isMaster": 1}, "$readPreference": {"mode": "primaryPreferred"}},
             "ismaster",
@@ -106,7 +128,9 @@ def test_op_msg_works_after_op_query_handshake(server: ServerThread) -> None:
         assert found["cursor"]["firstBatch"] == [{"_id": 1}]
 
 
-def test_op_query_non_handshake_command_is_refused_and_connection_survives(server: ServerThread) -> None:
+def test_op_query_non_handshake_command_is_refused_and_connection_survives(
+    server: ServerThread,
+) -> None:
     with _connect(server) as sock:
         rid, reply = _op_query(sock, {"find": "legacy", "filter": {}}, namespace="legacy.$cmd")
         assert reply.response_to == rid

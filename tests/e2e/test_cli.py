@@ -1,0 +1,292 @@
+"""The `ebbdb` command as an operator runs it: real subprocesses (`python -m server`, and the console
+script when installed), the startup line, signals, the data directory lock, and --setParameter.
+Every wait has a timeout so that no test can hang."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+
+from server.version import EBBDB_VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_CMD = [sys.executable, "-m", "server"]
+START_TIMEOUT = 15.0
+EXIT_TIMEOUT = 5.0
+_STARTUP_RE = re.compile(r"\b127\.0\.0\.1:(\d+)\b")
+
+
+def _run(args: list[str], cmd: list[str] = SERVER_CMD) -> subprocess.CompletedProcess[str]:
+    """Run a command that must exit on its own."""
+    return subprocess.run(
+        [*cmd, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+class ServerProcess:
+    """One `ebbdb` subprocess. stdout is read by a thread (so reads can time out); stderr goes to a
+    file so the log can never fill a pipe and block the server."""
+
+    def __init__(self, args: list[str], log_dir: Path) -> None:
+        self.stderr_path = log_dir / f"stderr-{time.monotonic_ns()}.log"
+        self._stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(
+            [*SERVER_CMD, *args],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+        self.stdout_lines: list[str] = []
+        self.port: int | None = None
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    @property
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text()
+
+    def startup_line(self, timeout: float = START_TIMEOUT) -> str:
+        """The first stdout line; fails with the server's stderr if it exits or stays silent."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no startup line within {timeout} s; stderr:\n{self.stderr}")
+        if line is None:
+            self.proc.wait(EXIT_TIMEOUT)
+            pytest.fail(
+                f"server exited with {self.proc.returncode} before its startup line; "
+                f"stderr:\n{self.stderr}"
+            )
+        self.stdout_lines.append(line)
+        match = _STARTUP_RE.search(line)
+        assert match, f"startup line does not name 127.0.0.1:<port>: {line!r}"
+        self.port = int(match.group(1))
+        return line
+
+    def client(self) -> MongoClient[dict[str, Any]]:
+        assert self.port is not None, "call startup_line() first"
+        return MongoClient(
+            f"mongodb://127.0.0.1:{self.port}/?directConnection=true",
+            serverSelectionTimeoutMS=5000,
+            socketTimeoutMS=5000,
+            connectTimeoutMS=5000,
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = EXIT_TIMEOUT) -> int:
+        """Send `sig` and wait for the exit code; the rest of stdout is collected."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(EXIT_TIMEOUT)
+            pytest.fail(
+                f"server ignored signal {signal.Signals(sig).name} for {timeout} s; "
+                f"stderr:\n{self.stderr}"
+            )
+        self._reader.join(EXIT_TIMEOUT)
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.stdout_lines.append(line)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(EXIT_TIMEOUT)
+        self._stderr.close()
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Any]:
+    """launch(*args) starts `python -m server *args`; leftovers are killed at the end of the test."""
+    procs: list[ServerProcess] = []
+
+    def start(*args: str) -> ServerProcess:
+        p = ServerProcess(list(args), tmp_path)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+
+
+def _console_script() -> list[list[str]]:
+    script = shutil.which("ebbdb")
+    return [[script]] if script else []
+
+
+# -- commands that exit at once --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [SERVER_CMD, *_console_script()],
+    ids=["python_-m_server", *(["ebbdb"] * len(_console_script()))],
+)
+def test_version(cmd: list[str]) -> None:
+    result = _run(["--version"], cmd)
+    assert result.returncode == 0, result.stderr
+    assert EBBDB_VERSION in result.stdout
+
+
+def test_help_lists_the_options() -> None:
+    result = _run(["--help"])
+    assert result.returncode == 0, result.stderr
+    for option in ("--port", "--bind_ip", "--bind_ip_all", "--dbpath", "--setParameter", "--quiet"):
+        assert re.search(rf"{re.escape(option)}\b", result.stdout), f"{option} missing from --help"
+
+
+def test_unknown_set_parameter_exits_with_a_clear_message(tmp_path: Path) -> None:
+    dbpath = tmp_path / "never"
+    result = _run(["--port", "0", "--dbpath", str(dbpath), "--setParameter", "foo=1"])
+    assert result.returncode != 0
+    assert "foo" in result.stderr
+    assert "setParameter" in result.stderr
+    assert result.stdout == ""
+
+
+# -- a running server ------------------------------------------------------------------------------
+
+
+def test_startup_line_and_connect(launch: Any, tmp_path: Path) -> None:
+    dbpath = str(tmp_path / "data")
+    srv = launch("--port", "0", "--dbpath", dbpath)
+    line = srv.startup_line()
+    assert dbpath in line
+    assert EBBDB_VERSION in line
+    assert srv.port and srv.port > 0
+    with srv.client() as client:
+        assert client.admin.command("ping")["ok"] == 1.0
+        client.cli.items.insert_one({"_id": 1})
+        assert client.cli.items.find_one() == {"_id": 1}
+    assert srv.stop() == 0
+    assert len(srv.stdout_lines) == 1, (
+        f"stdout should hold only the startup line: {srv.stdout_lines}"
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_exits_cleanly_and_data_survives_restart(
+    launch: Any, tmp_path: Path, sig: int
+) -> None:
+    dbpath = str(tmp_path / "data")
+    first = launch("--port", "0", "--dbpath", dbpath)
+    first.startup_line()
+    with first.client() as client:
+        client.cli.durable.insert_many([{"_id": i, "v": f"doc{i}"} for i in range(3)])
+    started = time.monotonic()
+    assert first.stop(sig) == 0, first.stderr
+    assert time.monotonic() - started < EXIT_TIMEOUT
+
+    second = launch("--port", "0", "--dbpath", dbpath)
+    second.startup_line()
+    with second.client() as client:
+        found = list(client.cli.durable.find().sort("_id", 1))
+    assert found == [{"_id": i, "v": f"doc{i}"} for i in range(3)]
+    assert second.stop() == 0
+
+
+def test_second_server_on_same_dbpath_fails_and_first_keeps_serving(
+    launch: Any, tmp_path: Path
+) -> None:
+    dbpath = str(tmp_path / "data")
+    first = launch("--port", "0", "--dbpath", dbpath)
+    first.startup_line()
+    with first.client() as client:
+        client.cli.shared.insert_one({"_id": "before"})
+
+        started = time.monotonic()
+        result = _run(["--port", "0", "--dbpath", dbpath])
+        assert time.monotonic() - started < 10
+        assert result.returncode != 0
+        assert result.stdout == "", "the refused server must not print a startup line"
+        message = result.stderr.lower()
+        assert "data directory" in message, result.stderr
+        assert any(w in message for w in ("in use", "using it", "lock")), result.stderr
+
+        client.cli.shared.insert_one({"_id": "after"})
+        assert sorted(d["_id"] for d in client.cli.shared.find()) == ["after", "before"]
+    assert first.stop() == 0
+
+
+def test_missing_dbpath_is_created(launch: Any, tmp_path: Path) -> None:
+    dbpath = tmp_path / "does" / "not" / "exist"
+    assert not dbpath.exists()
+    srv = launch("--port", "0", "--dbpath", str(dbpath))
+    srv.startup_line()
+    assert dbpath.is_dir()
+    with srv.client() as client:
+        client.cli.created.insert_one({"_id": 1})
+    assert srv.stop() == 0
+    assert any(dbpath.iterdir())
+
+
+def test_set_parameter_is_visible_through_get_parameter(launch: Any, tmp_path: Path) -> None:
+    srv = launch(
+        "--port", "0", "--dbpath", str(tmp_path / "data"), "--setParameter", "ttlMonitorSleepSecs=5"
+    )
+    srv.startup_line()
+    with srv.client() as client:
+        reply = client.admin.command({"getParameter": 1, "ttlMonitorSleepSecs": 1})
+    assert reply["ttlMonitorSleepSecs"] == 5
+    assert srv.stop() == 0
+
+
+def test_bind_ip(launch: Any, tmp_path: Path) -> None:
+    srv = launch(
+        "--bind_ip", "127.0.0.1", "--port", "0", "--quiet", "--dbpath", str(tmp_path / "data")
+    )
+    line = srv.startup_line()
+    assert f"127.0.0.1:{srv.port}" in line
+    with srv.client() as client:
+        assert client.admin.command("ping")["ok"] == 1.0
+    assert srv.stop() == 0
+
+
+def test_version_creates_no_data_directory(tmp_path: Path) -> None:
+    """--version must not create the default data directory as a side effect."""
+    result = subprocess.run(
+        [*SERVER_CMD, "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "ebbdb-data").exists()
