@@ -41,7 +41,8 @@ class InvalidIdField(StorageError):
 
 
 class DocumentTooLarge(StorageError):
-    code_name = "BSONObjectTooLarge"
+    # MongoDB reports an oversized insert as BadValue ("object to insert too large ...").
+    code_name = "BadValue"
 
 
 class InvalidBSON(StorageError):

@@ -3,6 +3,7 @@ real drivers against the real server and checked against MongoDB 7.0's behaviour
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from typing import Any
 
 import bson
 import pytest
-from bson import SON, Int64, ObjectId
+from bson import SON, Binary, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
@@ -141,6 +142,17 @@ def test_duplicate_key_write_error_shape(client: Client) -> None:
     ]
 
 
+def test_array_id_is_refused(client: Client) -> None:
+    reply = client.crud.command(
+        "insert", "c", documents=[{"_id": [1, 2]}, {"_id": 3}], ordered=False
+    )
+    assert reply["n"] == 1
+    (error,) = reply["writeErrors"]
+    assert error["index"] == 0
+    assert error["code"] == 53  # InvalidIdField
+    assert [d["_id"] for d in client.crud.c.find()] == [3]
+
+
 _OID = ObjectId("64b7f0c2a1b2c3d4e5f60718")
 
 
@@ -159,7 +171,10 @@ def test_duplicate_key_message_renders_the_key(client: Client, key: Any, shown: 
     db.c.insert_one({"_id": key})
     reply = db.command("insert", "c", documents=[{"_id": key}])
     (error,) = reply["writeErrors"]
-    assert error["errmsg"] == f"E11000 duplicate key error collection: db.c index: _id_ dup key: {shown}"
+    assert (
+        error["errmsg"]
+        == f"E11000 duplicate key error collection: db.c index: _id_ dup key: {shown}"
+    )
     assert error["keyValue"] == {"_id": key}
 
 
@@ -267,7 +282,9 @@ def filter_coll(client: Client) -> Any:
     return coll
 
 
-@pytest.mark.parametrize(("query", "expected"), FILTER_CASES, ids=[repr(q) for q, _ in FILTER_CASES])
+@pytest.mark.parametrize(
+    ("query", "expected"), FILTER_CASES, ids=[repr(q) for q, _ in FILTER_CASES]
+)
 def test_find_equality(filter_coll: Any, query: dict[str, Any], expected: list[int]) -> None:
     assert sorted(d["_id"] for d in filter_coll.find(query)) == expected
 
@@ -354,6 +371,54 @@ def test_skip_past_the_end(numbers: Any) -> None:
 
 def test_limit_without_sort_returns_that_many(numbers: Any) -> None:
     assert len(list(numbers.find().limit(3))) == 3
+
+
+def test_sort_across_types_follows_bson_order(client: Client) -> None:
+    coll = client.crud.mixed
+    values: list[Any] = [
+        MinKey(),
+        None,
+        1,
+        2.5,
+        Int64(3),
+        "a",
+        "b",
+        {"x": 1},
+        Binary(b"\x01"),
+        ObjectId("64b7f0c2a1b2c3d4e5f60718"),
+        False,
+        True,
+        datetime.datetime(2020, 1, 1),
+        Timestamp(1, 1),
+        Regex("a"),
+        MaxKey(),
+    ]
+    docs = [{"_id": i, "v": v} for i, v in enumerate(values)]
+    docs.append({"_id": "missing"})
+    coll.insert_many(reversed(docs))
+    up = [d["_id"] for d in coll.find().sort("v", 1)]
+    # null and missing compare equal, so their relative order is not fixed.
+    assert up[0] == 0
+    assert set(up[1:3]) == {1, "missing"}
+    assert up[3:] == list(range(2, len(values)))
+    down = [d["_id"] for d in coll.find().sort("v", -1)]
+    assert down[:-3] == list(range(len(values) - 1, 1, -1))
+    assert set(down[-3:-1]) == {1, "missing"}
+    assert down[-1] == 0
+
+
+def test_sort_on_arrays_uses_the_smallest_or_largest_element(client: Client) -> None:
+    coll = client.crud.arrsort
+    coll.insert_many([{"_id": 1, "a": [5, 1]}, {"_id": 2, "a": 3}, {"_id": 3, "a": [2, 9]}])
+    assert [d["_id"] for d in coll.find().sort("a", 1)] == [1, 3, 2]
+    assert [d["_id"] for d in coll.find().sort("a", -1)] == [3, 1, 2]
+
+
+def test_sort_on_two_fields(client: Client) -> None:
+    coll = client.crud.twosort
+    coll.insert_many([{"_id": i, "g": i % 3, "n": i} for i in range(9)])
+    got = [d["_id"] for d in coll.find().sort([("g", 1), ("n", -1)])]
+    assert got == [6, 3, 0, 7, 4, 1, 8, 5, 2]
 
 
 def test_sort_with_filter_and_projection(numbers: Any) -> None:
@@ -449,6 +514,50 @@ def test_killed_cursor_is_gone(many: Any, watched: Client, recorder: Recorder) -
     assert info.value.code == 43
     assert info.value.details is not None
     assert info.value.details["codeName"] == "CursorNotFound"
+
+
+def test_batch_size_zero_opens_a_cursor_with_an_empty_first_batch(
+    many: Any, client: Client
+) -> None:
+    db = client.crud
+    reply = db.command("find", "many", batchSize=0)
+    assert reply["cursor"]["firstBatch"] == []
+    cid = reply["cursor"]["id"]
+    assert cid != 0
+    more = db.command("getMore", cid, collection="many", batchSize=5)
+    assert [d["_id"] for d in more["cursor"]["nextBatch"]] == [0, 1, 2, 3, 4]
+    db.command("killCursors", "many", cursors=[cid])
+
+
+def test_limit_reached_in_first_batch_closes_the_cursor(many: Any, client: Client) -> None:
+    reply = client.crud.command("find", "many", limit=20, batchSize=20)
+    assert len(reply["cursor"]["firstBatch"]) == 20
+    assert reply["cursor"]["id"] == 0
+
+
+def test_limit_spanning_batches(many: Any, watched: Client, recorder: Recorder) -> None:
+    recorder.clear()
+    got = [d["_id"] for d in watched.crud.many.find().sort("_id", 1).limit(130).batch_size(50)]
+    assert got == list(range(130))
+    assert [len(r["cursor"]["nextBatch"]) for r in recorder.replies_to("getMore")] == [50, 30]
+    assert recorder.replies_to("getMore")[-1]["cursor"]["id"] == 0
+
+
+def test_get_more_from_another_collection_is_refused(many: Any, client: Client) -> None:
+    db = client.crud
+    cid = db.command("find", "many", batchSize=1)["cursor"]["id"]
+    with pytest.raises(OperationFailure) as info:
+        db.command("getMore", cid, collection="other")
+    assert info.value.code == 13
+    more = db.command("getMore", cid, collection="many", batchSize=1)
+    assert [d["_id"] for d in more["cursor"]["nextBatch"]] == [1]
+    db.command("killCursors", "many", cursors=[cid])
+
+
+def test_get_more_with_an_int32_cursor_id_is_a_type_mismatch(many: Any, client: Client) -> None:
+    with pytest.raises(OperationFailure) as info:
+        client.crud.command("getMore", 5, collection="many")
+    assert info.value.code == 14
 
 
 def test_get_more_on_unknown_cursor(client: Client) -> None:
@@ -602,7 +711,9 @@ def test_create_collection_name_with_dollar(client: Client) -> None:
 
 
 @pytest.mark.parametrize("db_name", ["a b", "a.b", "a/b", 'a"b'])
-def test_insert_into_invalid_database_name(server: ServerThread, client: Client, db_name: str) -> None:
+def test_insert_into_invalid_database_name(
+    server: ServerThread, client: Client, db_name: str
+) -> None:
     # pymongo refuses these names before sending, so the request goes over a raw socket.
     reply = op_msg(server.port, {"insert": "c", "documents": [{"_id": 1}], "$db": db_name})
     assert reply["ok"] == 0.0

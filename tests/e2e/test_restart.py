@@ -39,7 +39,13 @@ DOCS: list[dict[str, Any]] = [
     {"_id": 6, "re": Regex("^ab.*c$", "im"), "re2": Regex("a/b", "")},
     {"_id": 7, "nested": {"a": {"b": {"c": [1, {"d": "deep"}]}}, "empty": {}}},
     {"_id": 8, "arr": [1, "two", 3.0, None, True, [4, [5]], {"six": 6}], "empty_arr": []},
-    {"_id": "string id", "double": 1.5, "inf": float("inf"), "neg_zero": -0.0, "unicode": "héllo ✓"},
+    {
+        "_id": "string id",
+        "double": 1.5,
+        "inf": float("inf"),
+        "neg_zero": -0.0,
+        "unicode": "héllo ✓",
+    },
     {"_id": ObjectId("64b7f0c2a1b2c3d4e5f60718"), "bool": False, "null": None},
     {"_id": 9, "ts": Timestamp(1700000000, 7), "min": MinKey(), "max": MaxKey(), "code": Code("x")},
     {"_id": 10, "big": "x" * 100_000, "many": list(range(2000))},
@@ -124,7 +130,9 @@ def test_decoded_values_survive_restart(start_server: StartServer, dbpath: str) 
         # Queries still work against reloaded data, including dotted paths into nested documents.
         assert [d["_id"] for d in coll.find({"nested.a.b.c": 1})] == [7]
         assert [d["_id"] for d in coll.find({"arr": "two"})] == [8]
-        assert coll.find_one({"_id": "string id"}, {"_id": 0, "unicode": 1}) == {"unicode": "héllo ✓"}
+        assert coll.find_one({"_id": "string id"}, {"_id": 0, "unicode": 1}) == {
+            "unicode": "héllo ✓"
+        }
     finally:
         client.close()
 
@@ -192,7 +200,9 @@ def test_several_restarts_accumulate(start_server: StartServer, dbpath: str) -> 
         srv.stop()
 
 
-def test_second_server_on_the_same_dbpath_is_refused(start_server: StartServer, dbpath: str) -> None:
+def test_second_server_on_the_same_dbpath_is_refused(
+    start_server: StartServer, dbpath: str
+) -> None:
     first = start_server()
     with pytest.raises(Exception) as info:
         ServerThread(dbpath).start()

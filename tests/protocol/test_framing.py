@@ -33,9 +33,7 @@ SEQ_FRAME = encode_msg(
     bson.encode({"insert": "c", "$db": "test"}),
     sequences=(("documents", (bson.encode({"a": 1}), bson.encode({"b": "x" * 40}))),),
 )
-QUERY_FRAME = encode_query(
-    Query(10, 0, 0, "admin.$cmd", 0, -1, bson.encode({"isMaster": 1}))
-)
+QUERY_FRAME = encode_query(Query(10, 0, 0, "admin.$cmd", 0, -1, bson.encode({"isMaster": 1})))
 FRAMES = [MSG_FRAME, CHECKSUM_FRAME, SEQ_FRAME, QUERY_FRAME]
 
 
@@ -92,7 +90,7 @@ def test_decode_message_rejects_length_above_maximum() -> None:
 
 
 def _msg_of_size(size: int) -> bytes:
-    """A well-formed OP_MSG (header, flags, one body holding a binary field) of exactly `size` bytes."""
+    """A well-formed OP_MSG (flags and one body holding a binary field) of exactly `size` bytes."""
     doc_overhead = len(bson.encode({"x": b""}))
     body = bson.encode({"x": bytes(size - HEADER_SIZE - 4 - 1 - doc_overhead)})
     frame = struct.pack("<iiii", size, 1, 0, OpCode.MSG) + struct.pack("<I", 0) + b"\x00" + body
@@ -269,6 +267,13 @@ def test_feed_rejects_bad_length_once_four_bytes_arrived(length: int) -> None:
         assert decoder.feed(prefix[i : i + 1]) == []
     with pytest.raises(ProtocolError):
         decoder.feed(prefix[3:])
+
+
+@pytest.mark.parametrize("length", range(4, MIN_MESSAGE_SIZE))
+def test_feed_rejects_chunk_exactly_as_long_as_its_too_short_length(length: int) -> None:
+    # A chunk that holds exactly the bytes its length prefix announces is still below the minimum.
+    with pytest.raises(ProtocolError):
+        FrameDecoder().feed(struct.pack("<i", length) + bytes(length - 4))
 
 
 @pytest.mark.parametrize("length", BAD_LENGTHS)

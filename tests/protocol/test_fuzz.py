@@ -8,7 +8,7 @@ from itertools import combinations
 from operator import or_
 
 import bson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from protocol import (
@@ -31,7 +31,7 @@ INT32 = st.integers(-(2**31), 2**31 - 1)
 
 # Strings that survive a C-string round trip: valid UTF-8 (no lone surrogates) and no NUL.
 CSTRING = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12
 )
 
 _FLAG_BITS = (MsgFlags.CHECKSUM_PRESENT, MsgFlags.MORE_TO_COME, MsgFlags.EXHAUST_ALLOWED)
@@ -52,9 +52,9 @@ _SCALARS = st.one_of(
 _VALUES = _SCALARS | st.lists(_SCALARS, max_size=3) | st.dictionaries(CSTRING, _SCALARS, max_size=2)
 DOCS = st.dictionaries(CSTRING, _VALUES, max_size=4).map(bson.encode)
 
-SEQUENCES = st.lists(
-    st.tuples(CSTRING, st.lists(DOCS, max_size=3).map(tuple)), max_size=3
-).map(tuple)
+SEQUENCES = st.lists(st.tuples(CSTRING, st.lists(DOCS, max_size=3).map(tuple)), max_size=3).map(
+    tuple
+)
 
 MSGS = st.builds(
     Msg, request_id=INT32, response_to=INT32, flags=FLAGS, body=DOCS, sequences=SEQUENCES
@@ -92,7 +92,12 @@ def _decode_or_protocol_error(data: bytes) -> Msg | Query | None:
 @given(MSGS)
 def test_msg_roundtrip(msg: Msg) -> None:
     frame = encode_msg_from(msg)
-    assert struct.unpack_from("<iiii", frame) == (len(frame), msg.request_id, msg.response_to, OpCode.MSG)
+    assert struct.unpack_from("<iiii", frame) == (
+        len(frame),
+        msg.request_id,
+        msg.response_to,
+        OpCode.MSG,
+    )
     assert decode_message(frame) == msg
 
 
@@ -155,7 +160,7 @@ def test_stream_split_anywhere_gives_the_same_messages(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
     decoder = FrameDecoder()
     got: list[bytes] = []
-    for start, stop in zip([0, *cuts], [*cuts, len(stream)]):
+    for start, stop in zip([0, *cuts], [*cuts, len(stream)], strict=True):
         got += decoder.feed(stream[start:stop])
     assert got == frames
     assert decoder.pending == 0
@@ -181,11 +186,13 @@ _MSG_PAYLOADS = st.builds(
         st.one_of(
             DOCS.map(lambda d: b"\x00" + d),
             st.builds(
-                lambda ident, docs: b"\x01"
-                + struct.pack("<i", 4 + len(ident.encode()) + 1 + sum(map(len, docs)))
-                + ident.encode()
-                + b"\x00"
-                + b"".join(docs),
+                lambda ident, docs: (
+                    b"\x01"
+                    + struct.pack("<i", 4 + len(ident.encode()) + 1 + sum(map(len, docs)))
+                    + ident.encode()
+                    + b"\x00"
+                    + b"".join(docs)
+                ),
                 CSTRING,
                 st.lists(DOCS, max_size=2),
             ),
@@ -200,7 +207,9 @@ _MSG_PAYLOADS = st.builds(
 def _mutated_frames(draw: st.DrawFn) -> bytes:
     frame = bytearray(_encode(draw(MSGS | QUERIES)))
     for _ in range(draw(st.integers(1, 4))):
-        pos = draw(st.integers(4, len(frame) - 1))  # keep the length; the header is fuzzed elsewhere
+        pos = draw(
+            st.integers(4, len(frame) - 1)
+        )  # keep the length; the header is fuzzed elsewhere
         frame[pos] = draw(st.integers(0, 255))
     cut = draw(st.integers(16, len(frame)))
     tail = draw(st.binary(max_size=6))
@@ -230,7 +239,7 @@ def test_frame_decoder_raises_only_protocol_error(data: bytes, draw: st.DataObje
     decoder = FrameDecoder()
     frames: list[bytes] = []
     try:
-        for start, stop in zip([0, *cuts], [*cuts, len(data)]):
+        for start, stop in zip([0, *cuts], [*cuts, len(data)], strict=True):
             frames += decoder.feed(data[start:stop])
     except ProtocolError:
         return
@@ -262,6 +271,13 @@ def test_frame_decoder_byte_at_a_time_agrees_with_whole(data: bytes) -> None:
 
 @FAST
 @given(INT32)
+@example(-1)
+@example(0)
+@example(4)
+@example(MIN_MESSAGE_SIZE - 1)
+@example(MIN_MESSAGE_SIZE)
+@example(MAX_MESSAGE_SIZE)
+@example(MAX_MESSAGE_SIZE + 1)
 def test_frame_decoder_rejects_exactly_the_impossible_lengths(length: int) -> None:
     decoder = FrameDecoder()
     prefix = struct.pack("<i", length)

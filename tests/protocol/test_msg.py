@@ -42,7 +42,12 @@ def _body(doc: bytes) -> bytes:
 def _seq(ident: str, *docs: bytes, size_delta: int = 0) -> bytes:
     ident_b = ident.encode() + b"\x00"
     payload = b"".join(docs)
-    return b"\x01" + struct.pack("<i", 4 + len(ident_b) + len(payload) + size_delta) + ident_b + payload
+    return (
+        b"\x01"
+        + struct.pack("<i", 4 + len(ident_b) + len(payload) + size_delta)
+        + ident_b
+        + payload
+    )
 
 
 def _with_checksum(frame: bytes) -> bytes:
@@ -102,12 +107,17 @@ def test_body_only_wire_layout_and_decode() -> None:
 def test_sequences_wire_layout_and_decode() -> None:
     sequences = (("documents", (DOC_A, DOC_B)), ("updates", (DOC_C,)))
     frame = encode_msg(11, 0, BODY, sequences=sequences)
-    expected = _op_msg(_body(BODY) + _seq("documents", DOC_A, DOC_B) + _seq("updates", DOC_C), 0, 11)
+    expected = _op_msg(
+        _body(BODY) + _seq("documents", DOC_A, DOC_B) + _seq("updates", DOC_C), 0, 11
+    )
     assert frame == expected
     msg = decode_message(frame)
     assert msg == Msg(11, 0, MsgFlags.NONE, BODY, sequences)
     assert isinstance(msg, Msg)
-    assert [bson.decode(d) for d in msg.sequences[0][1]] == [{"_id": 1, "name": "ada"}, bson.decode(DOC_B)]
+    assert [bson.decode(d) for d in msg.sequences[0][1]] == [
+        {"_id": 1, "name": "ada"},
+        bson.decode(DOC_B),
+    ]
 
 
 def test_many_sequences_and_empty_sequence() -> None:
@@ -144,7 +154,9 @@ def test_documents_are_returned_as_raw_bytes_without_inspection() -> None:
 def test_decodes_a_frame_built_by_pymongo() -> None:
     # pymongo's own OP_MSG builder moves the `documents` array into a kind-1 sequence.
     command = {"insert": "people", "documents": [{"a": 1}, {"b": "two"}]}
-    request_id, frame, _, _ = pymongo_message._op_msg(0, command, "test", None, DEFAULT_CODEC_OPTIONS)
+    request_id, frame, _, _ = pymongo_message._op_msg(
+        0, command, "test", None, DEFAULT_CODEC_OPTIONS
+    )
     assert FrameDecoder().feed(frame) == [frame]
     msg = decode_message(frame)
     assert isinstance(msg, Msg)
@@ -211,9 +223,7 @@ def test_unknown_optional_flag_bit_is_ignored(bit: int) -> None:
 # --- checksum ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "extra", [MsgFlags.NONE, MsgFlags.MORE_TO_COME, MsgFlags.EXHAUST_ALLOWED]
-)
+@pytest.mark.parametrize("extra", [MsgFlags.NONE, MsgFlags.MORE_TO_COME, MsgFlags.EXHAUST_ALLOWED])
 def test_checksum_is_appended_and_verified(extra: MsgFlags) -> None:
     flags = MsgFlags.CHECKSUM_PRESENT | extra
     sequences = (("documents", (DOC_A, DOC_B)),)

@@ -33,7 +33,9 @@ IS_MASTER = bson.encode(
     }
 )
 SELECTOR = bson.encode({"ismaster": 1, "maxWireVersion": 1})
-REPLY_DOC = bson.encode({"ismaster": True, "maxBsonObjectSize": 16777216, "maxWireVersion": 17, "ok": 1.0})
+REPLY_DOC = bson.encode(
+    {"ismaster": True, "maxBsonObjectSize": 16777216, "maxWireVersion": 17, "ok": 1.0}
+)
 
 
 def _op_query(
@@ -48,7 +50,9 @@ def _op_query(
     response_to: int = 0,
 ) -> bytes:
     """A hand-framed OP_QUERY; `name` is raw, so a test can leave out its NUL or break its UTF-8."""
-    payload = struct.pack("<i", flags) + name + struct.pack("<ii", skip, to_return) + query + selector
+    payload = (
+        struct.pack("<i", flags) + name + struct.pack("<ii", skip, to_return) + query + selector
+    )
     return struct.pack("<iiii", 16 + len(payload), request_id, response_to, OpCode.QUERY) + payload
 
 
@@ -110,7 +114,9 @@ def test_encode_query_wire_layout() -> None:
 def test_encode_query_without_selector_roundtrips() -> None:
     query = Query(3, 77, 0, "admin.$cmd", 1, 2, IS_MASTER)
     frame = encode_query(query)
-    assert frame == _op_query(b"admin.$cmd\x00", IS_MASTER, skip=1, to_return=2, request_id=3, response_to=77)
+    assert frame == _op_query(
+        b"admin.$cmd\x00", IS_MASTER, skip=1, to_return=2, request_id=3, response_to=77
+    )
     assert decode_message(frame) == query
 
 
@@ -213,8 +219,14 @@ def test_every_truncation_inside_the_selector_is_rejected() -> None:
 
 
 def test_encode_reply_wire_layout() -> None:
-    reply = Reply(request_id=50, response_to=0x1234, response_flags=8, cursor_id=0, starting_from=0,
-                  documents=(REPLY_DOC,))
+    reply = Reply(
+        request_id=50,
+        response_to=0x1234,
+        response_flags=8,
+        cursor_id=0,
+        starting_from=0,
+        documents=(REPLY_DOC,),
+    )
     frame = encode_reply(reply)
     assert len(frame) == 16 + 20 + len(REPLY_DOC)
     assert struct.unpack_from("<iiii", frame) == (len(frame), 50, 0x1234, 1)
