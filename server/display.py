@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,8 @@ def shell_repr(value: Any) -> str:
     if isinstance(value, Int64):
         return str(int(value))
     if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return {"nan": "nan", "inf": "inf", "-inf": "-inf"}[repr(value)]
         return repr(value) if value != int(value) or abs(value) >= 1e16 else str(int(value)) + ".0"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)

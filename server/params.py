@@ -139,8 +139,11 @@ def _convert(command: str, a: Arg, value: Any) -> Any:
     elif kind is Kind.BOOL:
         if isinstance(value, bool):
             return value
+        if isinstance(value, Decimal128):
+            d = value.to_decimal()
+            return bool(d.is_nan() or d != 0)
         if _is_number(value):
-            return bool(_to_int(value)) if not isinstance(value, float) else value != 0
+            return bool(value != 0)
         ok = False
     elif kind is Kind.DOC:
         ok = isinstance(value, Mapping)

@@ -43,9 +43,10 @@ class Registry:
         def register(handler: Handler) -> Handler:
             help_text = inspect.getdoc(handler) or ""
             cmd = Command(name, handler, params, help_text, admin_only, lenient, test_only, aliases)
+            taken = [n for n in (name, *aliases) if n in self._by_name]
+            if taken:
+                raise ValueError(f"command {taken[0]!r} registered twice")
             for n in (name, *aliases):
-                if n in self._by_name:
-                    raise ValueError(f"command {n!r} registered twice")
                 self._by_name[n] = cmd
             self._canonical[name] = cmd
             return handler

@@ -87,7 +87,7 @@ def validate_db_name(db: str) -> None:
     """Raises InvalidNamespace unless `db` is a name MongoDB accepts for a database."""
     if not db:
         raise InvalidNamespace("database names cannot be empty")
-    if len(db) > MAX_DB_NAME_LEN:
+    if len(db.encode("utf-8", "surrogatepass")) > MAX_DB_NAME_LEN:
         raise InvalidNamespace(f"db name '{db}' is too long, max length is {MAX_DB_NAME_LEN}")
     bad = sorted(set(db) & _DB_FORBIDDEN)
     if bad:
@@ -100,7 +100,7 @@ def validate_collection_name(db: str, name: str) -> None:
     ns = f"{db}.{name}"
     if not name or "\x00" in name or name.startswith(".") or "$" in name:
         raise InvalidNamespace(f"Invalid namespace specified '{ns}'")
-    if len(ns) > MAX_NS_LEN:
+    if len(ns.encode("utf-8", "surrogatepass")) > MAX_NS_LEN:
         raise InvalidNamespace(
             f"Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NS_LEN}"
         )

@@ -148,11 +148,11 @@ class QueryRun:
     def _candidates(self, reader: Reader, budget: int) -> tuple[list[tuple[int, bytes]], bool]:
         """A slice of candidate records after the resume point, and whether the source is done."""
         if isinstance(self.plan, IdLookup):
-            if self._after is not None:
-                return [], True
             rid = reader.find_unique(self.coll.id_index, self.plan.value)
-            raw = None if rid is None else reader.record(self.coll, rid)
-            return ([] if raw is None or rid is None else [(rid, raw)]), True
+            if rid is None or (self._after is not None and rid <= self._after):
+                return [], True  # absent, or already returned
+            raw = reader.record(self.coll, rid)
+            return ([] if raw is None else [(rid, raw)]), True
         out = []
         for item in reader.scan(self.coll, self._after, self.plan.reverse):
             out.append(item)

@@ -35,11 +35,25 @@ RANK_MAXKEY = 127
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
+class _Undefined:
+    """BSON's deprecated undefined; also what an empty array sorts as (below null)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "undefined"
+
+
+UNDEFINED: Any = _Undefined()
+
+
 def rank(value: Any) -> int:
     """The canonical type rank of a decoded BSON value."""
     # Order matters: bool is an int subclass, Int64 too.
     if value is None:
         return RANK_NULL
+    if value is UNDEFINED:
+        return RANK_UNDEFINED
     t = type(value)
     if t is bool:
         return RANK_BOOL

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from storage.errors import QueryError
-from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, equal, rank
+from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, equal, is_nan, rank
 from storage.query.paths import MISSING, leaves, split
 
 Predicate = Callable[[dict[str, Any]], bool]
@@ -101,10 +101,13 @@ def _range_test(q: Any, ok: Callable[[int], bool]) -> _ValueTest:
         return lambda v: v is not MISSING and ok(compare(v, q))
     if q is None:
         return lambda v: (v is MISSING or v is None) and ok(0)
+    if is_nan(q):
+        # NaN equals only NaN and lies outside every range: {$gte: NaN} matches NaN, {$gt: NaN} nothing.
+        return lambda v: v is not MISSING and is_nan(v) and ok(0)
 
-    # Comparisons stay within a type bracket: {$gt: 5} never matches a string.
+    # Comparisons stay within a type bracket: {$gt: 5} never matches a string; NaN is in no range.
     def test(v: Any) -> bool:
-        return v is not MISSING and rank(v) == qrank and ok(compare(v, q))
+        return v is not MISSING and rank(v) == qrank and not is_nan(v) and ok(compare(v, q))
 
     return test
 

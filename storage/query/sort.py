@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.errors import QueryError
-from storage.query.compare import compare
+from storage.query.compare import UNDEFINED, compare
 from storage.query.paths import MISSING, leaves, split
 
 
@@ -45,7 +45,8 @@ def _sort_value(doc: dict[str, Any], parts: tuple[str, ...], direction: int) -> 
     values: list[Any] = []
     for v in leaves(doc, parts):
         if type(v) is list:
-            values.extend(v) if v else values.append(MISSING)
+            # MongoDB sorts an empty array below null and missing.
+            values.extend(v) if v else values.append(UNDEFINED)
         else:
             values.append(v)
     present = [None if v is MISSING else v for v in values]

@@ -163,7 +163,9 @@ def test_oversized_document_is_rejected(engine: Engine) -> None:
     [(index, exc)] = result.errors
     assert index == 0
     assert isinstance(exc, DocumentTooLarge)
-    assert exc.code_name == "BSONObjectTooLarge"
+    # MongoDB's insert path reports "object to insert too large" as BadValue.
+    assert exc.code_name == "BadValue"
+    assert exc.message.startswith("object to insert too large")
     assert [d["_id"] for d in stored_docs(engine)] == [2]
 
 
@@ -326,8 +328,9 @@ def test_catalog_and_data_survive_reopen(tmp_path: Path) -> None:
         # New collections do not reuse catalog ids.
         new = eng.create_collection("db", "new")
         assert new.id not in {c.id for c in eng.collections() if c.name != "new"}
-        assert new.id_index.id not in {ix.id for c in eng.collections() for ix in c.indexes
-                                        if c.name != "new"}
+        assert new.id_index.id not in {
+            ix.id for c in eng.collections() for ix in c.indexes if c.name != "new"
+        }
     finally:
         eng.close()
 
@@ -409,7 +412,11 @@ def test_scan_forward_and_backward_with_after(engine: Engine) -> None:
         assert [rid for rid, _ in r.scan(a, after=0)] == rids
         # The last collection in key order scans backward too.
         assert [bson.decode(raw)["_id"] for _, raw in r.scan(b, reverse=True)] == [
-            104, 103, 102, 101, 100
+            104,
+            103,
+            102,
+            101,
+            100,
         ]
         # record() reads one by id.
         assert bson.decode(r.record(a, rids[2]))["_id"] == 2
@@ -448,7 +455,9 @@ def test_long_ids_are_unique_beyond_the_lmdb_key_limit(engine: Engine) -> None:
     long_a = "a" * 2000
     long_b = "a" * 1999 + "b"
     result = engine.insert(
-        "db", "c", [enc({"_id": long_a}), enc({"_id": long_b}), enc({"_id": long_a})],
+        "db",
+        "c",
+        [enc({"_id": long_a}), enc({"_id": long_b}), enc({"_id": long_a})],
         ordered=False,
     )
     assert result.inserted == 2
@@ -476,10 +485,20 @@ BAD_NAMESPACES = [
     ("db", ".c"),
     ("d" * 64, "c"),
     ("db", "x" * 300),
+    # MongoDB's limits count UTF-8 bytes, not characters.
+    ("é" * 40, "c"),
+    ("db", "é" * 200),
 ]
 
 
-@pytest.mark.parametrize(("db", "name"), BAD_NAMESPACES)
+@pytest.mark.parametrize(
+    ("db", "name"),
+    BAD_NAMESPACES,
+    ids=[
+        f"{len(db.encode())}B:{db[:6]!r}.{len(name.encode())}B:{name[:6]!r}"
+        for db, name in BAD_NAMESPACES
+    ],
+)
 def test_invalid_namespaces_are_rejected(engine: Engine, db: str, name: str) -> None:
     with pytest.raises(InvalidNamespace) as excinfo:
         engine.create_collection(db, name)

@@ -41,8 +41,21 @@ INT64 = st.one_of(
 )
 FLOATS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 2.0**53, 2.0**63,
-                     -(2.0**63), 2.0**53 + 2, 0.1, 1e-310]),
+    st.sampled_from(
+        [
+            0.0,
+            -0.0,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            2.0**53,
+            2.0**63,
+            -(2.0**63),
+            2.0**53 + 2,
+            0.1,
+            1e-310,
+        ]
+    ),
     INT64.map(float),
 )
 
@@ -64,7 +77,9 @@ NUMBERS = st.one_of(INT32, INT64.map(Int64), FLOATS, DECIMALS)
 
 TEXT = st.one_of(
     st.text(max_size=6),
-    st.sampled_from(["", "\x00", "a\x00", "a\x00b", "a", "ab", "\xff", "é", "\U0001f600", "\uffff"]),
+    st.sampled_from(
+        ["", "\x00", "a\x00", "a\x00b", "a", "ab", "\xff", "é", "\U0001f600", "\uffff"]
+    ),
 )
 KEY_TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=4
@@ -74,8 +89,10 @@ BINARY = st.builds(
 )
 REGEX = st.builds(
     Regex,
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-            max_size=4),
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        max_size=4,
+    ),
     st.sampled_from(["", "i", "m", "s", "x", "im", "imsx", "u"]),
 )
 

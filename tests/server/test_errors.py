@@ -1,0 +1,210 @@
+"""Error replies from the one mapping function, and values rendered as MongoDB renders them inside
+error messages."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson.datetime_ms import DatetimeMS
+
+import storage.errors as storage_errors
+from server.display import shell_repr
+from server.errors import CommandError, ErrorCode, error_reply, write_error
+from storage.engine import DataDirLocked
+from storage.errors import DuplicateKey, QueryError, StorageError
+
+
+def dup(value: object, ns: str = "db.c", index: str = "_id_", field: str = "_id") -> DuplicateKey:
+    return DuplicateKey(ns, index, {field: 1}, {field: value})
+
+
+# -- error_reply -----------------------------------------------------------------------------------
+
+
+def test_command_error_reply() -> None:
+    reply = error_reply(CommandError(ErrorCode.BadValue, "nope"))
+    assert reply == {"ok": 0.0, "errmsg": "nope", "code": 2, "codeName": "BadValue"}
+    assert type(reply["ok"]) is float
+    assert type(reply["code"]) is int
+    assert list(reply)[0] == "ok"
+
+
+def test_command_error_extra_fields() -> None:
+    reply = error_reply(CommandError(ErrorCode.CursorNotFound, "gone", cursorId=Int64(5)))
+    assert reply["code"] == 43 and reply["codeName"] == "CursorNotFound"
+    assert reply["cursorId"] == 5
+
+
+def test_duplicate_key_reply() -> None:
+    reply = error_reply(dup(1))
+    assert reply["ok"] == 0.0 and type(reply["ok"]) is float
+    assert reply["code"] == 11000
+    assert reply["codeName"] == "DuplicateKey"
+    assert reply["errmsg"] == (
+        "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: 1 }"
+    )
+    assert reply["keyPattern"] == {"_id": 1}
+    assert reply["keyValue"] == {"_id": 1}
+
+
+def test_duplicate_key_message_renders_values_like_the_shell() -> None:
+    oid = ObjectId("5f0c1a2b3c4d5e6f70819203")
+    assert error_reply(dup(oid))["errmsg"].endswith(
+        "dup key: { _id: ObjectId('5f0c1a2b3c4d5e6f70819203') }"
+    )
+    assert error_reply(dup("abc"))["errmsg"].endswith('dup key: { _id: "abc" }')
+    assert error_reply(dup({"a": 1, "b": [1, 2]}))["errmsg"].endswith(
+        "dup key: { _id: { a: 1, b: [ 1, 2 ] } }"
+    )
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_duplicate_key_reply_for_non_finite_doubles(value: float) -> None:
+    # {_id: Infinity} inserted twice must give a DuplicateKey write error, not a crash.
+    reply = error_reply(dup(value))
+    assert reply["code"] == 11000
+    assert reply["errmsg"].startswith(
+        "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: "
+    )
+    entry = write_error(0, dup(value))
+    assert entry["code"] == 11000
+
+
+def test_write_error_entry() -> None:
+    entry = write_error(3, dup(Int64(7)))
+    assert entry == {
+        "index": 3,
+        "code": 11000,
+        "errmsg": "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: 7 }",
+        "keyPattern": {"_id": 1},
+        "keyValue": {"_id": 7},
+    }
+    assert write_error(0, CommandError(ErrorCode.BadValue, "bad")) == {
+        "index": 0,
+        "code": 2,
+        "errmsg": "bad",
+    }
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "code_name"),
+    [
+        (storage_errors.InvalidNamespace("x"), 73, "InvalidNamespace"),
+        (storage_errors.NamespaceNotFound("x"), 26, "NamespaceNotFound"),
+        (storage_errors.NamespaceExists("x"), 48, "NamespaceExists"),
+        (storage_errors.InvalidIdField("x"), 53, "InvalidIdField"),
+        (storage_errors.InvalidBSON("x"), 22, "InvalidBSON"),
+        (storage_errors.DocumentTooLarge("x"), 2, "BadValue"),
+        (DataDirLocked("x"), 98, "DBPathInUse"),
+        (QueryError("BadValue", "x"), 2, "BadValue"),
+        (QueryError("Location31254", "x"), 31254, "Location31254"),
+        (QueryError("Location31253", "x"), 31253, "Location31253"),
+        (QueryError("NotImplemented", "x"), 238, "NotImplemented"),
+    ],
+)
+def test_storage_errors_map_by_code_name(exc: StorageError, code: int, code_name: str) -> None:
+    reply = error_reply(exc)
+    assert reply == {"ok": 0.0, "errmsg": "x", "code": code, "codeName": code_name}
+
+
+def _storage_error_classes() -> list[type[StorageError]]:
+    found = [DataDirLocked]
+    for obj in vars(storage_errors).values():
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, StorageError)
+            and obj
+            not in (
+                StorageError,
+                QueryError,
+            )
+        ):
+            found.append(obj)
+    return found
+
+
+@pytest.mark.parametrize("cls", _storage_error_classes(), ids=lambda c: c.__name__)
+def test_every_storage_error_has_a_mongodb_code(cls: type[StorageError]) -> None:
+    assert cls.code_name in ErrorCode.__members__, cls.code_name
+
+
+def test_unmapped_code_name_becomes_internal_error(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="ebbdb.command"):
+        reply = error_reply(QueryError("NoSuchCodeName", "odd"))
+    assert reply["code"] == 1 and reply["codeName"] == "InternalError"
+    assert "NoSuchCodeName" in caplog.text
+
+
+def test_generic_exception_becomes_internal_error() -> None:
+    reply = error_reply(ValueError("secret detail"))
+    assert reply == {
+        "ok": 0.0,
+        "errmsg": "internal error: ValueError",
+        "code": 1,
+        "codeName": "InternalError",
+    }
+    assert "secret" not in reply["errmsg"]
+
+
+def test_error_codes_are_mongodb_numbers() -> None:
+    expected = {
+        "InternalError": 1,
+        "BadValue": 2,
+        "TypeMismatch": 14,
+        "NamespaceNotFound": 26,
+        "CursorNotFound": 43,
+        "CommandNotFound": 59,
+        "InvalidNamespace": 73,
+        "NotImplemented": 238,
+        "DuplicateKey": 11000,
+        "Location40414": 40414,
+        "Location40415": 40415,
+    }
+    for name, code in expected.items():
+        assert ErrorCode[name] == code
+
+
+# -- shell_repr ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1, "1"),
+        (Int64(2**40), "1099511627776"),
+        (1.0, "1.0"),
+        (1.5, "1.5"),
+        (-3.0, "-3.0"),
+        (True, "true"),
+        (False, "false"),
+        (None, "null"),
+        ("abc", '"abc"'),
+        ('a"b', '"a\\"b"'),
+        ("é", '"é"'),
+        ("", '""'),
+        (ObjectId("5f0c1a2b3c4d5e6f70819203"), "ObjectId('5f0c1a2b3c4d5e6f70819203')"),
+        ({}, "{}"),
+        ([], "[]"),
+        ({"a": 1}, "{ a: 1 }"),
+        ({"a": {"b": [1, "x", None]}, "c": True}, '{ a: { b: [ 1, "x", null ] }, c: true }'),
+        ([{"a": 1}, []], "[ { a: 1 }, [] ]"),
+        (Decimal128("1.50"), 'NumberDecimal("1.50")'),
+        (Timestamp(5, 6), "Timestamp(5, 6)"),
+        (DatetimeMS(1500), "new Date(1500)"),
+        (Regex("^a"), "/^a/"),
+        (Binary(b"\x01\xab", 4), "BinData(4, 01AB)"),
+        (b"\x00", "BinData(0, 00)"),
+        (MinKey(), "MinKey"),
+        (MaxKey(), "MaxKey"),
+    ],
+)
+def test_shell_repr(value: object, text: str) -> None:
+    assert shell_repr(value) == text
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_shell_repr_of_non_finite_doubles(value: float) -> None:
+    text = shell_repr(value)
+    assert ("inf" in text) if value == value else ("nan" in text.lower())

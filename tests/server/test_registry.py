@@ -1,0 +1,136 @@
+"""The command registry: every command the first milestone serves is registered (with its aliases),
+every handler is a documented coroutine function taking typed parameters, and names are unique."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import pytest
+
+import server.commands  # noqa: F401  (importing registers every handler)
+from server.params import NoParams
+from server.registry import REGISTRY, Command, Registry
+
+EXPECTED = [
+    "hello",
+    "isMaster",
+    "ismaster",
+    "ping",
+    "buildInfo",
+    "insert",
+    "find",
+    "getMore",
+    "killCursors",
+    "listDatabases",
+    "listCollections",
+    "create",
+    "drop",
+    "dropDatabase",
+    "getParameter",
+    "getLog",
+    "serverStatus",
+    "listCommands",
+    "endSessions",
+    "whatsmyuri",
+    "connectionStatus",
+    "hostInfo",
+    "getCmdLineOpts",
+]
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_command_is_registered(name: str) -> None:
+    cmd = REGISTRY.lookup(name)
+    assert cmd is not None, name
+    assert name == cmd.name or name in cmd.aliases
+
+
+def test_hello_aliases_share_one_handler() -> None:
+    hello = REGISTRY.lookup("hello")
+    assert hello is not None
+    assert REGISTRY.lookup("isMaster") is hello
+    assert REGISTRY.lookup("ismaster") is hello
+    assert set(hello.aliases) >= {"isMaster", "ismaster"}
+
+
+def test_lookup_is_case_sensitive_and_misses_unknown_names() -> None:
+    assert REGISTRY.lookup("nosuchcommand") is None
+    assert REGISTRY.lookup("Ping") is None
+    assert REGISTRY.lookup("") is None
+
+
+def _all_commands() -> list[Command]:
+    return REGISTRY.commands()
+
+
+@pytest.mark.parametrize("cmd", _all_commands(), ids=lambda c: c.name)
+def test_handler_is_a_documented_coroutine_function(cmd: Command) -> None:
+    assert inspect.iscoroutinefunction(cmd.handler), cmd.name
+    assert cmd.help.strip(), f"{cmd.name} has no help text"
+    assert cmd.help == inspect.getdoc(cmd.handler)
+    assert len(inspect.signature(cmd.handler).parameters) == 2  # (ctx, params)
+
+
+@pytest.mark.parametrize("cmd", _all_commands(), ids=lambda c: c.name)
+def test_params_are_frozen_dataclasses(cmd: Command) -> None:
+    assert dataclasses.is_dataclass(cmd.params), cmd.name
+    assert cmd.params.__dataclass_params__.frozen, cmd.name  # type: ignore[attr-defined]
+
+
+def test_commands_are_listed_once_in_name_order() -> None:
+    names = [c.name for c in REGISTRY.commands()]
+    assert names == sorted(names)
+    assert len(names) == len(set(names))
+    assert "isMaster" not in names  # aliases are not listed separately
+    assert "hello" in names
+
+
+def test_fresh_registry_rejects_a_duplicate_name() -> None:
+    reg = Registry()
+
+    @reg.command("foo")
+    async def foo(ctx: Any, p: NoParams) -> dict[str, Any]:
+        """Foo."""
+        return {"ok": 1.0}
+
+    assert reg.lookup("foo") is not None
+    assert reg.lookup("foo").params is NoParams  # type: ignore[union-attr]
+    assert reg.lookup("foo").help == "Foo."  # type: ignore[union-attr]
+
+    with pytest.raises(ValueError):
+
+        @reg.command("foo")
+        async def foo_again(ctx: Any, p: NoParams) -> dict[str, Any]:
+            """Again."""
+            return {"ok": 1.0}
+
+
+def test_fresh_registry_rejects_an_alias_clash() -> None:
+    reg = Registry()
+
+    @reg.command("alpha", "a")
+    async def alpha(ctx: Any, p: NoParams) -> dict[str, Any]:
+        """Alpha."""
+        return {"ok": 1.0}
+
+    with pytest.raises(ValueError):
+
+        @reg.command("a")
+        async def other(ctx: Any, p: NoParams) -> dict[str, Any]:
+            """Other."""
+            return {"ok": 1.0}
+
+    with pytest.raises(ValueError):
+
+        @reg.command("beta", "alpha")
+        async def beta(ctx: Any, p: NoParams) -> dict[str, Any]:
+            """Beta."""
+            return {"ok": 1.0}
+
+
+def test_fresh_registry_is_independent_of_the_global_one() -> None:
+    reg = Registry()
+    assert reg.commands() == []
+    assert reg.lookup("ping") is None
