@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         import uvloop
     except ImportError:
         return asyncio.run(serve(config))
-    return uvloop.run(serve(config))
+    return int(uvloop.run(serve(config)))
 
 
 if __name__ == "__main__":
