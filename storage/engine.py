@@ -8,6 +8,7 @@ growing the map waits for open readers (LMDB forbids resizing under a live read 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import struct
 import threading
@@ -132,7 +133,7 @@ class Reader:
     def __enter__(self) -> Reader:
         self._engine._gate.enter()
         try:
-            self._txn = self._engine._env.begin(buffers=True)
+            self._txn = self._engine._env.begin()
         except BaseException:
             self._engine._gate.leave()
             raise
@@ -148,35 +149,66 @@ class Reader:
     def record(self, coll: CollectionInfo, rid: int) -> bytes | None:
         """The stored BSON of one record, or None."""
         raw = self._txn.get(_record_key(coll.id, rid), db=self._engine._records)
-        return None if raw is None else bytes(raw[_HEADER_LEN:])
+        return None if raw is None else raw[_HEADER_LEN:]
+
+    def _records_after(
+        self, coll: CollectionInfo, after: int | None, reverse: bool
+    ) -> tuple[Any, Iterator[tuple[bytes, bytes]]]:
+        """An LMDB cursor and an iterator over (key, value) of this collection's records after
+        `after` in scan order (the iterator stops at the collection's end)."""
+        prefix = _U64.pack(coll.id)
+        cur = self._txn.cursor(db=self._engine._records)
+        if not reverse:
+            start = prefix + _U64.pack(after + 1 if after is not None else 0)
+            if not cur.set_range(start):
+                return cur, iter(())
+            limit = _U64.pack(coll.id + 1)
+            return cur, itertools.takewhile(lambda kv: kv[0] < limit, cur.iternext())
+        if after is not None:
+            positioned = cur.set_range(prefix + _U64.pack(after))
+        else:
+            positioned = cur.set_range(_U64.pack(coll.id + 1))
+        if not (cur.prev() if positioned else cur.last()):
+            return cur, iter(())
+        return cur, itertools.takewhile(lambda kv: kv[0][:8] == prefix, cur.iterprev())
 
     def scan(
         self, coll: CollectionInfo, after: int | None = None, reverse: bool = False
     ) -> Iterator[tuple[int, bytes]]:
         """(record id, BSON) in record-id order, starting after `after` (exclusive)."""
-        prefix = _U64.pack(coll.id)
-        cur = self._txn.cursor(db=self._engine._records)
-        if not reverse:
-            start = prefix + _U64.pack(after + 1 if after is not None else 0)
-            ok = cur.set_range(start)
-            while ok:
-                k = cur.key()
-                if k[:8] != prefix:
-                    return
-                yield _U64.unpack_from(k, 8)[0], bytes(cur.value()[_HEADER_LEN:])
-                ok = cur.next()
-        else:
-            if after is not None:
-                positioned = cur.set_range(prefix + _U64.pack(after))
-            else:
-                positioned = cur.set_range(_U64.pack(coll.id + 1))
-            ok = cur.prev() if positioned else cur.last()
-            while ok:
-                k = cur.key()
-                if k[:8] != prefix:
-                    return
-                yield _U64.unpack_from(k, 8)[0], bytes(cur.value()[_HEADER_LEN:])
-                ok = cur.prev()
+        _cur, records = self._records_after(coll, after, reverse)
+        unpack = _U64.unpack_from
+        for k, v in records:
+            yield unpack(k, 8)[0], v[_HEADER_LEN:]
+
+    def scan_batch(
+        self,
+        coll: CollectionInfo,
+        after: int | None,
+        reverse: bool,
+        max_docs: int,
+        max_bytes: int,
+        first: bool,
+    ) -> tuple[list[bytes], int | None, bool, bool]:
+        """The plain-scan fast path: up to `max_docs` records after `after` whose sizes add up to
+        at most `max_bytes` (one at least when `first`). Returns (documents, last record id
+        returned, no records remain, stopped for size)."""
+        cur, records = self._records_after(coll, after, reverse)
+        out: list[bytes] = []
+        size = 0
+        last_key = None
+        for k, v in records:
+            n = len(v) - _HEADER_LEN
+            if size + n > max_bytes and (out or not first):
+                return out, _rid_of(last_key, after), False, True
+            out.append(v[_HEADER_LEN:])
+            size += n
+            last_key = k
+            if len(out) >= max_docs:
+                more = cur.prev() if reverse else cur.next()
+                done = not more or cur.key()[:8] != k[:8]
+                return out, _rid_of(last_key, after), done, False
+        return out, _rid_of(last_key, after), True, False
 
     def find_unique(self, index: IndexInfo, value: Any) -> int | None:
         """The record id a unique single-field index maps `value` to, if any."""
@@ -188,6 +220,10 @@ class Reader:
         """(document count, data bytes) of a collection."""
         raw = self._txn.get(_U64.pack(coll.id), db=self._engine._stats)
         return (0, 0) if raw is None else _STATS.unpack(raw)
+
+
+def _rid_of(key: bytes | None, default: int | None) -> int | None:
+    return default if key is None else int(_U64.unpack_from(key, 8)[0])
 
 
 def _record_key(coll_id: int, rid: int) -> bytes:

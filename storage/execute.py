@@ -103,6 +103,13 @@ class QueryRun:
         self._skip_left = spec.skip
         self._sorting = spec.sort is not None and bool(spec.sort.keys)
         self._collected: list[tuple[dict[str, Any], bytes]] = []
+        # Whole stored documents in record order: no decoding at all.
+        self._plain = (
+            isinstance(self.plan, CollScan)
+            and not spec.filter
+            and spec.projection is None
+            and not self._sorting
+        )
         self._sorted: list[bytes] | None = None
 
     @property
@@ -169,7 +176,14 @@ class QueryRun:
     def _scan(
         self, reader: Reader, max_docs: int, max_bytes: int, budget: int, first: bool
     ) -> list[bytes]:
-        out: list[bytes] = []
+        if self._plain and not self._skip_left:
+            assert isinstance(self.plan, CollScan)
+            out, self._after, self.exhausted, self.size_limited = reader.scan_batch(
+                self.coll, self._after, self.plan.reverse, min(max_docs, budget), max_bytes, first
+            )
+            self.examined += len(out)
+            return out
+        out = []
         size = 0
         examined = 0
         while True:
