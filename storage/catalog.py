@@ -3,10 +3,13 @@ Pure data and validation; storage/engine.py persists them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from storage.errors import InvalidNamespace
+from storage.query.match import compile_filter
 
 MAX_NS_LEN = 255
 MAX_DB_NAME_LEN = 63
@@ -22,21 +25,62 @@ class IndexInfo:
     name: str
     key: tuple[tuple[str, Any], ...]
     options: dict[str, Any] = field(default_factory=dict)
+    #: Some document gave this index an array value: one document may have several entries.
+    multikey: bool = False
 
     @property
     def unique(self) -> bool:
         return bool(self.options.get("unique")) or self.name == "_id_"
+
+    @property
+    def sparse(self) -> bool:
+        return bool(self.options.get("sparse"))
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.options.get("hidden"))
+
+    @property
+    def partial_filter(self) -> dict[str, Any] | None:
+        pfe = self.options.get("partialFilterExpression")
+        return dict(pfe) if pfe is not None else None
+
+    @cached_property
+    def partial_predicate(self) -> Callable[[dict[str, Any]], bool] | None:
+        """The compiled partialFilterExpression (documents it rejects have no entries)."""
+        pfe = self.partial_filter
+        return None if pfe is None else compile_filter(pfe)
+
+    @property
+    def directions(self) -> tuple[int, ...]:
+        return tuple(-1 if isinstance(d, (int, float)) and d < 0 else 1 for _, d in self.key)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(f for f, _ in self.key)
 
     def spec(self) -> dict[str, Any]:
         """The document listIndexes returns for this index."""
         return {"v": 2, "key": dict(self.key), "name": self.name, **self.options}
 
     def to_doc(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "key": dict(self.key), "options": self.options}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "key": dict(self.key),
+            "options": self.options,
+            "multikey": self.multikey,
+        }
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> IndexInfo:
-        return cls(int(doc["id"]), doc["name"], tuple(doc["key"].items()), dict(doc["options"]))
+        return cls(
+            int(doc["id"]),
+            doc["name"],
+            tuple(doc["key"].items()),
+            dict(doc["options"]),
+            bool(doc.get("multikey", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -54,6 +98,9 @@ class CollectionInfo:
 
     def index_named(self, name: str) -> IndexInfo | None:
         return next((ix for ix in self.indexes if ix.name == name), None)
+
+    def with_indexes(self, indexes: tuple[IndexInfo, ...]) -> CollectionInfo:
+        return CollectionInfo(self.id, self.db, self.name, self.options, indexes, self.uuid)
 
     @property
     def id_index(self) -> IndexInfo:

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import bson
@@ -37,9 +37,12 @@ from storage.errors import (
     InvalidBSON,
     InvalidIdField,
     NamespaceExists,
+    NamespaceNotFound,
     QueryError,
     StorageError,
 )
+from storage.indexes import MAX_INDEXES, IndexSpec, conflict
+from storage.query.compare import UNDEFINED, compare
 from storage.query.paths import MISSING, leaves, split
 
 #: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
@@ -78,6 +81,14 @@ class InsertResult:
     inserted: int
     errors: tuple[tuple[int, StorageError], ...] = ()
     created_collection: bool = False
+
+
+@dataclass(frozen=True)
+class CreateIndexesResult:
+    before: int
+    after: int
+    created_collection: bool
+    note: str | None
 
 
 @dataclass(frozen=True)
@@ -209,6 +220,41 @@ class Reader:
                 done = not more or cur.key()[:8] != k[:8]
                 return out, _rid_of(last_key, after), done, False
         return out, _rid_of(last_key, after), True, False
+
+    def index_entries(
+        self, index: IndexInfo, lo: bytes, hi: bytes, reverse: bool, after: bytes | None
+    ) -> Iterator[tuple[bytes, int]]:
+        """(entry key, record id) of an index's entries whose key bodies lie in [lo, hi), in key
+        order (or reverse), resuming strictly after the entry key `after` when given."""
+        prefix = _U64.pack(index.id)
+        start, stop = prefix + lo, prefix + hi
+        cur = self._txn.cursor(db=self._engine._index)
+        unpack = _U64.unpack
+        if not reverse:
+            if after is not None and after >= start:
+                ok = cur.set_range(after)
+                if ok and cur.key() == after:
+                    ok = cur.next()
+            else:
+                ok = cur.set_range(start)
+            if not ok:
+                return
+            for k, v in cur.iternext():
+                if k >= stop:
+                    return
+                yield k, unpack(v)[0]
+        else:
+            bound = after if after is not None and after < stop else stop
+            ok = cur.set_range(bound)
+            ok = cur.prev() if ok else cur.last()
+            if not ok:
+                return
+            for k, v in cur.iterprev():
+                if k < start:
+                    return
+                if k >= bound:
+                    continue
+                yield k, unpack(v)[0]
 
     def find_unique(self, index: IndexInfo, value: Any) -> int | None:
         """The record id a unique single-field index maps `value` to, if any."""
@@ -458,12 +504,14 @@ class Engine:
             for i, raw in enumerate(documents):
                 try:
                     raw, doc = prepare_document(raw)
-                    self._insert_one(txn, info, rid + 1, header, raw, doc)
+                    updated = self._insert_one(txn, info, rid + 1, header, raw, doc)
                 except StorageError as exc:
                     errors.append((i, exc))
                     if ordered:
                         break
                     continue
+                if updated is not info:
+                    info = changes[(db, name)] = updated
                 rid += 1
                 inserted += 1
                 size += len(raw)
@@ -481,22 +529,155 @@ class Engine:
         header: bytes,
         raw: bytes,
         doc: dict[str, Any],
-    ) -> None:
+    ) -> CollectionInfo:
+        """Write one prepared document and its index entries; returns the collection's catalog
+        entry, updated if an index became multikey. Checks every unique index before writing."""
         rid_bytes = _U64.pack(rid)
+        entries, became_multikey = self._index_entries(txn, info, doc, rid_bytes)
+        txn.put(_record_key(info.id, rid), header + raw, db=self._records)
+        for key in entries:
+            txn.put(key, rid_bytes, db=self._index)
+        if became_multikey:
+            info = info.with_indexes(
+                tuple(
+                    replace(ix, multikey=True) if ix.id in became_multikey else ix
+                    for ix in info.indexes
+                )
+            )
+            self._put_collection(txn, info)
+        return info
+
+    def _index_entries(
+        self,
+        txn: Any,
+        info: CollectionInfo,
+        doc: dict[str, Any],
+        rid_bytes: bytes,
+        indexes: tuple[IndexInfo, ...] | None = None,
+    ) -> tuple[list[bytes], set[int]]:
+        """The index keys one document needs (raising DuplicateKey when a unique index already
+        holds one of them for another record), and the ids of indexes it makes multikey."""
         entries: list[bytes] = []
-        for ix in info.indexes:
+        multikey: set[int] = set()
+        for ix in info.indexes if indexes is None else indexes:
             prefix = _U64.pack(ix.id)
-            for body, values in index_bodies(ix, doc):
+            bodies, is_multi = index_bodies(ix, doc)
+            if is_multi and not ix.multikey:
+                multikey.add(ix.id)
+            for body, values in bodies:
                 if ix.unique:
                     key, _ = keys.fit(prefix, body)
-                    if txn.get(key, db=self._index) is not None:
+                    held = txn.get(key, db=self._index)
+                    if held is not None and held != rid_bytes:
                         raise DuplicateKey(info.ns, ix.name, dict(ix.key), values)
                 else:
                     key, _ = keys.fit(prefix, body, rid_bytes)
                 entries.append(key)
-        txn.put(_record_key(info.id, rid), header + raw, db=self._records)
-        for key in entries:
-            txn.put(key, rid_bytes, db=self._index)
+        return entries, multikey
+
+    # -- indexes ---------------------------------------------------------------------------------
+
+    def create_indexes(self, db: str, name: str, specs: Sequence[IndexSpec]) -> CreateIndexesResult:
+        """Create indexes, building each over the existing documents, all in one transaction:
+        a unique build that meets a duplicate raises DuplicateKey and leaves nothing behind.
+        Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes."""
+        validate_collection_name(db, name)
+
+        def run(txn: Any, changes: _CatalogChanges) -> CreateIndexesResult:
+            info = self._collections.get((db, name))
+            created = info is None
+            if info is None:
+                info = self._new_collection(txn, db, name, {})
+            before = len(info.indexes)
+            new: list[IndexInfo] = []
+            for spec in specs:
+                if any(conflict(spec, ix) == "same" for ix in (*info.indexes, *new)):
+                    continue
+                if any(spec.name == ix.name or conflict(spec, ix) == "same" for ix in new):
+                    raise QueryError(
+                        "IndexKeySpecsConflict", f"Index with name: {spec.name} is given twice"
+                    )
+                new.append(IndexInfo(self._next_id(txn), spec.name, spec.key, dict(spec.options)))
+            if not new:
+                return CreateIndexesResult(before, before, created, "all indexes already exist")
+            if before + len(new) > MAX_INDEXES:
+                raise QueryError(
+                    "CannotCreateIndex",
+                    f"add index fails, too many indexes for {info.ns} key:{new[-1].spec()['key']}",
+                )
+            built = self._build_indexes(txn, info, tuple(new))
+            info = info.with_indexes(info.indexes + built)
+            self._put_collection(txn, info)
+            changes[(db, name)] = info
+            return CreateIndexesResult(before, len(info.indexes), created, None)
+
+        return self._write(run)
+
+    def _build_indexes(
+        self, txn: Any, info: CollectionInfo, indexes: tuple[IndexInfo, ...]
+    ) -> tuple[IndexInfo, ...]:
+        multikey: set[int] = set()
+        cur = txn.cursor(db=self._records)
+        prefix = _U64.pack(info.id)
+        if cur.set_range(prefix):
+            for k, v in cur.iternext():
+                if k[:8] != prefix:
+                    break
+                doc = bson.decode(v[_HEADER_LEN:], CODEC)
+                rid_bytes = k[8:16]
+                entries, multi = self._index_entries(txn, info, doc, rid_bytes, indexes)
+                multikey |= multi
+                for key in entries:
+                    txn.put(key, rid_bytes, db=self._index)
+        return tuple(replace(ix, multikey=True) if ix.id in multikey else ix for ix in indexes)
+
+    def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
+        """Drop indexes by name, key pattern, list of names, or "*" (all but `_id_`); returns how
+        many indexes the collection had. Raises NamespaceNotFound, IndexNotFound, InvalidOptions
+        (the `_id_` index) or AmbiguousIndexKeyPattern."""
+        validate_collection_name(db, name)
+
+        def run(txn: Any, changes: _CatalogChanges) -> int:
+            info = self._collections.get((db, name))
+            if info is None:
+                raise NamespaceNotFound(f"ns not found {db}.{name}")
+            targets = self._resolve_drop(info, which)
+            for ix in targets:
+                _delete_prefix(txn, self._index, _U64.pack(ix.id))
+            dropped = {ix.id for ix in targets}
+            updated = info.with_indexes(tuple(ix for ix in info.indexes if ix.id not in dropped))
+            self._put_collection(txn, updated)
+            changes[(db, name)] = updated
+            return len(info.indexes)
+
+        return self._write(run)
+
+    def _resolve_drop(
+        self, info: CollectionInfo, which: str | dict[str, Any] | list[str]
+    ) -> list[IndexInfo]:
+        if which == "*":
+            return [ix for ix in info.indexes if ix.name != "_id_"]
+        if isinstance(which, dict):
+            found = [ix for ix in info.indexes if index_key_matches(ix, which)]
+            if not found:
+                raise QueryError("IndexNotFound", f"can't find index with key: {which}")
+            if len(found) > 1:
+                raise QueryError(
+                    "AmbiguousIndexKeyPattern",
+                    f"{len(found)} indexes found for key: {which}, identify by name instead.",
+                )
+            targets = found
+        else:
+            names = [which] if isinstance(which, str) else list(which)
+            targets = []
+            for n in names:
+                ix = info.index_named(n)
+                if ix is None:
+                    raise QueryError("IndexNotFound", f"index not found with name [{n}]")
+                targets.append(ix)
+        if any(ix.name == "_id_" for ix in targets):
+            raise QueryError("InvalidOptions", "cannot drop _id index")
+        return targets
 
     def _last_rid(self, txn: Any, coll_id: int) -> int:
         cur = txn.cursor(db=self._records)
@@ -513,6 +694,16 @@ class Engine:
         raw = txn.get(key, db=self._stats)
         n, s = (0, 0) if raw is None else _STATS.unpack(raw)
         txn.put(key, _STATS.pack(n + count, s + size), db=self._stats)
+
+
+def index_key_matches(ix: IndexInfo, pattern: dict[str, Any]) -> bool:
+    """Whether a key pattern names this index ({a: 1} matches {a: 1.0}, not {a: -1})."""
+    if len(pattern) != len(ix.key):
+        return False
+    for (f, d), (pf, pd) in zip(ix.key, pattern.items()):
+        if f != pf or compare(d, pd) != 0:
+            return False
+    return True
 
 
 def _delete_prefix(txn: Any, db: Any, prefix: bytes) -> None:
@@ -554,32 +745,50 @@ def _check_id(value: Any) -> None:
         raise QueryError("BadValue", "can't use a regex for _id")
 
 
-def index_bodies(ix: IndexInfo, doc: dict[str, Any]) -> list[tuple[bytes, dict[str, Any]]]:
+def index_bodies(
+    ix: IndexInfo, doc: dict[str, Any]
+) -> tuple[list[tuple[bytes, dict[str, Any]]], bool]:
     """The encoded key bodies a document contributes to an index, each with the field values that
-    make it (for duplicate-key reports). Array values give one entry per element (multikey)."""
+    make it (for duplicate-key reports), and whether an array made it multikey. An array gives one
+    entry per element ([] is indexed as undefined, below null); missing fields index as null.
+    Sparse indexes skip documents missing every indexed field; partial ones skip documents their
+    filter rejects. Raises QueryError for two arrays in one compound key (MongoDB cannot index
+    parallel arrays)."""
     if ix.key == _ID_INDEX_KEY:
         value = doc["_id"]
-        return [(keys.encode(value), {"_id": value})]
+        return [(keys.encode(value), {"_id": value})], False
+    if ix.partial_predicate is not None and not ix.partial_predicate(doc):
+        return [], False
     per_field: list[list[Any]] = []
-    for path, _direction in ix.key:
+    arrays = []
+    all_missing = True
+    for path in ix.fields:
         values: list[Any] = []
         for v in leaves(doc, split(path)):
+            if v is MISSING:
+                values.append(None)
+                continue
+            all_missing = False
             if type(v) is list:
-                values.extend(v) if v else values.append(None)
+                arrays.append(path)
+                values.extend(v) if v else values.append(UNDEFINED)
             else:
-                values.append(None if v is MISSING else v)
+                values.append(v)
         per_field.append(values or [None])
-    if ix.options.get("sparse") and all(
-        all(v is MISSING for v in leaves(doc, split(p))) for p, _ in ix.key
-    ):
-        return []
-    directions = tuple(-1 if isinstance(d, (int, float)) and d < 0 else 1 for _, d in ix.key)
-    fields = [p for p, _ in ix.key]
+    if ix.sparse and all_missing:
+        return [], False
+    if len(set(arrays)) > 1:
+        raise QueryError(
+            "CannotIndexParallelArrays",
+            f"cannot index parallel arrays [{arrays[1]}] [{arrays[0]}]",
+        )
+    directions = ix.directions
+    fields = ix.fields
     out: dict[bytes, dict[str, Any]] = {}
     for combo in _product(per_field):
         body = keys.encode_compound(tuple(combo), directions)
         out.setdefault(body, dict(zip(fields, combo)))
-    return list(out.items())
+    return list(out.items()), bool(arrays)
 
 
 def _product(lists: list[list[Any]]) -> Iterator[list[Any]]:

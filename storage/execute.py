@@ -1,4 +1,4 @@
-"""Query execution: choose a plan, then produce matching documents a bounded chunk at a time.
+"""Query execution: plan, then produce matching documents a bounded chunk at a time.
 
 A QueryRun keeps only a resume position between chunks (never an open transaction), so a cursor can
 be served in batches across any number of requests while other clients write.
@@ -6,6 +6,7 @@ be served in batches across any number of requests while other clients write.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +15,17 @@ import bson
 from storage.catalog import CollectionInfo
 from storage.engine import CODEC, Engine, Reader
 from storage.errors import QueryError
+from storage.planner import CollScan, IndexScan, Plan, plan_query
 from storage.query.match import Predicate, compile_filter
 from storage.query.projection import Projection, parse_projection
 from storage.query.sort import SortSpec, parse_sort, sort_documents
 
-#: How many records one chunk may examine before handing control back to the caller.
+#: How many records (or index entries) one chunk may examine before handing control back.
 DEFAULT_BUDGET = 2000
+
+# A resume position: after this record id (collection scan) or after this entry key within this
+# interval (index scan).
+Position = int | tuple[int, bytes] | None
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class QuerySpec:
     sort: SortSpec | None
     skip: int = 0
     limit: int = 0
+    hint: Any = None
 
     @classmethod
     def parse(
@@ -41,6 +48,7 @@ class QuerySpec:
         sort: dict[str, Any] | None = None,
         skip: int = 0,
         limit: int = 0,
+        hint: Any = None,
     ) -> QuerySpec:
         """Raises QueryError for a malformed filter, projection, sort, skip or limit."""
         if skip < 0:
@@ -49,60 +57,47 @@ class QuerySpec:
             raise QueryError("BadValue", "limit value must be non-negative")
         flt = filter or {}
         return cls(
-            flt, compile_filter(flt), parse_projection(projection), parse_sort(sort), skip, limit
+            flt,
+            compile_filter(flt),
+            parse_projection(projection),
+            parse_sort(sort),
+            skip,
+            limit,
+            hint,
         )
 
 
-@dataclass(frozen=True)
-class IdLookup:
-    """Point read through the `_id_` index."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class CollScan:
-    reverse: bool = False
-
-
-Plan = IdLookup | CollScan
-
-
-def _plain_value(v: Any) -> bool:
-    if isinstance(v, dict):
-        return not any(k.startswith("$") for k in v)
-    return not isinstance(v, (list, bson.Regex))
-
-
-def choose_plan(spec: QuerySpec) -> Plan:
-    """`_id` equality reads one record; everything else scans. (The query issue brings indexes.)"""
-    if "_id" in spec.filter:
-        v = spec.filter["_id"]
-        if _plain_value(v):
-            return IdLookup(v)
-        if isinstance(v, dict) and len(v) == 1 and "$eq" in v and _plain_value(v["$eq"]):
-            return IdLookup(v["$eq"])
-    reverse = bool(spec.sort and not spec.sort.keys and spec.sort.natural < 0)
-    return CollScan(reverse)
+def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
+    return plan_query(coll, spec.filter, spec.sort, spec.hint)
 
 
 class QueryRun:
-    """The state of one query between chunks: a resume record id and the skip/limit counts left.
+    """The state of one query between chunks: a resume position and the skip/limit counts left.
 
     Mutable on purpose: it is the one object a cursor owns and advances."""
 
-    def __init__(self, coll: CollectionInfo, spec: QuerySpec) -> None:
+    def __init__(self, coll: CollectionInfo, spec: QuerySpec, plan: Plan | None = None) -> None:
         self.coll = coll
         self.spec = spec
-        self.plan = choose_plan(spec)
+        self.plan = plan if plan is not None else choose_plan(coll, spec)
         self.exhausted = False
         self.size_limited = False
-        self.examined = 0
+        self.docs_examined = 0
+        self.keys_examined = 0
         self.returned = 0
-        self._after: int | None = None
+        self._pos: Position = None
         self._skip_left = spec.skip
-        self._sorting = spec.sort is not None and bool(spec.sort.keys)
+        self._sorting = (
+            spec.sort is not None
+            and bool(spec.sort.keys)
+            and not (isinstance(self.plan, IndexScan) and self.plan.provides_sort)
+        )
         self._collected: list[tuple[dict[str, Any], bytes]] = []
+        self._sorted: list[bytes] | None = None
+        # Records already returned through a multikey index (a document has several entries).
+        self._seen: set[int] | None = (
+            set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
+        )
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)
@@ -110,7 +105,10 @@ class QueryRun:
             and spec.projection is None
             and not self._sorting
         )
-        self._sorted: list[bytes] | None = None
+
+    @property
+    def examined(self) -> int:
+        return self.docs_examined
 
     @property
     def limit_left(self) -> int | None:
@@ -152,24 +150,37 @@ class QueryRun:
             self.exhausted = True
         return out
 
-    def _candidates(self, reader: Reader, budget: int) -> tuple[list[tuple[int, bytes]], bool]:
-        """A slice of candidate records after the resume point, and whether the source is done."""
-        if isinstance(self.plan, IdLookup):
-            rid = reader.find_unique(self.coll.id_index, self.plan.value)
-            if rid is None or (self._after is not None and rid <= self._after):
-                return [], True  # absent, or already returned
-            raw = reader.record(self.coll, rid)
-            return ([] if raw is None else [(rid, raw)]), True
-        out = []
-        for item in reader.scan(self.coll, self._after, self.plan.reverse):
-            out.append(item)
-            if len(out) >= budget:
-                return out, False
-        return out, True
+    # -- candidates ------------------------------------------------------------------------------
 
-    def _matches(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
-        if not self.spec.filter and self.spec.projection is None and not self._sorting:
-            return True, None
+    def _candidates(self, reader: Reader) -> Iterator[tuple[Position, int, bytes]]:
+        """(position after it, record id, stored BSON) of each candidate after the resume point."""
+        plan = self.plan
+        if isinstance(plan, CollScan):
+            after_rid = self._pos if isinstance(self._pos, int) else None
+            for rid, raw in reader.scan(self.coll, after_rid, plan.reverse):
+                yield rid, rid, raw
+            return
+        resume: tuple[int, bytes] | None = self._pos if isinstance(self._pos, tuple) else None
+        order = range(len(plan.intervals))
+        if plan.reverse:
+            order = range(len(plan.intervals) - 1, -1, -1)
+        for i in order:
+            after_key: bytes | None = None
+            if resume is not None:
+                if i != resume[0]:
+                    continue  # an interval finished before the resume point
+                after_key, resume = resume[1], None
+            iv = plan.intervals[i]
+            hi = iv.hi if iv.hi is not None else b"\xff" * 9
+            for key, rid in reader.index_entries(plan.index, iv.lo, hi, plan.reverse, after_key):
+                self.keys_examined += 1
+                if self._seen is not None and rid in self._seen:
+                    continue
+                stored = reader.record(self.coll, rid)
+                if stored is not None:
+                    yield (i, key), rid, stored
+
+    def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
         return self.spec.predicate(doc), doc
 
@@ -178,66 +189,65 @@ class QueryRun:
     ) -> list[bytes]:
         if self._plain and not self._skip_left:
             assert isinstance(self.plan, CollScan)
-            out, self._after, self.exhausted, self.size_limited = reader.scan_batch(
-                self.coll, self._after, self.plan.reverse, min(max_docs, budget), max_bytes, first
+            after = self._pos if isinstance(self._pos, int) else None
+            out, self._pos, self.exhausted, self.size_limited = reader.scan_batch(
+                self.coll, after, self.plan.reverse, min(max_docs, budget), max_bytes, first
             )
-            self.examined += len(out)
+            self.docs_examined += len(out)
             return out
         out = []
         size = 0
         examined = 0
-        while True:
-            items, done = self._candidates(reader, budget - examined)
-            for rid, raw in items:
-                self._after = rid
-                examined += 1
-                ok, doc = self._matches(raw)
+        needs_doc = bool(self.spec.filter) or self.spec.projection is not None
+        for pos, rid, raw in self._candidates(reader):
+            examined += 1
+            self.docs_examined += 1
+            doc = None
+            if needs_doc:
+                ok, doc = self._decode_and_match(raw)
                 if not ok:
+                    self._pos = pos
+                    if examined >= budget:
+                        return out
                     continue
-                if self._skip_left:
-                    self._skip_left -= 1
-                    continue
-                if self.spec.projection is not None:
-                    raw = bson.encode(self.spec.projection.apply(doc or {}), codec_options=CODEC)
-                if (out or not first) and size + len(raw) > max_bytes:
-                    # Leave it for the next batch: resume just before this record.
-                    self.size_limited = True
-                    self._after = rid - 1 if not self.plan_reverse else rid + 1
-                    self.examined += examined
-                    return out
-                out.append(raw)
-                size += len(raw)
-                if len(out) >= max_docs:
-                    self.examined += examined
-                    if done and rid == items[-1][0]:
-                        self.exhausted = True
-                    return out
-            if done:
-                self.exhausted = True
-                break
-            if examined >= budget:
-                break
-        self.examined += examined
+            if self._skip_left:
+                self._skip_left -= 1
+                self._consume(pos, rid)
+                continue
+            if self.spec.projection is not None:
+                raw = bson.encode(self.spec.projection.apply(doc or {}), codec_options=CODEC)
+            if (out or not first) and size + len(raw) > max_bytes:
+                self.size_limited = True  # leave it for the next batch
+                return out
+            self._consume(pos, rid)
+            out.append(raw)
+            size += len(raw)
+            if len(out) >= max_docs or examined >= budget:
+                return out
+        self.exhausted = True
         return out
 
-    @property
-    def plan_reverse(self) -> bool:
-        return isinstance(self.plan, CollScan) and self.plan.reverse
+    def _consume(self, pos: Position, rid: int) -> None:
+        self._pos = pos
+        if self._seen is not None:
+            self._seen.add(rid)
 
     def _collect(self, reader: Reader, budget: int) -> None:
-        items, done = self._candidates(reader, budget)
-        for rid, raw in items:
-            self._after = rid
-            self.examined += 1
-            doc = bson.decode(raw, CODEC)
-            if self.spec.predicate(doc):
+        examined = 0
+        for pos, rid, raw in self._candidates(reader):
+            examined += 1
+            self.docs_examined += 1
+            self._consume(pos, rid)
+            ok, doc = self._decode_and_match(raw)
+            if ok and doc is not None:
                 self._collected.append((doc, raw))
-        if done:
-            assert self.spec.sort is not None
-            ordered = sort_documents(self._collected, self.spec.sort)
-            self._collected = []
-            self._sorted = ordered[self.spec.skip :]
-            self._skip_left = 0
+            if examined >= budget:
+                return
+        assert self.spec.sort is not None
+        ordered = sort_documents(self._collected, self.spec.sort)
+        self._collected = []
+        self._sorted = ordered[self.spec.skip :]
+        self._skip_left = 0
 
     def _take_sorted(self, max_docs: int, max_bytes: int, first: bool) -> list[bytes]:
         assert self._sorted is not None
@@ -248,9 +258,8 @@ class QueryRun:
         while i < len(pending) and len(out) < max_docs:
             raw = pending[i]
             if self.spec.projection is not None:
-                raw = bson.encode(
-                    self.spec.projection.apply(bson.decode(raw, CODEC)), codec_options=CODEC
-                )
+                doc = bson.decode(raw, CODEC)
+                raw = bson.encode(self.spec.projection.apply(doc), codec_options=CODEC)
             if (out or not first) and size + len(raw) > max_bytes:
                 self.size_limited = True
                 break
@@ -264,8 +273,9 @@ class QueryRun:
 
 
 def count_documents(engine: Engine, coll: CollectionInfo) -> int:
+    """The collection's document count, from its statistics (no scan)."""
     with engine.read() as r:
         return r.stats(coll)[0]
 
 
-__all__ = ["CollScan", "IdLookup", "QueryRun", "QuerySpec", "choose_plan", "parse_projection"]
+__all__ = ["QueryRun", "QuerySpec", "choose_plan", "count_documents"]

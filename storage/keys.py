@@ -145,15 +145,38 @@ MAX_KEY = 511
 _HASH_LEN = 16
 
 
+#: Room kept for a suffix (a record id) whether or not one is given, so that a unique index's key
+#: (no suffix) and a non-unique index's key (record id suffix) shorten a body the same way.
+SUFFIX_ROOM = 8
+
+
 def fit(prefix: bytes, body: bytes, suffix: bytes = b"") -> tuple[bytes, bool]:
-    """Join a key and shorten it to fit LMDB. Returns (key, truncated).
+    """Join a key and shorten it to fit LMDB. Returns (key, truncated). `suffix` is at most
+    SUFFIX_ROOM bytes; whether the body is shortened does not depend on it.
 
     A body too long keeps its leading bytes and appends a hash of the whole body, so equal values
     still collide (unique checks work) and unequal ones don't. Order among long keys that share the
     kept prefix is by hash, so readers of truncated keys must re-check and re-sort.
     """
-    if len(prefix) + len(body) + len(suffix) <= MAX_KEY:
+    if len(prefix) + len(body) + SUFFIX_ROOM <= MAX_KEY:
         return prefix + body + suffix, False
-    keep = MAX_KEY - len(prefix) - len(suffix) - _HASH_LEN - 1
+    keep = MAX_KEY - len(prefix) - SUFFIX_ROOM - _HASH_LEN - 1
     digest = hashlib.blake2b(body, digest_size=_HASH_LEN).digest()
     return prefix + body[:keep] + b"\xff" + digest + suffix, True
+
+
+#: How many bytes of a key body an index entry keeps before shortening (8-byte index id prefix).
+BODY_KEEP = MAX_KEY - 8 - SUFFIX_ROOM - _HASH_LEN - 1
+
+
+def type_byte(value: Any) -> int:
+    """The first byte of a value's ascending encoding (its type bracket)."""
+    return _T[cmp.rank(value)][0]
+
+
+def successor(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string starting with `prefix` (None: none)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,))

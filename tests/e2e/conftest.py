@@ -3,11 +3,12 @@ temporary data directory, and hand out its URI to real drivers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
+import pytest_asyncio
+from pymongo import AsyncMongoClient, MongoClient
 
 from server.testing import ServerThread
 
@@ -46,5 +47,22 @@ def uri(server: ServerThread) -> str:
 @pytest.fixture
 def client(uri: str) -> Iterator[MongoClient[dict[str, Any]]]:
     c: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=5000)
+    yield c
+    c.close()
+
+
+@pytest_asyncio.fixture
+async def async_client(uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, Any]]]:
+    c: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
+    yield c
+    await c.close()
+
+
+@pytest_asyncio.fixture
+async def motor_client(uri: str) -> AsyncIterator[Any]:
+    """Motor's AsyncIOMotorClient, created on the test's event loop."""
+    from motor.motor_asyncio import AsyncIOMotorClient
+
+    c: Any = AsyncIOMotorClient(uri)
     yield c
     c.close()

@@ -18,48 +18,11 @@ import bson
 import pytest
 from pymongo import MongoClient
 
-from protocol import Msg, MsgFlags, OpCode, decode_message, encode_msg
+from protocol import MsgFlags, OpCode, encode_msg
 from server.testing import ServerThread
+from tests.e2e.rawwire import TIMEOUT, connect, next_request_id, op_msg, read_msg
 
-TIMEOUT = 5.0
-_request_ids = itertools.count(1000)
-
-
-# -- raw wire helpers ------------------------------------------------------------------------------
-
-
-def _connect(srv: ServerThread) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
-    sock.settimeout(TIMEOUT)
-    return sock
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise AssertionError(f"server closed the connection after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-def _read_msg(sock: socket.socket) -> Msg:
-    head = _recv_exact(sock, 16)
-    length = struct.unpack_from("<i", head)[0]
-    message = decode_message(head + _recv_exact(sock, length - 16))
-    assert isinstance(message, Msg), f"expected an OP_MSG reply, got {message!r}"
-    return message
-
-
-def _command(
-    sock: socket.socket, body: dict[str, Any], flags: MsgFlags = MsgFlags.NONE
-) -> dict[str, Any]:
-    rid = next(_request_ids)
-    sock.sendall(encode_msg(rid, 0, bson.encode(body), flags))
-    reply = _read_msg(sock)
-    assert reply.response_to == rid
-    return bson.decode(reply.body)
+# -- log and connection helpers (the raw wire round trips live in tests/e2e/rawwire.py) ------------
 
 
 def _assert_closed_by_server(sock: socket.socket, timeout: float = TIMEOUT) -> None:
@@ -101,7 +64,7 @@ def _peer_of(sock: socket.socket) -> str:
 
 
 def _connection_id(sock: socket.socket) -> int:
-    reply = _command(sock, {"hello": 1, "$db": "admin"})
+    reply = op_msg(sock, {"hello": 1, "$db": "admin"})
     return int(reply["connectionId"])
 
 
@@ -141,7 +104,7 @@ def _header(length: int, op_code: int, request_id: int = 1) -> bytes:
 
 
 def _ping_frame(flags: MsgFlags = MsgFlags.NONE) -> bytes:
-    return encode_msg(next(_request_ids), 0, bson.encode({"ping": 1, "$db": "admin"}), flags)
+    return encode_msg(next_request_id(), 0, bson.encode({"ping": 1, "$db": "admin"}), flags)
 
 
 def _bad_checksum_frame() -> bytes:
@@ -175,8 +138,8 @@ def test_broken_framing_closes_only_that_connection(
     server: ServerThread, observer: Callable[[str], None], make: Callable[[], bytes], reason: str
 ) -> None:
     observer("before")
-    bystander = _connect(server)  # a raw client that stays well-behaved on its own connection
-    with _connect(server) as sock:
+    bystander = connect(server)  # a raw client that stays well-behaved on its own connection
+    with connect(server) as sock:
         peer = _peer_of(sock)
         sock.sendall(make())
         observer("during")
@@ -185,14 +148,14 @@ def test_broken_framing_closes_only_that_connection(
     assert "closing connection" in line
     observer("after")
     with bystander:
-        assert _command(bystander, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(bystander, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
 def test_truncated_frame_then_client_closes(
     server: ServerThread, observer: Callable[[str], None]
 ) -> None:
     observer("before")
-    with _connect(server) as sock:
+    with connect(server) as sock:
         conn_id = _connection_id(sock)
         frame = _ping_frame()
         sock.sendall(frame[: len(frame) // 2])
@@ -211,18 +174,18 @@ def test_valid_frame_with_invalid_bson_gets_error_and_connection_survives(
     body = bytearray(bson.encode({"ping": 1, "$db": "admin"}))
     assert body[4] == 0x10  # the int32 element type of "ping"
     body[4] = 0x20  # no BSON type has this number; the length prefix still fits exactly
-    with _connect(server) as sock:
+    with connect(server) as sock:
         conn_id = _connection_id(sock)
-        rid = next(_request_ids)
+        rid = next_request_id()
         sock.sendall(encode_msg(rid, 0, bytes(body)))
-        reply_msg = _read_msg(sock)
+        reply_msg = read_msg(sock)
         assert reply_msg.response_to == rid
         reply = bson.decode(reply_msg.body)
         assert reply["ok"] == 0
         assert reply["code"] == 22
         assert reply["codeName"] == "InvalidBSON"
         observer("during")
-        assert _command(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
     _wait_for_log(server, f"conn{conn_id}]", f"request {rid}", "not valid BSON")
     observer("after")
 
@@ -233,14 +196,14 @@ def test_valid_frame_with_invalid_bson_gets_error_and_connection_survives(
 def test_more_to_come_insert_sends_no_reply_but_inserts(
     server: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
-    with _connect(server) as sock:
+    with connect(server) as sock:
         body = {"insert": "mtc", "documents": [{"_id": 1, "x": "quiet"}], "$db": "badinput"}
-        sock.sendall(encode_msg(next(_request_ids), 0, bson.encode(body), MsgFlags.MORE_TO_COME))
+        sock.sendall(encode_msg(next_request_id(), 0, bson.encode(body), MsgFlags.MORE_TO_COME))
         # Requests are answered in order, so the next reply on the wire must be the ping's: the
         # insert produced none.
-        ping_rid = next(_request_ids)
+        ping_rid = next_request_id()
         sock.sendall(encode_msg(ping_rid, 0, bson.encode({"ping": 1, "$db": "admin"})))
-        reply = _read_msg(sock)
+        reply = read_msg(sock)
         assert reply.response_to == ping_rid
         assert bson.decode(reply.body)["ok"] == 1.0
         sock.settimeout(0.2)
@@ -250,25 +213,25 @@ def test_more_to_come_insert_sends_no_reply_but_inserts(
 
 
 def test_valid_checksum_is_answered(server: ServerThread) -> None:
-    with _connect(server) as sock:
-        rid = next(_request_ids)
+    with connect(server) as sock:
+        rid = next_request_id()
         body = bson.encode({"ping": 1, "$db": "admin"})
         sock.sendall(encode_msg(rid, 0, body, MsgFlags.CHECKSUM_PRESENT))
-        reply = _read_msg(sock)  # decode_message verifies the reply's checksum if it sets the flag
+        reply = read_msg(sock)  # decode_message verifies the reply's checksum if it sets the flag
         assert reply.response_to == rid
         assert bson.decode(reply.body)["ok"] == 1.0
-        assert _command(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
 def test_insert_with_document_sequence(
     server: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
     docs = (bson.encode({"_id": 1, "v": "a"}), bson.encode({"_id": 2, "v": "b"}))
-    with _connect(server) as sock:
-        rid = next(_request_ids)
+    with connect(server) as sock:
+        rid = next_request_id()
         body = bson.encode({"insert": "seq", "$db": "badinput"})
         sock.sendall(encode_msg(rid, 0, body, sequences=(("documents", docs),)))
-        reply_msg = _read_msg(sock)
+        reply_msg = read_msg(sock)
         assert reply_msg.response_to == rid
         reply = bson.decode(reply_msg.body)
         assert reply["ok"] == 1.0, reply
@@ -278,26 +241,26 @@ def test_insert_with_document_sequence(
 
 
 def test_op_msg_without_db_is_an_error(server: ServerThread) -> None:
-    with _connect(server) as sock:
-        reply = _command(sock, {"ping": 1})
+    with connect(server) as sock:
+        reply = op_msg(sock, {"ping": 1})
         assert reply["ok"] == 0
         assert reply["code"] == 40571
-        assert _command(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
 def test_pipelined_requests_are_answered_in_order(
     server: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
     # The insert waits on storage while the find and ping could be answered at once; order must hold.
-    rids = [next(_request_ids) for _ in range(3)]
+    rids = [next_request_id() for _ in range(3)]
     bodies = [
         {"insert": "pipe", "documents": [{"_id": 7}], "$db": "badinput"},
         {"find": "pipe", "filter": {"_id": 7}, "$db": "badinput"},
         {"ping": 1, "$db": "admin"},
     ]
-    with _connect(server) as sock:
+    with connect(server) as sock:
         sock.sendall(b"".join(encode_msg(r, 0, bson.encode(b)) for r, b in zip(rids, bodies)))
-        replies = [_read_msg(sock) for _ in rids]
+        replies = [read_msg(sock) for _ in rids]
     assert [r.response_to for r in replies] == rids
     docs = [bson.decode(r.body) for r in replies]
     assert docs[0]["ok"] == 1.0 and docs[0]["n"] == 1

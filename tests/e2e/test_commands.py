@@ -6,43 +6,17 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import socket
-import struct
 from typing import Any
 
-import bson
 import pytest
 from bson import Int64
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import OperationFailure
 
 from server.testing import ServerThread
+from tests.e2e.rawwire import connect, op_msg
 
 Client = MongoClient[dict[str, Any]]
-
-_OP_MSG = 2013
-
-
-def op_msg(sock: socket.socket, body: dict[str, Any]) -> dict[str, Any]:
-    """Send one OP_MSG (a single kind-0 section) on a raw socket and return the decoded reply body.
-    Used where a driver would hide what the test needs to see (its own socket address)."""
-    payload = struct.pack("<I", 0) + b"\x00" + bson.encode(body)
-    sock.sendall(struct.pack("<iiii", 16 + len(payload), 1, 0, _OP_MSG) + payload)
-    header = _recv_exactly(sock, 16)
-    length, _, _, opcode = struct.unpack("<iiii", header)
-    assert opcode == _OP_MSG
-    rest = _recv_exactly(sock, length - 16)
-    assert rest[4] == 0, "reply must be one kind-0 section"
-    return bson.decode(rest[5:])
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "server closed the connection"
-        data += chunk
-    return data
 
 
 def assert_ok(reply: dict[str, Any]) -> None:
@@ -209,7 +183,8 @@ def test_host_info(client: Client) -> None:
 
 
 def test_whatsmyuri_reports_the_client_address(server: ServerThread) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+    # A raw socket, because a driver hides the local address the reply must name.
+    with connect(server) as sock:
         reply = op_msg(sock, {"whatsmyuri": 1, "$db": "admin"})
         local_port = sock.getsockname()[1]
     assert_ok(reply)
@@ -327,53 +302,44 @@ def test_unknown_command_leaves_the_connection_usable(client: Client) -> None:
     assert_ok(client.admin.command("ping"))
 
 
-def test_find_with_unknown_field(client: Client) -> None:
+@pytest.mark.parametrize(
+    ("arguments", "code", "code_name"),
+    [({"foo": 1}, 40415, "Location40415"), ({"filter": 5}, 14, "TypeMismatch")],
+    ids=["unknown_field", "filter_of_wrong_type"],
+)
+def test_find_with_bad_argument(
+    client: Client, arguments: dict[str, Any], code: int, code_name: str
+) -> None:
     with pytest.raises(OperationFailure) as info:
-        client.app.command("find", "c", foo=1)
-    assert info.value.code == 40415
+        client.app.command("find", "c", **arguments)
+    assert info.value.code == code
     assert info.value.details is not None
-    assert info.value.details["codeName"] == "Location40415"
-
-
-def test_find_with_filter_of_wrong_type(client: Client) -> None:
-    with pytest.raises(OperationFailure) as info:
-        client.app.command("find", "c", filter=5)
-    assert info.value.code == 14
-    assert info.value.details is not None
-    assert info.value.details["codeName"] == "TypeMismatch"
+    assert info.value.details["codeName"] == code_name
 
 
 # --- async drivers -------------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
-async def test_async_mongo_client_handshake_and_status(uri: str) -> None:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
-    try:
-        hello = await client.admin.command("hello")
-        assert hello["isWritablePrimary"] is True
-        assert hello["maxWireVersion"] == 21
-        status = await client.admin.command("serverStatus")
-        assert_ok(status)
-        assert status["connections"]["current"] >= 1
-        with pytest.raises(OperationFailure) as info:
-            await client.admin.command("fooBar")
-        assert info.value.code == 59
-    finally:
-        await client.close()
+async def test_async_mongo_client_handshake_and_status(
+    async_client: AsyncMongoClient[dict[str, Any]],
+) -> None:
+    hello = await async_client.admin.command("hello")
+    assert hello["isWritablePrimary"] is True
+    assert hello["maxWireVersion"] == 21
+    status = await async_client.admin.command("serverStatus")
+    assert_ok(status)
+    assert status["connections"]["current"] >= 1
+    with pytest.raises(OperationFailure) as info:
+        await async_client.admin.command("fooBar")
+    assert info.value.code == 59
 
 
 @pytest.mark.asyncio
-async def test_motor_build_info_and_list_commands(uri: str) -> None:
-    from motor.motor_asyncio import AsyncIOMotorClient
-
-    client: Any = AsyncIOMotorClient(uri)
-    try:
-        build = await client.admin.command("buildInfo")
-        assert build["version"] == "7.0.0"
-        assert build["versionArray"][:2] == [7, 0]
-        commands = (await client.admin.command("listCommands"))["commands"]
-        assert "find" in commands
-        assert_ok(await client.admin.command("ping"))
-    finally:
-        client.close()
+async def test_motor_build_info_and_list_commands(motor_client: Any) -> None:
+    build = await motor_client.admin.command("buildInfo")
+    assert build["version"] == "7.0.0"
+    assert build["versionArray"][:2] == [7, 0]
+    commands = (await motor_client.admin.command("listCommands"))["commands"]
+    assert "find" in commands
+    assert_ok(await motor_client.admin.command("ping"))

@@ -4,8 +4,6 @@ real drivers against the real server and checked against MongoDB 7.0's behaviour
 from __future__ import annotations
 
 import datetime
-import socket
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +14,7 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient, monito
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from server.testing import ServerThread
+from tests.e2e.rawwire import connect, op_msg
 
 Client = MongoClient[dict[str, Any]]
 
@@ -60,22 +59,6 @@ def watched(uri: str, recorder: Recorder) -> Iterator[Client]:
     c: Client = MongoClient(uri, event_listeners=[recorder], serverSelectionTimeoutMS=5000)
     yield c
     c.close()
-
-
-def op_msg(port: int, body: dict[str, Any]) -> dict[str, Any]:
-    """Send one OP_MSG on a fresh raw socket and return the reply body. Used for requests pymongo
-    refuses to build, such as a `$db` that is not a valid database name."""
-    payload = struct.pack("<I", 0) + b"\x00" + bson.encode(body)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(struct.pack("<iiii", 16 + len(payload), 7, 0, 2013) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < struct.unpack("<i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            assert chunk, "server closed the connection"
-            data += chunk
-    assert struct.unpack("<i", data[12:16])[0] == 2013
-    assert data[20] == 0
-    return bson.decode(data[21:])
 
 
 # --- insert ----------------------------------------------------------------------------------------
@@ -715,7 +698,8 @@ def test_insert_into_invalid_database_name(
     server: ServerThread, client: Client, db_name: str
 ) -> None:
     # pymongo refuses these names before sending, so the request goes over a raw socket.
-    reply = op_msg(server.port, {"insert": "c", "documents": [{"_id": 1}], "$db": db_name})
+    with connect(server) as sock:
+        reply = op_msg(sock, {"insert": "c", "documents": [{"_id": 1}], "$db": db_name})
     assert reply["ok"] == 0.0
     assert reply["code"] == 73
     assert reply["codeName"] == "InvalidNamespace"
@@ -723,7 +707,9 @@ def test_insert_into_invalid_database_name(
 
 
 def test_find_on_invalid_database_name(server: ServerThread) -> None:
-    reply = op_msg(server.port, {"find": "c", "$db": "a b"})
+    # pymongo refuses this name before sending, so the request goes over a raw socket.
+    with connect(server) as sock:
+        reply = op_msg(sock, {"find": "c", "$db": "a b"})
     assert reply["ok"] == 0.0
     assert reply["code"] == 73
 
@@ -790,35 +776,27 @@ def test_insert_many_of_thousands(client: Client) -> None:
 
 
 @pytest.mark.asyncio
-async def test_async_mongo_client_crud_and_cursor(uri: str) -> None:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
-    try:
-        coll = client.acrud.c
-        await coll.insert_many([{"_id": i} for i in range(250)])
-        got = [d["_id"] async for d in coll.find().sort("_id", -1).batch_size(60)]
-        assert got == list(range(249, -1, -1))
-        with pytest.raises(BulkWriteError) as info:
-            await coll.insert_many([{"_id": 300}, {"_id": 0}, {"_id": 301}], ordered=False)
-        assert info.value.details["nInserted"] == 2
-        assert len([_ async for _ in coll.find({})]) == 252
-        assert "c" in await client.acrud.list_collection_names()
-    finally:
-        await client.close()
+async def test_async_mongo_client_crud_and_cursor(
+    async_client: AsyncMongoClient[dict[str, Any]],
+) -> None:
+    coll = async_client.acrud.c
+    await coll.insert_many([{"_id": i} for i in range(250)])
+    got = [d["_id"] async for d in coll.find().sort("_id", -1).batch_size(60)]
+    assert got == list(range(249, -1, -1))
+    with pytest.raises(BulkWriteError) as info:
+        await coll.insert_many([{"_id": 300}, {"_id": 0}, {"_id": 301}], ordered=False)
+    assert info.value.details["nInserted"] == 2
+    assert len([_ async for _ in coll.find({})]) == 252
+    assert "c" in await async_client.acrud.list_collection_names()
 
 
 @pytest.mark.asyncio
-async def test_motor_crud(uri: str) -> None:
-    from motor.motor_asyncio import AsyncIOMotorClient
-
-    client: Any = AsyncIOMotorClient(uri)
-    try:
-        coll = client.mcrud.c
-        result = await coll.insert_one({"a": {"b": 1}})
-        assert isinstance(result.inserted_id, ObjectId)
-        assert await coll.find_one({"a.b": 1}, {"_id": 0}) == {"a": {"b": 1}}
-        with pytest.raises(DuplicateKeyError):
-            await coll.insert_one({"_id": result.inserted_id})
-        await client.mcrud.drop_collection("c")
-        assert await client.mcrud.list_collection_names() == []
-    finally:
-        client.close()
+async def test_motor_crud(motor_client: Any) -> None:
+    coll = motor_client.mcrud.c
+    result = await coll.insert_one({"a": {"b": 1}})
+    assert isinstance(result.inserted_id, ObjectId)
+    assert await coll.find_one({"a.b": 1}, {"_id": 0}) == {"a": {"b": 1}}
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": result.inserted_id})
+    await motor_client.mcrud.drop_collection("c")
+    assert await motor_client.mcrud.list_collection_names() == []

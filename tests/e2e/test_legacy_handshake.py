@@ -4,76 +4,16 @@ connection goes on to speak OP_MSG."""
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 from typing import Any
 
 import bson
 import pytest
 
-from protocol import (
-    Msg,
-    OpCode,
-    Query,
-    Reply,
-    decode_header,
-    decode_message,
-    decode_reply,
-    encode_msg,
-    encode_query,
-)
+from protocol import Reply
 from server.testing import ServerThread
+from tests.e2e.rawwire import connect, op_msg, op_query
 
-TIMEOUT = 5.0
 QUERY_FAILURE = 2  # OP_REPLY responseFlags bit
-_request_ids = itertools.count(5000)
-
-
-def _connect(srv: ServerThread) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
-    sock.settimeout(TIMEOUT)
-    return sock
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise AssertionError(f"server closed the connection after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    head = _recv_exact(sock, 16)
-    length = struct.unpack_from("<i", head)[0]
-    return head + _recv_exact(sock, length - 16)
-
-
-def _op_query(
-    sock: socket.socket,
-    query: dict[str, Any],
-    namespace: str = "admin.$cmd",
-    number_to_return: int = -1,
-) -> tuple[int, Reply]:
-    rid = next(_request_ids)
-    sock.sendall(encode_query(Query(rid, 0, 0, namespace, 0, number_to_return, bson.encode(query))))
-    frame = _read_frame(sock)
-    assert decode_header(frame).op_code == OpCode.REPLY, (
-        "an OP_QUERY must be answered with OP_REPLY"
-    )
-    return rid, decode_reply(frame)
-
-
-def _op_msg(sock: socket.socket, body: dict[str, Any]) -> dict[str, Any]:
-    rid = next(_request_ids)
-    sock.sendall(encode_msg(rid, 0, bson.encode(body)))
-    message = decode_message(_read_frame(sock))
-    assert isinstance(message, Msg)
-    assert message.response_to == rid
-    return bson.decode(message.body)
 
 
 def _only_doc(reply: Reply) -> dict[str, Any]:
@@ -105,8 +45,8 @@ def _only_doc(reply: Reply) -> dict[str, Any]:
 def test_op_query_handshake_gets_op_reply(
     server: ServerThread, query: dict[str, Any], primary_field: str
 ) -> None:
-    with _connect(server) as sock:
-        rid, reply = _op_query(sock, query)
+    with connect(server) as sock:
+        rid, reply = op_query(sock, query)
         assert reply.response_to == rid
         assert reply.response_flags & QUERY_FAILURE == 0
         assert reply.cursor_id == 0
@@ -118,39 +58,39 @@ def test_op_query_handshake_gets_op_reply(
 
 
 def test_op_msg_works_after_op_query_handshake(server: ServerThread) -> None:
-    with _connect(server) as sock:
-        _, reply = _op_query(sock, {"isMaster": 1})
+    with connect(server) as sock:
+        _, reply = op_query(sock, {"isMaster": 1})
         assert _only_doc(reply)["ok"] == 1.0
-        assert _op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
-        inserted = _op_msg(sock, {"insert": "legacy", "documents": [{"_id": 1}], "$db": "legacy"})
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        inserted = op_msg(sock, {"insert": "legacy", "documents": [{"_id": 1}], "$db": "legacy"})
         assert inserted["ok"] == 1.0 and inserted["n"] == 1
-        found = _op_msg(sock, {"find": "legacy", "filter": {}, "$db": "legacy"})
+        found = op_msg(sock, {"find": "legacy", "filter": {}, "$db": "legacy"})
         assert found["cursor"]["firstBatch"] == [{"_id": 1}]
 
 
 def test_op_query_non_handshake_command_is_refused_and_connection_survives(
     server: ServerThread,
 ) -> None:
-    with _connect(server) as sock:
-        rid, reply = _op_query(sock, {"find": "legacy", "filter": {}}, namespace="legacy.$cmd")
+    with connect(server) as sock:
+        rid, reply = op_query(sock, {"find": "legacy", "filter": {}}, namespace="legacy.$cmd")
         assert reply.response_to == rid
         doc = _only_doc(reply)
         assert doc["ok"] == 0
         assert doc["code"] == 352
         assert doc["codeName"] == "UnsupportedOpQueryCommand"
         # The connection is still usable, for OP_QUERY handshakes and OP_MSG alike.
-        _, again = _op_query(sock, {"hello": 1})
+        _, again = op_query(sock, {"hello": 1})
         assert _only_doc(again)["isWritablePrimary"] is True
-        assert _op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
 
 
 def test_op_query_on_a_collection_is_refused_and_connection_survives(server: ServerThread) -> None:
-    with _connect(server) as sock:
-        rid, reply = _op_query(sock, {"x": 1}, namespace="legacy.items", number_to_return=0)
+    with connect(server) as sock:
+        rid, reply = op_query(sock, {"x": 1}, namespace="legacy.items", number_to_return=0)
         assert reply.response_to == rid
         assert reply.response_flags & QUERY_FAILURE
         doc = _only_doc(reply)
         assert doc["ok"] == 0
         assert doc["code"] == 352
         assert "$err" in doc
-        assert _op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        assert op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0

@@ -67,16 +67,13 @@ def _client(srv: ServerThread) -> MongoClient[dict[str, Any]]:
 
 def test_documents_survive_restart_byte_for_byte(start_server: StartServer, dbpath: str) -> None:
     first = start_server()
-    client = _client(first)
-    try:
+    with _client(first) as client:
         client.keep.things.insert_many(DOCS)
         # A document whose _id the client did not put first: the stored bytes have _id first.
         client.keep.command("insert", "things", documents=[SON([("z", 1), ("_id", 11)])])
         client.keep.other.insert_one({"_id": 1, "in": "other collection"})
         client.elsewhere.c.insert_one({"_id": 1})
         before = _raw_by_id(client, "keep", "things")
-    finally:
-        client.close()
     assert len(before) == len(DOCS) + 1
     for doc in DOCS:
         # What went in is what is stored: insert_many sent exactly these bytes.
@@ -84,8 +81,7 @@ def test_documents_survive_restart_byte_for_byte(start_server: StartServer, dbpa
     first.stop()
 
     second = start_server(path=dbpath)
-    client = _client(second)
-    try:
+    with _client(second) as client:
         after = _raw_by_id(client, "keep", "things")
         assert after == before
         assert bson.decode(after[bson.encode({"_id": 11})]) == {"_id": 11, "z": 1}
@@ -93,22 +89,16 @@ def test_documents_survive_restart_byte_for_byte(start_server: StartServer, dbpa
         assert client.keep.other.find_one() == {"_id": 1, "in": "other collection"}
         assert sorted(client.keep.list_collection_names()) == ["other", "things"]
         assert {"keep", "elsewhere"} <= set(client.list_database_names())
-    finally:
-        client.close()
 
 
 def test_decoded_values_survive_restart(start_server: StartServer, dbpath: str) -> None:
     first = start_server()
-    client = _client(first)
-    try:
+    with _client(first) as client:
         client.keep.types.insert_many(DOCS)
-    finally:
-        client.close()
     first.stop()
 
     second = start_server(path=dbpath)
-    client = _client(second)
-    try:
+    with _client(second) as client:
         coll = client.keep.types
         uuid_doc = coll.find_one({"_id": 4})
         assert uuid_doc is not None
@@ -133,22 +123,16 @@ def test_decoded_values_survive_restart(start_server: StartServer, dbpath: str) 
         assert coll.find_one({"_id": "string id"}, {"_id": 0, "unicode": 1}) == {
             "unicode": "héllo ✓"
         }
-    finally:
-        client.close()
 
 
 def test_id_index_survives_restart(start_server: StartServer, dbpath: str) -> None:
     first = start_server()
-    client = _client(first)
-    try:
+    with _client(first) as client:
         client.keep.c.insert_many([{"_id": i} for i in range(300)])
-    finally:
-        client.close()
     first.stop()
 
     second = start_server(path=dbpath)
-    client = _client(second)
-    try:
+    with _client(second) as client:
         coll = client.keep.c
         with pytest.raises(DuplicateKeyError):
             coll.insert_one({"_id": 150})
@@ -159,44 +143,33 @@ def test_id_index_survives_restart(start_server: StartServer, dbpath: str) -> No
             range(300, -1, -1)
         )
         assert coll.find_one({"_id": 299}) == {"_id": 299}
-    finally:
-        client.close()
 
 
 def test_drops_survive_restart(start_server: StartServer, dbpath: str) -> None:
     first = start_server()
-    client = _client(first)
-    try:
+    with _client(first) as client:
         client.keep.dropped.insert_one({"x": 1})
         client.keep.kept.insert_one({"x": 1})
         client.gone_db.c.insert_one({"x": 1})
         client.keep.drop_collection("dropped")
         client.drop_database("gone_db")
-    finally:
-        client.close()
     first.stop()
 
     second = start_server(path=dbpath)
-    client = _client(second)
-    try:
+    with _client(second) as client:
         assert client.keep.list_collection_names() == ["kept"]
         assert "gone_db" not in client.list_database_names()
         assert client.keep.dropped.find_one() is None
-    finally:
-        client.close()
 
 
 def test_several_restarts_accumulate(start_server: StartServer, dbpath: str) -> None:
     for round_ in range(3):
         srv = start_server(path=dbpath)
-        client = _client(srv)
-        try:
+        with _client(srv) as client:
             client.keep.log.insert_one({"_id": round_})
             assert [d["_id"] for d in client.keep.log.find().sort("_id", 1)] == list(
                 range(round_ + 1)
             )
-        finally:
-            client.close()
         srv.stop()
 
 
@@ -211,20 +184,14 @@ def test_second_server_on_the_same_dbpath_is_refused(
     assert re.search(r"in use|using it|already running|lock", message, re.IGNORECASE), message
     assert dbpath in message
     # The running server is undisturbed.
-    client = _client(first)
-    try:
+    with _client(first) as client:
         client.keep.c.insert_one({"_id": 1})
         assert client.keep.c.find_one() == {"_id": 1}
-    finally:
-        client.close()
 
 
 def test_dbpath_is_free_again_after_stop(start_server: StartServer, dbpath: str) -> None:
     first = start_server()
     first.stop()
     second = start_server(path=dbpath)
-    client = _client(second)
-    try:
+    with _client(second) as client:
         assert client.admin.command("ping")["ok"] == 1.0
-    finally:
-        client.close()

@@ -15,24 +15,16 @@ def test_pymongo_insert_and_find(client: MongoClient[dict[str, Any]]) -> None:
 
 
 @pytest.mark.asyncio
-async def test_async_mongo_client_insert_and_find(uri: str) -> None:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
-    try:
-        coll = client.smoke.items
-        await coll.insert_one({"_id": 2, "name": "b"})
-        assert await coll.find_one({"name": "b"}) == {"_id": 2, "name": "b"}
-    finally:
-        await client.close()
+async def test_async_mongo_client_insert_and_find(
+    async_client: AsyncMongoClient[dict[str, Any]],
+) -> None:
+    coll = async_client.smoke.items
+    await coll.insert_one({"_id": 2, "name": "b"})
+    assert await coll.find_one({"name": "b"}) == {"_id": 2, "name": "b"}
 
 
 @pytest.mark.asyncio
-async def test_motor_insert_and_find(uri: str) -> None:
-    from motor.motor_asyncio import AsyncIOMotorClient
-
-    client: Any = AsyncIOMotorClient(uri)
-    try:
-        coll = client.smoke.items
-        await coll.insert_one({"_id": 3, "name": "c"})
-        assert await coll.find_one({"_id": 3}) == {"_id": 3, "name": "c"}
-    finally:
-        client.close()
+async def test_motor_insert_and_find(motor_client: Any) -> None:
+    coll = motor_client.smoke.items
+    await coll.insert_one({"_id": 3, "name": "c"})
+    assert await coll.find_one({"_id": 3}) == {"_id": 3, "name": "c"}

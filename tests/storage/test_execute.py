@@ -11,7 +11,8 @@ import pytest
 
 from storage.engine import CODEC, Engine
 from storage.errors import QueryError
-from storage.execute import CollScan, IdLookup, QueryRun, QuerySpec, choose_plan, count_documents
+from storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
+from storage.planner import CollScan, IndexScan
 
 N = 40
 
@@ -72,35 +73,46 @@ def ids(docs: list[bytes]) -> list[object]:
 # -- plans -----------------------------------------------------------------------------------------
 
 
+def describe(plan: object) -> str:
+    if isinstance(plan, CollScan):
+        return "COLLSCAN" + (" reverse" if plan.reverse else "")
+    assert isinstance(plan, IndexScan)
+    return f"IXSCAN {plan.index.name}" + (" reverse" if plan.reverse else "")
+
+
 @pytest.mark.parametrize(
     ("filter", "sort", "plan"),
     [
-        ({}, None, CollScan()),
-        (None, None, CollScan()),
-        ({"_id": 5}, None, IdLookup(5)),
-        ({"_id": "k"}, None, IdLookup("k")),
-        ({"_id": {"a": 1}}, None, IdLookup({"a": 1})),
-        ({"_id": None}, None, IdLookup(None)),
-        ({"_id": {"$eq": 5}}, None, IdLookup(5)),
-        ({"_id": 5, "n": 1}, None, IdLookup(5)),
-        ({"_id": {"$gt": 5}}, None, CollScan()),
-        ({"_id": {"$eq": 5, "$lt": 9}}, None, CollScan()),
-        ({"_id": {"$in": [1, 2]}}, None, CollScan()),
-        ({"_id": {"$eq": [1]}}, None, CollScan()),
-        ({"_id": [1, 2]}, None, CollScan()),
-        ({"n": 5}, None, CollScan()),
-        ({}, {"$natural": -1}, CollScan(reverse=True)),
-        ({}, {"$natural": 1}, CollScan()),
-        ({}, {"n": -1}, CollScan()),
+        ({}, None, "COLLSCAN"),
+        (None, None, "COLLSCAN"),
+        ({"_id": 5}, None, "IXSCAN _id_"),
+        ({"_id": "k"}, None, "IXSCAN _id_"),
+        ({"_id": {"a": 1}}, None, "IXSCAN _id_"),
+        ({"_id": None}, None, "IXSCAN _id_"),
+        ({"_id": {"$eq": 5}}, None, "IXSCAN _id_"),
+        ({"_id": 5, "n": 1}, None, "IXSCAN _id_"),
+        ({"_id": {"$gt": 5}}, None, "IXSCAN _id_"),
+        ({"_id": {"$eq": 5, "$lt": 9}}, None, "IXSCAN _id_"),
+        ({"_id": {"$in": [1, 2]}}, None, "IXSCAN _id_"),
+        ({"_id": {"$eq": [1]}}, None, "COLLSCAN"),
+        ({"_id": [1, 2]}, None, "COLLSCAN"),
+        ({"n": 5}, None, "COLLSCAN"),
+        ({}, {"$natural": -1}, "COLLSCAN reverse"),
+        ({}, {"$natural": 1}, "COLLSCAN"),
+        ({}, {"n": -1}, "COLLSCAN"),
+        ({}, {"_id": 1}, "IXSCAN _id_"),
+        ({}, {"_id": -1}, "IXSCAN _id_ reverse"),
     ],
 )
-def test_choose_plan(filter: dict | None, sort: dict | None, plan: object) -> None:
-    assert choose_plan(QuerySpec.parse(filter, None, sort)) == plan
+def test_choose_plan(engine: Engine, filter: dict | None, sort: dict | None, plan: str) -> None:
+    coll = engine.collection("db", "c")
+    assert coll is not None
+    assert describe(choose_plan(coll, QuerySpec.parse(filter, None, sort))) == plan
 
 
 def test_id_lookup_reads_one_record(engine: Engine) -> None:
     run = make_run(engine, filter={"_id": 17.0})
-    assert isinstance(run.plan, IdLookup)
+    assert isinstance(run.plan, IndexScan) and run.plan.index.name == "_id_"
     docs, _ = drain(engine, run)
     assert ids(docs) == [17]
     assert run.examined == 1

@@ -281,7 +281,7 @@ SUFFIX = b"\x00" * 7 + b"\x09"
 def test_fit_leaves_short_keys_alone(suffix: bytes) -> None:
     body = keys.encode("short")
     assert keys.fit(PREFIX, body, suffix) == (PREFIX + body + suffix, False)
-    room = keys.MAX_KEY - len(PREFIX) - len(suffix)
+    room = keys.MAX_KEY - len(PREFIX) - keys.SUFFIX_ROOM
     exact = b"\x07" * room
     assert keys.fit(PREFIX, exact, suffix) == (PREFIX + exact + suffix, False)
     key, truncated = keys.fit(PREFIX, exact + b"\x07", suffix)

@@ -1,0 +1,246 @@
+"""Index specifications: parsing and validating what a client asks createIndexes for, MongoDB's
+generated names, and how a new index compares with the ones a collection already has."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Decimal128, Int64
+
+from storage.catalog import IndexInfo
+from storage.errors import QueryError
+from storage.query.match import compile_filter
+
+#: MongoDB's limit on indexes per collection, `_id_` included.
+MAX_INDEXES = 64
+MAX_EXPIRE_AFTER_SECONDS = 2_147_483_647
+_SPECIAL_TYPES = frozenset(
+    {
+        "text",
+        "2d",
+        "2dsphere",
+        "2dsphere_bucket",
+        "hashed",
+        "geoHaystack",
+        "columnstore",
+        "wildcard",
+    }
+)
+_OPTIONS = frozenset(
+    {"unique", "sparse", "partialFilterExpression", "hidden", "expireAfterSeconds", "collation"}
+)
+_IGNORED = frozenset({"v", "background", "ns", "storageEngine", "dropDups"})
+#: Options that make two indexes on the same key pattern different indexes rather than a conflict.
+_DISTINGUISHING = ("partialFilterExpression", "collation")
+#: Options whose difference on an otherwise identical index is an IndexOptionsConflict.
+_IDENTIFYING = ("unique", "sparse", "partialFilterExpression", "collation")
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A validated index request: what listIndexes will show (`v` aside)."""
+
+    name: str
+    key: tuple[tuple[str, Any], ...]
+    options: dict[str, Any]
+
+    @property
+    def key_doc(self) -> dict[str, Any]:
+        return dict(self.key)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, Int64, Decimal128)) and not isinstance(v, bool)
+
+
+def _num(v: Any) -> float:
+    return float(v.to_decimal()) if isinstance(v, Decimal128) else float(v)
+
+
+def _direction_name(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    f = _num(v)
+    return str(int(f)) if f == int(f) else repr(f)
+
+
+def default_name(key: tuple[tuple[str, Any], ...]) -> str:
+    """MongoDB's generated index name: `a_1_b_-1`."""
+    return "_".join(f"{field}_{_direction_name(d)}" for field, d in key)
+
+
+def _truthy(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if _is_number(v):
+        return _num(v) != 0
+    return v is not None
+
+
+def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(key, Mapping) or not key:
+        raise QueryError("CannotCreateIndex", "Index keys cannot be empty.")
+    out = []
+    for field, d in key.items():
+        if not field:
+            raise QueryError("CannotCreateIndex", "Index keys cannot be an empty field.")
+        if field.startswith("$") or field.endswith("$**") or field == "$**":
+            raise QueryError(
+                "NotImplemented", f"index key '{field}' (wildcard or $-prefixed) is not supported"
+            )
+        if "" in field.split("."):
+            raise QueryError(
+                "CannotCreateIndex", f"Index key contains an illegal field name: '{field}'"
+            )
+        if isinstance(d, str):
+            if d in _SPECIAL_TYPES:
+                raise QueryError("NotImplemented", f"'{d}' indexes are not supported")
+            raise QueryError("CannotCreateIndex", f"Unknown index plugin '{d}'")
+        if not _is_number(d):
+            raise QueryError(
+                "CannotCreateIndex",
+                f"Values in v:2 index key pattern cannot be of type {type(d).__name__}. Only "
+                "numbers > 0, numbers < 0, and strings are allowed.",
+            )
+        f = _num(d)
+        if f == 0 or math.isnan(f):
+            raise QueryError(
+                "CannotCreateIndex", "Values in the index key pattern can't be 0 or NaN."
+            )
+        out.append((field, d))
+    return tuple(out)
+
+
+def _expire_after(value: Any, key: tuple[tuple[str, Any], ...]) -> int:
+    if not _is_number(value):
+        raise QueryError(
+            "CannotCreateIndex",
+            f"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{type(value).__name__}'",
+        )
+    f = _num(value)
+    if math.isnan(f) or f < 0 or f > MAX_EXPIRE_AFTER_SECONDS:
+        raise QueryError(
+            "CannotCreateIndex",
+            f"invalid TTL index 'expireAfterSeconds' value: {value}; must be within [0, {MAX_EXPIRE_AFTER_SECONDS}]",
+        )
+    if key == (("_id", key[0][1]),) and len(key) == 1:
+        raise QueryError(
+            "InvalidIndexSpecificationOption",
+            "The field 'expireAfterSeconds' is not valid for an _id index specification.",
+        )
+    if len(key) > 1:
+        raise QueryError(
+            "CannotCreateIndex",
+            "TTL indexes are single-field indexes, compound indexes do not support TTL.",
+        )
+    return int(f)
+
+
+def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
+    """Validate one entry of createIndexes' `indexes`. Raises QueryError with MongoDB's codeNames
+    (CannotCreateIndex, InvalidIndexSpecificationOption, NotImplemented, BadValue)."""
+    if "key" not in doc:
+        raise QueryError(
+            "FailedToParse", "The 'key' field is a required property of an index specification"
+        )
+    key = _check_key(doc["key"])
+    is_id = len(key) == 1 and key[0][0] == "_id"
+    options: dict[str, Any] = {}
+    for field, value in doc.items():
+        if field in ("key", "name") or field in _IGNORED:
+            continue
+        if field not in _OPTIONS:
+            if field in (
+                "weights",
+                "default_language",
+                "language_override",
+                "textIndexVersion",
+                "2dsphereIndexVersion",
+                "bits",
+                "min",
+                "max",
+                "bucketSize",
+                "wildcardProjection",
+                "clustered",
+            ):
+                raise QueryError("NotImplemented", f"index option '{field}' is not supported")
+            raise QueryError(
+                "InvalidIndexSpecificationOption",
+                f"The field '{field}' is not valid for an index specification.",
+            )
+        if field == "collation":
+            if not isinstance(value, Mapping) or value.get("locale") != "simple" or len(value) != 1:
+                raise QueryError("NotImplemented", "only the simple collation is supported")
+            continue  # the simple collation is the default: MongoDB does not list it either
+        if field == "expireAfterSeconds":
+            options[field] = _expire_after(value, key)
+        elif field == "partialFilterExpression":
+            if not isinstance(value, Mapping):
+                raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
+            compile_filter(dict(value))  # raises for an invalid filter
+            options[field] = dict(value)
+        else:
+            if is_id and field in ("unique", "sparse", "hidden"):
+                raise QueryError(
+                    "InvalidIndexSpecificationOption",
+                    f"The field '{field}' is not valid for an _id index specification.",
+                )
+            if _truthy(value):
+                options[field] = True
+    if options.get("sparse") and "partialFilterExpression" in options:
+        raise QueryError(
+            "CannotCreateIndex", 'cannot mix "partialFilterExpression" and "sparse" options'
+        )
+    name = doc.get("name")
+    if name is None:
+        name = default_name(key)
+    if not isinstance(name, str):
+        raise QueryError("TypeMismatch", "The field 'name' must be a string")
+    if not name or name == "*":
+        raise QueryError("CannotCreateIndex", f"The index name '{name}' is not valid")
+    if is_id and name != "_id_":
+        raise QueryError("BadValue", "The _id index must be named _id_")
+    return IndexSpec(name, key, options)
+
+
+def _same_key(a: tuple[tuple[str, Any], ...], b: tuple[tuple[str, Any], ...]) -> bool:
+    return len(a) == len(b) and all(
+        fa == fb and (_num(da) == _num(db) if _is_number(da) and _is_number(db) else da == db)
+        for (fa, da), (fb, db) in zip(a, b)
+    )
+
+
+def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
+    """How `spec` relates to an index the collection has: "same" (already exists), "distinct"
+    (may coexist), or raises QueryError for MongoDB's conflicts (85 / 86)."""
+    same_key = _same_key(spec.key, existing.key)
+    same_name = spec.name == existing.name
+    if not same_key and not same_name:
+        return "distinct"
+    ident_equal = all(spec.options.get(o) == existing.options.get(o) for o in _IDENTIFYING)
+    if same_name and same_key and spec.options == existing.options:
+        return "same"
+    if same_name and (not same_key or not ident_equal):
+        raise QueryError(
+            "IndexKeySpecsConflict",
+            f"An existing index has the same name as the requested index. When index names are "
+            f"not specified, they are auto generated and can cause conflicts. Please refer to our "
+            f'documentation. Requested index: {{ v: 2, key: {spec.key_doc}, name: "{spec.name}" }}, '
+            f'existing index: {{ v: 2, key: {dict(existing.key)}, name: "{existing.name}" }}',
+        )
+    if same_name:
+        raise QueryError(
+            "IndexOptionsConflict",
+            f"An equivalent index already exists with the same name but different options. "
+            f"Requested index: {spec.name}, existing index: {existing.name}",
+        )
+    # Same key pattern, different name.
+    if any(spec.options.get(o) != existing.options.get(o) for o in _DISTINGUISHING):
+        return "distinct"
+    raise QueryError(
+        "IndexOptionsConflict",
+        f"Index already exists with a different name: {existing.name}",
+    )

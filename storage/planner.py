@@ -1,0 +1,383 @@
+"""The query planner: turns a filter, a sort and a hint into a plan over the collection's indexes.
+
+An index only narrows the candidates: every plan's documents still pass through the matcher, so a
+bound here may be wider than the filter (never narrower). Plans are chosen by a fixed preference
+(a unique point lookup, then the most equality-bound leading fields, a range, a sort it delivers),
+not by racing candidates as MongoDB does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import bson
+
+from storage import keys
+from storage.catalog import CollectionInfo, IndexInfo
+from storage.errors import QueryError
+from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
+from storage.query.sort import SortSpec
+
+#: Beyond this many point combinations a compound index uses fewer leading fields.
+MAX_INTERVALS = 4096
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Key bodies from `lo` (inclusive) to `hi` (exclusive; None: to the end of the index)."""
+
+    lo: bytes
+    hi: bytes | None
+
+
+@dataclass(frozen=True)
+class IndexScan:
+    index: IndexInfo
+    intervals: tuple[Interval, ...]
+    reverse: bool = False
+    provides_sort: bool = False
+    bounds: dict[str, list[str]] = field(default_factory=dict)  # for explain
+
+    @property
+    def stage(self) -> str:
+        return "IXSCAN"
+
+
+@dataclass(frozen=True)
+class CollScan:
+    reverse: bool = False
+
+    @property
+    def stage(self) -> str:
+        return "COLLSCAN"
+
+
+Plan = IndexScan | CollScan
+
+
+# -- what the filter says about each field ---------------------------------------------------------
+
+
+@dataclass
+class _Range:
+    lo: Any = None
+    lo_incl: bool = True
+    hi: Any = None
+    hi_incl: bool = True
+    has_lo: bool = False
+    has_hi: bool = False
+
+
+@dataclass
+class _FieldBounds:
+    point_sets: list[list[Any]] = field(default_factory=list)  # one per equality / $in predicate
+    ranges: list[tuple[str, Any]] = field(default_factory=list)  # ($gt|$gte|$lt|$lte, value)
+
+    def points(self, multikey: bool) -> list[Any] | None:
+        """The values the field must equal. On a multikey index each predicate may be met by a
+        different element, so only the first predicate bounds it; otherwise they intersect."""
+        if not self.point_sets:
+            return None
+        if multikey:
+            return self.point_sets[0]
+        out = self.point_sets[0]
+        for other in self.point_sets[1:]:
+            out = [x for x in out if any(compare(x, y) == 0 for y in other)]
+        return [p for p in out if all(_satisfies(p, op, q) for op, q in self.ranges)]
+
+
+def _boundable(v: Any) -> bool:
+    """Values an index can look up exactly (arrays and regexes need the matcher's rules)."""
+    if isinstance(v, (list, bson.Regex)) or type(v).__name__ == "Pattern":
+        return False
+    if isinstance(v, Mapping) and any(str(k).startswith("$") for k in v):
+        return False
+    return not is_nan(v) and rank(v) not in (RANK_MINKEY, RANK_MAXKEY)
+
+
+def _collect(flt: Mapping[str, Any], out: dict[str, _FieldBounds]) -> None:
+    for path, cond in flt.items():
+        if path == "$and" and isinstance(cond, list):
+            for clause in cond:
+                if isinstance(clause, Mapping):
+                    _collect(clause, out)
+            continue
+        if path.startswith("$"):
+            continue
+        fb = out.setdefault(path, _FieldBounds())
+        if isinstance(cond, Mapping) and cond and next(iter(cond)).startswith("$"):
+            for op, arg in cond.items():
+                if op == "$eq" and _boundable(arg):
+                    fb.point_sets.append([arg])
+                elif op == "$in" and isinstance(arg, list) and all(_boundable(a) for a in arg):
+                    fb.point_sets.append(list(arg))
+                elif op in ("$gt", "$gte", "$lt", "$lte") and _boundable(arg) and arg is not None:
+                    fb.ranges.append((op, arg))
+        elif _boundable(cond):
+            fb.point_sets.append([cond])
+
+
+def _satisfies(v: Any, op: str, q: Any) -> bool:
+    if rank(v) != rank(q):
+        return False
+    c = compare(v, q)
+    return {"$gt": c > 0, "$gte": c >= 0, "$lt": c < 0, "$lte": c <= 0}[op]
+
+
+# -- bounds as byte intervals ----------------------------------------------------------------------
+
+
+def _enc(v: Any, direction: int) -> bytes:
+    return keys.encode(v) if direction > 0 else keys.encode_descending(v)
+
+
+def _bracket(v: Any, direction: int) -> tuple[bytes, bytes]:
+    tb = keys.type_byte(v)
+    if direction < 0:
+        tb = 0xFF - tb
+    return bytes((tb,)), bytes((tb + 1,))
+
+
+def _component_ranges(
+    fb: _FieldBounds, direction: int, multikey: bool
+) -> tuple[list[tuple[bytes, bytes | None]], str] | None:
+    """Byte ranges for one index field (lo inclusive, hi exclusive), and their description; None
+    when the filter does not bound this field."""
+    points = fb.points(multikey)
+    if points is not None:
+        encoded = sorted({_enc(p, direction) for p in points})
+        desc = ", ".join(f"[{_show(p)}, {_show(p)}]" for p in points)
+        return [(e, keys.successor(e)) for e in encoded], desc
+    if not fb.ranges:
+        return None
+    # One type bracket: the first range's. On a multikey index two predicates may be satisfied by
+    # different elements, so only the first is used there.
+    preds = (
+        fb.ranges[:1] if multikey else [r for r in fb.ranges if rank(r[1]) == rank(fb.ranges[0][1])]
+    )
+    rg = _Range()
+    for op, q in preds:
+        if op in ("$gt", "$gte"):
+            if not rg.has_lo or compare(q, rg.lo) > 0 or (compare(q, rg.lo) == 0 and op == "$gt"):
+                rg.lo, rg.lo_incl, rg.has_lo = q, op == "$gte", True
+        else:
+            if not rg.has_hi or compare(q, rg.hi) < 0 or (compare(q, rg.hi) == 0 and op == "$lt"):
+                rg.hi, rg.hi_incl, rg.has_hi = q, op == "$lte", True
+    sample = preds[0][1]
+    start, end = _bracket(sample, direction)
+    lo_val, hi_val = (rg.lo, rg.hi) if direction > 0 else (rg.hi, rg.lo)
+    has_lo, has_hi = (rg.has_lo, rg.has_hi) if direction > 0 else (rg.has_hi, rg.has_lo)
+    lo_incl, hi_incl = (rg.lo_incl, rg.hi_incl) if direction > 0 else (rg.hi_incl, rg.lo_incl)
+    if has_lo:
+        e = _enc(lo_val, direction)
+        lo = e if lo_incl else (keys.successor(e) or e)
+    else:
+        lo = start
+    hi: bytes | None
+    if has_hi:
+        e = _enc(hi_val, direction)
+        hi = keys.successor(e) if hi_incl else e
+    else:
+        hi = end
+    left = ("[" if rg.lo_incl else "(") + (_show(rg.lo) if rg.has_lo else _edge(sample, low=True))
+    right = (_show(rg.hi) if rg.has_hi else _edge(sample, low=False)) + ("]" if rg.hi_incl else ")")
+    return [(lo, hi)], f"{left}, {right}"
+
+
+def _show(v: Any) -> str:
+    return repr(v) if not isinstance(v, str) else f'"{v}"'
+
+
+def _edge(sample: Any, low: bool) -> str:
+    r = rank(sample)
+    if r == 10:
+        return "-inf.0" if low else "inf.0"
+    return "MinKey" if low else "MaxKey"
+
+
+def _clip(b: bytes, upper: bool) -> bytes | None:
+    """Widen a bound so index entries whose keys were shortened still fall inside it."""
+    if len(b) <= keys.BODY_KEEP:
+        return b
+    cut = b[: keys.BODY_KEEP]
+    return keys.successor(cut) if upper else cut
+
+
+def _intervals(
+    index: IndexInfo, bounds: dict[str, _FieldBounds]
+) -> tuple[tuple[Interval, ...], int, bool, dict[str, list[str]]] | None:
+    """Intervals over the index for the filter's bounds: (intervals, number of leading fields
+    bound to points, whether a range bounds the next field, explain bounds). None when the
+    filter does not bound the index's first field."""
+    prefixes: list[bytes] = [b""]
+    points = 0
+    ranged = False
+    shown: dict[str, list[str]] = {}
+    result: list[tuple[bytes, bytes | None]] | None = None
+    for (path, _), direction in zip(index.key, index.directions):
+        fb = bounds.get(path)
+        comp = _component_ranges(fb, direction, index.multikey) if fb is not None else None
+        if comp is None:
+            break
+        ranges, desc = comp
+        shown[path] = [desc]
+        if fb is not None and fb.point_sets:
+            if len(prefixes) * len(ranges) > MAX_INTERVALS:
+                break
+            prefixes = [p + lo for p in prefixes for lo, _ in ranges]
+            points += 1
+            continue
+        result = [
+            (p + lo, (p + hi) if hi is not None else keys.successor(p))
+            for p in prefixes
+            for lo, hi in ranges
+        ]
+        ranged = True
+        break
+    if points == 0 and not ranged:
+        return None
+    if result is None:
+        result = [(p, keys.successor(p)) for p in prefixes]
+    for path, _ in index.key:
+        shown.setdefault(path, ["[MinKey, MaxKey]"])
+    clipped = []
+    for lo, hi in sorted(result, key=lambda r: r[0]):
+        clo = _clip(lo, upper=False) or lo
+        chi = _clip(hi, upper=True) if hi is not None else None
+        clipped.append(Interval(clo, chi))
+    return _merge(clipped), points, ranged, shown
+
+
+def _merge(intervals: list[Interval]) -> tuple[Interval, ...]:
+    out: list[Interval] = []
+    for iv in intervals:
+        if out and (out[-1].hi is None or iv.lo <= out[-1].hi):
+            last = out[-1]
+            hi = None if last.hi is None or iv.hi is None else max(last.hi, iv.hi)
+            out[-1] = Interval(last.lo, hi)
+        else:
+            out.append(iv)
+    return tuple(out)
+
+
+# -- choosing ---------------------------------------------------------------------------------------
+
+
+def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> bool | None:
+    """Whether scanning this index (skipping `points` equality-bound leading fields) delivers the
+    sort: None if not, else whether the scan must run in reverse."""
+    if sort is None or not sort.keys or index.multikey:
+        return None
+    rest = list(zip(index.fields, index.directions))[points:]
+    if len(sort.keys) > len(rest):
+        return None
+    flips = set()
+    for (parts, d), (path, idir) in zip(sort.keys, rest):
+        if ".".join(parts) != path:
+            return None
+        flips.add(d != idir)
+    if len(flips) != 1:
+        return None
+    return flips.pop()
+
+
+def _partial_implied(index: IndexInfo, flt: Mapping[str, Any]) -> bool:
+    pfe = index.partial_filter
+    if pfe is None:
+        return True
+    return all(k in flt and compare(flt[k], v) == 0 for k, v in pfe.items())
+
+
+def find_hinted(coll: CollectionInfo, hint: Any) -> IndexInfo | None | str:
+    """The index a hint names; "natural" for {$natural: ±1}. Raises BadValue for no such index."""
+    if isinstance(hint, Mapping) and "$natural" in hint:
+        return "natural"
+    for ix in coll.indexes:
+        if ix.hidden:
+            continue
+        if isinstance(hint, str) and ix.name == hint:
+            return ix
+        if (
+            isinstance(hint, Mapping)
+            and len(hint) == len(ix.key)
+            and all(
+                f == hf and compare(d, hd) == 0 for (f, d), (hf, hd) in zip(ix.key, hint.items())
+            )
+        ):
+            return ix
+    raise QueryError("BadValue", "hint provided does not correspond to an existing index")
+
+
+def plan_query(
+    coll: CollectionInfo,
+    flt: Mapping[str, Any],
+    sort: SortSpec | None = None,
+    hint: Any = None,
+) -> Plan:
+    """Choose how to read the candidates for `flt`. Raises QueryError for a bad hint."""
+    bounds: dict[str, _FieldBounds] = {}
+    _collect(flt, bounds)
+    natural_reverse = bool(sort and not sort.keys and sort.natural < 0)
+    if hint is not None and hint != {} and hint != "":
+        hinted = find_hinted(coll, hint)
+        if hinted == "natural":
+            assert isinstance(hint, Mapping)
+            return CollScan(reverse=hint["$natural"] < 0)
+        assert isinstance(hinted, IndexInfo)
+        return _scan_for(hinted, bounds, sort) or IndexScan(
+            hinted,
+            (Interval(b"", None),),
+            bool(_sort_direction(hinted, 0, sort)),
+            _sort_direction(hinted, 0, sort) is not None,
+            {p: ["[MinKey, MaxKey]"] for p in hinted.fields},
+        )
+    if sort is not None and sort.natural and not sort.keys:
+        return CollScan(reverse=natural_reverse)
+    best: tuple[tuple[int, ...], IndexScan] | None = None
+    for order, ix in enumerate(coll.indexes):
+        if ix.hidden or not _partial_implied(ix, flt):
+            continue
+        scan = _scan_for(ix, bounds, sort)
+        if scan is None:
+            continue
+        found = _intervals(ix, bounds)
+        points, ranged = (found[1], found[2]) if found else (0, False)
+        complete = ix.unique and points == len(ix.key)
+        score = (int(complete), points, int(ranged), int(scan.provides_sort), -len(ix.key), -order)
+        if best is None or score > best[0]:
+            best = (score, scan)
+    if best is None:
+        return CollScan(reverse=natural_reverse)
+    return best[1]
+
+
+def _scan_for(
+    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
+) -> IndexScan | None:
+    found = _intervals(ix, bounds)
+    if found is None:
+        # No bounds: worth a full index scan only to deliver the sort (not for sparse or partial
+        # indexes, which leave documents out).
+        reverse = _sort_direction(ix, 0, sort)
+        if reverse is None or ix.sparse or ix.partial_filter is not None:
+            return None
+        return IndexScan(
+            ix, (Interval(b"", None),), reverse, True, {p: ["[MinKey, MaxKey]"] for p in ix.fields}
+        )
+    intervals, points, _ranged, shown = found
+    if ix.sparse and any(
+        any(p is None for p in bounds[f].points(ix.multikey) or [])
+        for f in ix.fields
+        if f in bounds
+    ):
+        return None  # a sparse index has no entries for documents missing the field
+    reverse = _sort_direction(ix, points, sort)
+    if reverse is not None and len(intervals) > 1 and points:
+        # Several point prefixes: entries come out grouped by prefix, not by the sort field.
+        reverse = None
+    return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown)
+
+
+__all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "plan_query"]
