@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from storage.engine import Engine
@@ -78,3 +79,14 @@ async def fill_batch(engine: Engine, run: QueryRun, max_docs: int | None) -> lis
         if len(out) < want and not run.exhausted:
             await asyncio.sleep(0)
     return out
+
+
+async def each_chunk(engine: Engine, run: QueryRun) -> AsyncIterator[list[bytes]]:
+    """Every remaining document of a run, chunk by chunk, yielding to the event loop between
+    chunks (count, distinct, explain: whole results that never become a cursor)."""
+    while not run.exhausted:
+        chunk = run.next_chunk(engine, 1 << 31, 1 << 62)
+        if chunk:
+            yield chunk
+        if not run.exhausted:
+            await asyncio.sleep(0)

@@ -38,6 +38,8 @@ class ErrorCode(enum.IntEnum):
     IndexOptionsConflict = 85
     IndexKeySpecsConflict = 86
     DBPathInUse = 98
+    CannotIndexParallelArrays = 171
+    AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197
     NotImplemented = 238
     UnsupportedOpQueryCommand = 352

@@ -13,7 +13,7 @@ from server.cursors import DEFAULT_FIRST_BATCH, fill_batch
 from server.errors import CommandError, ErrorCode, write_error
 from server.params import COMMAND_VALUE, Kind, arg
 from server.registry import REGISTRY
-from storage.catalog import validate_collection_name
+from storage.catalog import CollectionInfo, validate_collection_name
 from storage.execute import QueryRun, QuerySpec
 
 
@@ -101,10 +101,25 @@ def _cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dic
     }
 
 
-@REGISTRY.command("find", params=FindParams)
-async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
-    """Query a collection; returns the first batch and a cursor id for the rest."""
+def check_collation(collation: dict[str, Any] | None) -> None:
+    """Only the simple (binary) collation exists in ebbdb."""
+    if collation and not (collation.get("locale") == "simple" and len(collation) == 1):
+        raise CommandError(ErrorCode.NotImplemented, "only the simple collation is supported")
+
+
+@dataclass(frozen=True)
+class PreparedFind:
+    ns: str
+    coll: CollectionInfo | None
+    spec: QuerySpec
+    single_batch: bool
+    limit: int
+
+
+def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
+    """Validate a find and parse its filter, projection, sort and hint (shared with explain)."""
     validate_collection_name(ctx.db, p.collection)
+    check_collation(p.collation)
     unsupported = _unsupported(p)
     if unsupported:
         raise CommandError(
@@ -119,11 +134,17 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}"
         )
-    single_batch = p.single_batch or p.limit < 0
     limit = abs(p.limit)
-    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit)
-    ns = ctx.ns(p.collection)
+    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint)
     coll = ctx.app.engine.collection(ctx.db, p.collection)
+    return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit)
+
+
+@REGISTRY.command("find", params=FindParams)
+async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
+    """Query a collection; returns the first batch and a cursor id for the rest."""
+    q = prepare_find(ctx, p)
+    ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
     if coll is None:
         return _cursor_reply(ns, 0, "firstBatch", [])
     run = QueryRun(coll, spec)

@@ -1,0 +1,92 @@
+"""Indexes: createIndexes, listIndexes, dropIndexes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Int64
+
+from server.context import CommandContext
+from server.errors import CommandError, ErrorCode
+from server.params import COMMAND_VALUE, Kind, arg
+from server.registry import REGISTRY
+from storage.catalog import validate_collection_name
+from storage.indexes import parse_index_spec
+
+
+@dataclass(frozen=True)
+class CreateIndexesParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    indexes: tuple[dict[str, Any], ...] = arg("indexes", Kind.DOCS, required=True)
+    commit_quorum: Any = arg("commitQuorum", Kind.ANY)
+
+
+@REGISTRY.command("createIndexes", params=CreateIndexesParams)
+async def create_indexes(ctx: CommandContext, p: CreateIndexesParams) -> dict[str, Any]:
+    """Create indexes, building them over the existing documents."""
+    validate_collection_name(ctx.db, p.collection)
+    if not p.indexes:
+        raise CommandError(ErrorCode.BadValue, "Must specify at least one index to create")
+    specs = [parse_index_spec(doc) for doc in p.indexes]
+    result = await ctx.app.gateway.write(ctx.app.engine.create_indexes, ctx.db, p.collection, specs)
+    reply: dict[str, Any] = {
+        "numIndexesBefore": result.before,
+        "numIndexesAfter": result.after,
+    }
+    if result.note is not None:
+        reply["note"] = result.note
+    else:
+        reply["createdCollectionAutomatically"] = result.created_collection
+    reply["ok"] = 1.0
+    return reply
+
+
+@dataclass(frozen=True)
+class ListIndexesParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
+
+
+@REGISTRY.command("listIndexes", params=ListIndexesParams)
+async def list_indexes(ctx: CommandContext, p: ListIndexesParams) -> dict[str, Any]:
+    """The indexes of a collection, as a cursor."""
+    validate_collection_name(ctx.db, p.collection)
+    info = ctx.app.engine.collection(ctx.db, p.collection)
+    if info is None:
+        raise CommandError(
+            ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
+        )
+    return {
+        "cursor": {
+            "id": Int64(0),
+            "ns": ctx.ns(p.collection),
+            "firstBatch": [ix.spec() for ix in info.indexes],
+        },
+        "ok": 1.0,
+    }
+
+
+@dataclass(frozen=True)
+class DropIndexesParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    index: Any = arg("index", Kind.ANY, required=True)
+
+
+@REGISTRY.command("dropIndexes", "deleteIndexes", params=DropIndexesParams)
+async def drop_indexes(ctx: CommandContext, p: DropIndexesParams) -> dict[str, Any]:
+    """Drop indexes by name, key pattern, a list of names, or "*" (all but _id_)."""
+    validate_collection_name(ctx.db, p.collection)
+    which = p.index
+    if isinstance(which, list):
+        if not all(isinstance(n, str) for n in which):
+            raise CommandError(
+                ErrorCode.TypeMismatch, "dropIndexes 'index' array must contain only strings"
+            )
+    elif not isinstance(which, (str, dict)):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'dropIndexes.index' is the wrong type, expected types '[string, object, array]'",
+        )
+    was = await ctx.app.gateway.write(ctx.app.engine.drop_indexes, ctx.db, p.collection, which)
+    return {"nIndexesWas": was, "ok": 1.0}
