@@ -140,9 +140,11 @@ class App:
         self._log_handlers = []
 
     async def _reap_cursors(self) -> None:
+        """Close cursors idle longer than cursorTimeoutMillis (MongoDB's default: 10 minutes)."""
         while True:
-            await asyncio.sleep(_CURSOR_REAP_INTERVAL)
             idle = int(self.parameters.get("cursorTimeoutMillis")) / 1000
+            # Check often enough that a cursor outlives its timeout by at most about half of it.
+            await asyncio.sleep(min(_CURSOR_REAP_INTERVAL, max(idle / 2, 0.05)))
             n = self.cursors.reap(idle)
             if n:
                 log.info("closed %d idle cursors", n)
