@@ -62,36 +62,38 @@ class CommandError(Exception):
         self.extra = extra
 
 
-def _code_of(exc: StorageError) -> ErrorCode:
-    try:
-        return ErrorCode[exc.code_name]
-    except KeyError:
-        log.error("storage error with unmapped codeName %s: %s", exc.code_name, exc.message)
-        return ErrorCode.InternalError
+def _code_of(code_name: str) -> tuple[int, str]:
+    """(code, codeName) for a MongoDB codeName; `LocationNNNNN` names carry their own number."""
+    member = ErrorCode.__members__.get(code_name)
+    if member is not None:
+        return int(member), member.name
+    if code_name.startswith("Location") and code_name[8:].isdigit():
+        return int(code_name[8:]), code_name
+    log.error("storage error with unmapped codeName %s", code_name)
+    return int(ErrorCode.InternalError), ErrorCode.InternalError.name
 
 
-def _describe(exc: BaseException) -> tuple[ErrorCode, str, dict[str, Any]]:
+def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, CommandError):
-        return exc.code, exc.message, dict(exc.extra)
+        return int(exc.code), exc.code.name, exc.message, dict(exc.extra)
     if isinstance(exc, DuplicateKey):
         msg = f"{exc.message} dup key: {shell_repr(exc.key_value)}"
-        return (
-            ErrorCode.DuplicateKey,
-            msg,
-            {"keyPattern": exc.key_pattern, "keyValue": exc.key_value},
-        )
+        extra = {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}
+        return int(ErrorCode.DuplicateKey), ErrorCode.DuplicateKey.name, msg, extra
     if isinstance(exc, StorageError):
-        return _code_of(exc), exc.message, {}
-    return ErrorCode.InternalError, f"internal error: {type(exc).__name__}", {}
+        code, name = _code_of(exc.code_name)
+        return code, name, exc.message, {}
+    internal = ErrorCode.InternalError
+    return int(internal), internal.name, f"internal error: {type(exc).__name__}", {}
 
 
 def error_reply(exc: BaseException) -> dict[str, Any]:
     """The reply document for a failed command."""
-    code, message, extra = _describe(exc)
-    return {"ok": 0.0, "errmsg": message, "code": int(code), "codeName": code.name, **extra}
+    code, name, message, extra = _describe(exc)
+    return {"ok": 0.0, "errmsg": message, "code": code, "codeName": name, **extra}
 
 
 def write_error(index: int, exc: BaseException) -> dict[str, Any]:
     """One entry of a write command's `writeErrors`."""
-    code, message, extra = _describe(exc)
-    return {"index": index, "code": int(code), "errmsg": message, **extra}
+    code, _name, message, extra = _describe(exc)
+    return {"index": index, "code": code, "errmsg": message, **extra}

@@ -59,7 +59,7 @@ class QuerySpec:
         return cls(
             flt,
             compile_filter(flt),
-            parse_projection(projection),
+            parse_projection(projection, filter=flt),
             parse_sort(sort),
             skip,
             limit,
