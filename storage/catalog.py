@@ -27,6 +27,9 @@ class IndexInfo:
     options: dict[str, Any] = field(default_factory=dict)
     #: Some document gave this index an array value: one document may have several entries.
     multikey: bool = False
+    #: Some entry's key was shortened to fit LMDB: entries sharing a long prefix are in hash
+    #: order, so the index cannot deliver a sort.
+    long_keys: bool = False
 
     @property
     def unique(self) -> bool:
@@ -70,6 +73,7 @@ class IndexInfo:
             "key": dict(self.key),
             "options": self.options,
             "multikey": self.multikey,
+            "long_keys": self.long_keys,
         }
 
     @classmethod
@@ -80,6 +84,7 @@ class IndexInfo:
             tuple(doc["key"].items()),
             dict(doc["options"]),
             bool(doc.get("multikey", False)),
+            bool(doc.get("long_keys", False)),
         )
 
 

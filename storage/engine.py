@@ -66,6 +66,7 @@ _ID_INDEX_KEY = (("_id", 1),)
 
 T = TypeVar("T")
 _CatalogChanges = dict[tuple[str, str], CollectionInfo | None]
+_IndexFlags = dict[int, set[str]]
 
 
 class DataDirLocked(StorageError):
@@ -533,17 +534,12 @@ class Engine:
         """Write one prepared document and its index entries; returns the collection's catalog
         entry, updated if an index became multikey. Checks every unique index before writing."""
         rid_bytes = _U64.pack(rid)
-        entries, became_multikey = self._index_entries(txn, info, doc, rid_bytes)
+        entries, flags = self._index_entries(txn, info, doc, rid_bytes)
         txn.put(_record_key(info.id, rid), header + raw, db=self._records)
         for key in entries:
             txn.put(key, rid_bytes, db=self._index)
-        if became_multikey:
-            info = info.with_indexes(
-                tuple(
-                    replace(ix, multikey=True) if ix.id in became_multikey else ix
-                    for ix in info.indexes
-                )
-            )
+        if flags:
+            info = info.with_indexes(_flagged(info.indexes, flags))
             self._put_collection(txn, info)
         return info
 
@@ -554,26 +550,29 @@ class Engine:
         doc: dict[str, Any],
         rid_bytes: bytes,
         indexes: tuple[IndexInfo, ...] | None = None,
-    ) -> tuple[list[bytes], set[int]]:
+    ) -> tuple[list[bytes], _IndexFlags]:
         """The index keys one document needs (raising DuplicateKey when a unique index already
-        holds one of them for another record), and the ids of indexes it makes multikey."""
+        holds one of them for another record), and the flags (multikey, long keys) it newly sets
+        on indexes, by index id."""
         entries: list[bytes] = []
-        multikey: set[int] = set()
+        flags: _IndexFlags = {}
         for ix in info.indexes if indexes is None else indexes:
             prefix = _U64.pack(ix.id)
             bodies, is_multi = index_bodies(ix, doc)
             if is_multi and not ix.multikey:
-                multikey.add(ix.id)
+                flags.setdefault(ix.id, set()).add("multikey")
             for body, values in bodies:
                 if ix.unique:
-                    key, _ = keys.fit(prefix, body)
+                    key, shortened = keys.fit(prefix, body)
                     held = txn.get(key, db=self._index)
                     if held is not None and held != rid_bytes:
                         raise DuplicateKey(info.ns, ix.name, dict(ix.key), values)
                 else:
-                    key, _ = keys.fit(prefix, body, rid_bytes)
+                    key, shortened = keys.fit(prefix, body, rid_bytes)
+                if shortened and not ix.long_keys:
+                    flags.setdefault(ix.id, set()).add("long_keys")
                 entries.append(key)
-        return entries, multikey
+        return entries, flags
 
     # -- indexes ---------------------------------------------------------------------------------
 
@@ -616,7 +615,7 @@ class Engine:
     def _build_indexes(
         self, txn: Any, info: CollectionInfo, indexes: tuple[IndexInfo, ...]
     ) -> tuple[IndexInfo, ...]:
-        multikey: set[int] = set()
+        flags: _IndexFlags = {}
         cur = txn.cursor(db=self._records)
         prefix = _U64.pack(info.id)
         if cur.set_range(prefix):
@@ -625,11 +624,12 @@ class Engine:
                     break
                 doc = bson.decode(v[_HEADER_LEN:], CODEC)
                 rid_bytes = k[8:16]
-                entries, multi = self._index_entries(txn, info, doc, rid_bytes, indexes)
-                multikey |= multi
+                entries, new_flags = self._index_entries(txn, info, doc, rid_bytes, indexes)
+                for ix_id, names in new_flags.items():
+                    flags.setdefault(ix_id, set()).update(names)
                 for key in entries:
                     txn.put(key, rid_bytes, db=self._index)
-        return tuple(replace(ix, multikey=True) if ix.id in multikey else ix for ix in indexes)
+        return _flagged(indexes, flags)
 
     def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
         """Drop indexes by name, key pattern, list of names, or "*" (all but `_id_`); returns how
@@ -696,6 +696,18 @@ class Engine:
         txn.put(key, _STATS.pack(n + count, s + size), db=self._stats)
 
 
+def _flagged(indexes: tuple[IndexInfo, ...], flags: _IndexFlags) -> tuple[IndexInfo, ...]:
+    """The indexes with the flags set (`multikey`, `long_keys`) that documents turned on."""
+    out = []
+    for ix in indexes:
+        names = flags.get(ix.id, set())
+        if names:
+            multikey = ix.multikey or "multikey" in names
+            ix = replace(ix, multikey=multikey, long_keys=ix.long_keys or "long_keys" in names)
+        out.append(ix)
+    return tuple(out)
+
+
 def index_key_matches(ix: IndexInfo, pattern: dict[str, Any]) -> bool:
     """Whether a key pattern names this index ({a: 1} matches {a: 1.0}, not {a: -1})."""
     if len(pattern) != len(ix.key):
@@ -760,7 +772,7 @@ def index_bodies(
     if ix.partial_predicate is not None and not ix.partial_predicate(doc):
         return [], False
     per_field: list[list[Any]] = []
-    arrays = []
+    arrays = [path for path in ix.fields if _crosses_array(doc, split(path))]
     all_missing = True
     for path in ix.fields:
         values: list[Any] = []
@@ -770,7 +782,6 @@ def index_bodies(
                 continue
             all_missing = False
             if type(v) is list:
-                arrays.append(path)
                 values.extend(v) if v else values.append(UNDEFINED)
             else:
                 values.append(v)
@@ -789,6 +800,20 @@ def index_bodies(
         body = keys.encode_compound(tuple(combo), directions)
         out.setdefault(body, dict(zip(fields, combo)))
     return list(out.items()), bool(arrays)
+
+
+def _crosses_array(doc: Any, parts: tuple[str, ...]) -> bool:
+    """Whether the path meets an array anywhere, on the way or at its end (multikey)."""
+    value = doc
+    for part in parts:
+        if type(value) is list:
+            return True
+        if not isinstance(value, dict):
+            return False
+        value = value.get(part, MISSING)
+        if value is MISSING:
+            return False
+    return type(value) is list
 
 
 def _product(lists: list[list[Any]]) -> Iterator[list[Any]]:

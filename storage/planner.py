@@ -268,7 +268,7 @@ def _merge(intervals: list[Interval]) -> tuple[Interval, ...]:
 def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> bool | None:
     """Whether scanning this index (skipping `points` equality-bound leading fields) delivers the
     sort: None if not, else whether the scan must run in reverse."""
-    if sort is None or not sort.keys or index.multikey:
+    if sort is None or not sort.keys or index.multikey or index.long_keys:
         return None
     rest = list(zip(index.fields, index.directions))[points:]
     if len(sort.keys) > len(rest):
