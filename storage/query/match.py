@@ -11,7 +11,6 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
@@ -941,18 +940,17 @@ def _size_test(arg: Any) -> _Test:
     return lambda v: type(v) is list and len(v) == n
 
 
-def _element_document(e: Any) -> Mapping[str, Any] | None:
+def _element_document(e: Any) -> dict[str, Any] | None:
     """An array element as $elemMatch's document form sees it: documents, and arrays as documents
     keyed "0", "1", ...; other elements never match."""
-    t = type(e)
-    if t is dict:
-        return e  # type: ignore[no-any-return]
-    if t is list:
+    if isinstance(e, dict):
+        return e
+    if type(e) is list:
         return {str(i): x for i, x in enumerate(e)}
-    if t is DBRef:
+    if type(e) is DBRef:
         return dict(e.as_doc())
     if isinstance(e, Mapping):
-        return e
+        return dict(e)
     return None
 
 
@@ -986,7 +984,7 @@ def _parse_elem_match(arg: Any) -> _Node:
             return False
         for e in v:
             d = _element_document(e)
-            if d is not None and sub(d):  # type: ignore[arg-type]
+            if d is not None and sub(d):
                 return True
         return False
 
@@ -1057,40 +1055,37 @@ def _mod_test(arg: Any) -> _Test:
 
 def _coerce_long(value: Any, what: str) -> int:
     """A $mod argument truncated toward zero to a 64-bit integer, or MongoDB's error."""
-    t = type(value)
-    if t is float or t is Decimal128:
-        number: float | Decimal = value if t is float else value.to_decimal()
-        reason = None
-        if not (math.isfinite(number) if t is float else number.is_finite()):  # type: ignore[union-attr]
-            reason = "Unable to coerce NaN/Inf to integral type"
-        elif not _INT64_MIN <= int(number) < _INT64_END:
-            reason = "Out of bounds coercing to integral value"
-        if reason is not None:
-            raise QueryError(
-                "BadValue", f"malformed mod, {what} value is invalid :: caused by :: {reason}"
-            )
-        return int(number)
-    return int(value)
+    n = _truncate(value)
+    reason = None
+    if n is None:
+        reason = "Unable to coerce NaN/Inf to integral type"
+    elif not _INT64_MIN <= n < _INT64_END:
+        reason = "Out of bounds coercing to integral value"
+    if n is None or reason is not None:
+        raise QueryError(
+            "BadValue", f"malformed mod, {what} value is invalid :: caused by :: {reason}"
+        )
+    return n
 
 
 def _dividend(v: Any) -> int | None:
     """A document value as $mod's dividend: numbers truncated toward zero; NaN, infinities and
     values beyond 64 bits never match."""
-    t = type(v)
-    if t is int or t is Int64:
-        return int(v)
-    if t is float:
-        if not math.isfinite(v):
-            return None
-        n = int(v)
-    elif t is Decimal128:
-        d = v.to_decimal()
-        if not d.is_finite():
-            return None
-        n = int(d)
-    else:
+    if not _is_number(v):
         return None
-    return n if _INT64_MIN <= n < _INT64_END else None
+    n = _truncate(v)
+    return n if n is not None and _INT64_MIN <= n < _INT64_END else None
+
+
+def _truncate(v: Any) -> int | None:
+    """A number truncated toward zero; None for NaN and infinities."""
+    t = type(v)
+    if t is float:
+        return int(v) if math.isfinite(v) else None
+    if t is Decimal128:
+        d = v.to_decimal()
+        return int(d) if d.is_finite() else None
+    return int(v)
 
 
 def _bits_test(path: str, op: str, arg: Any) -> _Test:

@@ -72,8 +72,8 @@ def get(doc: Any, parts: tuple[str, ...]) -> Any:
 def values_at(doc: dict[str, Any], parts: tuple[str, ...], expand: bool) -> list[Any]:
     """What the matcher tests at a dotted path, following MongoDB's element iterator exactly:
 
-    - a path that ends at an array reached by field name yields the array's elements and then the
-      array itself when `expand` (most operators), or only the array ($size, $elemMatch);
+    - a path that ends at an array reached by field name yields the array and its elements when
+      `expand` (most operators), or only the array ($size, $elemMatch);
     - an array met before the path ends is searched element by element: a document element is
       searched for the rest of the path (MISSING where it lacks it), and a numeric component also
       indexes the array; scalar elements and nested arrays yield nothing;
@@ -88,14 +88,11 @@ def values_at(doc: dict[str, Any], parts: tuple[str, ...], expand: bool) -> list
 
 
 def _as_doc(value: Any) -> dict[str, Any] | None:
-    t = type(value)
-    if t is dict:
-        return value  # type: ignore[no-any-return]
-    if t is DBRef:
-        # pymongo decodes {$ref, $id} subdocuments as DBRef; MongoDB sees a plain subdocument.
-        return dict(value.as_doc())
     if isinstance(value, dict):
         return value
+    if type(value) is DBRef:
+        # pymongo decodes {$ref, $id} subdocuments as DBRef; MongoDB sees a plain subdocument.
+        return dict(value.as_doc())
     return None
 
 
@@ -103,7 +100,6 @@ def _from_doc(
     doc: dict[str, Any], parts: tuple[str, ...], i: int, expand: bool, out: list[Any]
 ) -> None:
     n = len(parts)
-    value: Any = doc
     while True:
         value = doc.get(parts[i], MISSING)
         i += 1

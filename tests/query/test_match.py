@@ -57,7 +57,9 @@ CASES: list[tuple[str, dict, dict, bool]] = [
     ("index then field", {"a.0.b": 1}, {"a": [{"b": 1}, {"b": 2}]}, True),
     ("index then field, other element", {"a.0.b": 2}, {"a": [{"b": 1}, {"b": 2}]}, False),
     ("index 1 then field", {"a.1.b": 2}, {"a": [{"b": 1}, {"b": 2}]}, True),
-    ("index reaches an array", {"a.0": 5}, {"a": [[5], 6]}, True),
+    # An element reached by an index is tested as it is: MongoDB does not search a nested array there.
+    ("index reaches an array, not searched", {"a.0": 5}, {"a": [[5], 6]}, False),
+    ("index reaches an array, whole", {"a.0": [5]}, {"a": [[5], 6]}, True),
     # -- arrays ------------------------------------------------------------------------------------
     ("element match", {"a": 5}, {"a": [5, 6]}, True),
     ("element match, no element", {"a": 7}, {"a": [5, 6]}, False),
@@ -145,6 +147,14 @@ CASES: list[tuple[str, dict, dict, bool]] = [
     ("$gte NaN on 5", {"a": {"$gte": NAN}}, {"a": 5}, False),
     ("$gt decimal NaN on 5", {"a": {"$gt": Decimal128("NaN")}}, {"a": 5}, False),
     ("$gt 5 on NaN", {"a": {"$gt": 5}}, {"a": NAN}, False),
+    ("$lt decimal on NaN", {"a": {"$lt": Decimal128("1")}}, {"a": NAN}, False),
+    (
+        "$lt decimal on decimal NaN",
+        {"a": {"$lt": Decimal128("1")}},
+        {"a": Decimal128("NaN")},
+        False,
+    ),
+    ("$gte decimal NaN on NaN", {"a": {"$gte": Decimal128("NaN")}}, {"a": NAN}, True),
     # -- $in / $nin --------------------------------------------------------------------------------
     ("$in", {"a": {"$in": [1, 2]}}, {"a": 2}, True),
     ("$in none", {"a": {"$in": [1, 2]}}, {"a": 3}, False),

@@ -1,0 +1,165 @@
+"""Malformed and unsupported filters, table-driven: each raises QueryError at compile time with
+MongoDB's codeName and message, wherever it sits in the filter (inside $and/$or/$nor, $not or
+$elemMatch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from storage.errors import QueryError
+from storage.query.match import compile_filter
+
+GETFIELD_HINT = ". If you have a field name that starts with a '$' symbol, consider using $getField or $setField."
+
+ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
+    # -- operators ---------------------------------------------------------------------------------
+    ("unknown operator", {"a": {"$foo": 1}}, "BadValue", "unknown operator: $foo"),
+    (
+        "unknown after a known one",
+        {"a": {"$gt": 1, "$bar": 2}},
+        "BadValue",
+        "unknown operator: $bar",
+    ),
+    ("field after an operator", {"a": {"$gt": 1, "b": 2}}, "BadValue", "unknown operator: b"),
+    ("$comment on a field", {"a": {"$comment": "x"}}, "BadValue", "unknown operator: $comment"),
+    (
+        "$where on a field",
+        {"a": {"$where": "1"}},
+        "BadValue",
+        "$where cannot be applied to a field",
+    ),
+    (
+        "unknown top-level operator",
+        {"$foo": 1},
+        "BadValue",
+        "unknown top level operator: $foo" + GETFIELD_HINT,
+    ),
+    (
+        "top-level $not",
+        {"$not": {"a": 1}},
+        "BadValue",
+        "unknown top level operator: $not. If you are trying to negate an entire expression, use $nor.",
+    ),
+    (
+        "top-level field operator",
+        {"$gt": 1},
+        "BadValue",
+        "unknown top level operator: $gt" + GETFIELD_HINT,
+    ),
+    # -- $in / $nin --------------------------------------------------------------------------------
+    ("$in number", {"a": {"$in": 1}}, "BadValue", "$in needs an array"),
+    ("$in document", {"a": {"$in": {"b": 1}}}, "BadValue", "$in needs an array"),
+    ("$nin number", {"a": {"$nin": 1}}, "BadValue", "$nin needs an array"),
+    ("$in operator element", {"a": {"$in": [{"$gt": 1}]}}, "BadValue", "cannot nest $ under $in"),
+    (
+        "$nin operator element",
+        {"a": {"$nin": [1, {"$exists": 1}]}},
+        "BadValue",
+        "cannot nest $ under $in",
+    ),
+    # -- logical -----------------------------------------------------------------------------------
+    ("$and not an array", {"$and": {"a": 1}}, "BadValue", "$and must be an array"),
+    ("$or not an array", {"$or": 1}, "BadValue", "$or must be an array"),
+    ("$nor not an array", {"$nor": "x"}, "BadValue", "$nor must be an array"),
+    ("$and empty", {"$and": []}, "BadValue", "$and/$or/$nor must be a nonempty array"),
+    ("$or empty", {"$or": []}, "BadValue", "$and/$or/$nor must be a nonempty array"),
+    (
+        "$nor scalar entry",
+        {"$nor": [1]},
+        "BadValue",
+        "$or/$and/$nor entries need to be full objects",
+    ),
+    (
+        "$or array entry",
+        {"$or": [[{"a": 1}]]},
+        "BadValue",
+        "$or/$and/$nor entries need to be full objects",
+    ),
+    ("$not number", {"a": {"$not": 5}}, "BadValue", "$not needs a regex or a document"),
+    ("$not string", {"a": {"$not": "x"}}, "BadValue", "$not needs a regex or a document"),
+    ("$not array", {"a": {"$not": [{"$gt": 1}]}}, "BadValue", "$not needs a regex or a document"),
+    ("$not empty", {"a": {"$not": {}}}, "BadValue", "$not cannot be empty"),
+    ("$not of a field", {"a": {"$not": {"b": 1}}}, "BadValue", "unknown operator: b"),
+    (
+        "$alwaysTrue 2",
+        {"$alwaysTrue": 2},
+        "FailedToParse",
+        "$alwaysTrue must be an integer value of 1",
+    ),
+    (
+        "$alwaysFalse string",
+        {"$alwaysFalse": "x"},
+        "FailedToParse",
+        'Expected a number in: $alwaysFalse: "x"',
+    ),
+    # -- nested errors surface --------------------------------------------------------------------
+    ("inside $and", {"$and": [{"a": {"$nope": 1}}]}, "BadValue", "unknown operator: $nope"),
+    (
+        "inside $or",
+        {"$or": [{"a": 1}, {"a": {"$size": -1}}]},
+        "BadValue",
+        "Failed to parse $size. Expected a positive number in: $size: -1",
+    ),
+    ("inside $nor", {"$nor": [{"a": {"$in": 5}}]}, "BadValue", "$in needs an array"),
+    ("inside $not", {"a": {"$not": {"$type": "foo"}}}, "BadValue", "Unknown type name alias: foo"),
+    (
+        "inside $elemMatch value",
+        {"a": {"$elemMatch": {"$mod": [0, 1]}}},
+        "BadValue",
+        "divisor cannot be 0",
+    ),
+    (
+        "inside $elemMatch document",
+        {"a": {"$elemMatch": {"b": {"$all": 1}}}},
+        "BadValue",
+        "$all needs an array",
+    ),
+    (
+        "inside $all $elemMatch",
+        {"a": {"$all": [{"$elemMatch": 1}]}},
+        "BadValue",
+        "$elemMatch needs an Object",
+    ),
+    # -- supported by MongoDB, not here ----------------------------------------------------------
+    ("$where", {"$where": "this.a == 1"}, "NotImplemented", "$where is not supported"),
+    ("$expr", {"$expr": {"$eq": ["$a", 1]}}, "NotImplemented", "$expr is not supported"),
+    ("$text", {"$text": {"$search": "x"}}, "NotImplemented", "$text is not supported"),
+    ("$jsonSchema", {"$jsonSchema": {}}, "NotImplemented", "$jsonSchema is not supported"),
+    ("$near", {"a": {"$near": [0, 0]}}, "NotImplemented", "$near is not supported"),
+    ("$geoWithin", {"a": {"$geoWithin": {}}}, "NotImplemented", "$geoWithin is not supported"),
+]
+
+
+@pytest.mark.parametrize(
+    ("flt", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
+)
+def test_errors(flt: dict[str, Any], code_name: str, message: str) -> None:
+    with pytest.raises(QueryError) as excinfo:
+        compile_filter(flt)
+    assert excinfo.value.code_name == code_name
+    assert excinfo.value.message == message
+
+
+ACCEPTED: list[tuple[str, dict[str, Any]]] = [
+    ("$exists takes anything", {"a": {"$exists": {"x": [1]}}}),
+    ("$eq takes an operator document as a value", {"a": {"$eq": {"$gt": 1}}}),
+    ("a literal document not starting with $", {"a": {"b": 1, "$gt": 2}}),
+    ("a DBRef-shaped document is a value", {"a": {"$ref": "c", "$id": 1}}),
+    ("$in takes a DBRef-shaped document", {"a": {"$in": [{"$ref": "c", "$id": 1}]}}),
+    ("$all takes an unknown $-key document", {"a": {"$all": [{"$foo": 1}]}}),
+    ("$comment anywhere at the top", {"$comment": 5}),
+]
+
+
+@pytest.mark.parametrize("flt", [a[1] for a in ACCEPTED], ids=[a[0] for a in ACCEPTED])
+def test_accepted(flt: dict[str, Any]) -> None:
+    compile_filter(flt)
+
+
+def test_literal_documents_compare_whole() -> None:
+    assert compile_filter({"a": {"b": 1, "$gt": 2}})({"a": {"b": 1, "$gt": 2}}) is True
+    assert compile_filter({"a": {"b": 1, "$gt": 2}})({"a": 5}) is False
+    assert compile_filter({"a": {"$eq": {"$gt": 1}}})({"a": 5}) is False
+    assert compile_filter({"a": {"$eq": {"$gt": 1}}})({"a": {"$gt": 1}}) is True
