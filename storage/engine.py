@@ -7,6 +7,7 @@ growing the map waits for open readers (LMDB forbids resizing under a live read 
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import itertools
 import os
@@ -205,22 +206,44 @@ class Reader:
         """The plain-scan fast path: up to `max_docs` records after `after` whose sizes add up to
         at most `max_bytes` (one at least when `first`). Returns (documents, last record id
         returned, no records remain, stopped for size)."""
-        cur, records = self._records_after(coll, after, reverse)
-        out: list[bytes] = []
-        size = 0
-        last_key = None
-        for k, v in records:
-            n = len(v) - _HEADER_LEN
-            if size + n > max_bytes and (out or not first):
-                return out, _rid_of(last_key, after), False, True
-            out.append(v[_HEADER_LEN:])
-            size += n
-            last_key = k
-            if len(out) >= max_docs:
-                more = cur.prev() if reverse else cur.next()
-                done = not more or cur.key()[:8] != k[:8]
-                return out, _rid_of(last_key, after), done, False
-        return out, _rid_of(last_key, after), True, False
+        prefix = _U64.pack(coll.id)
+        cur = self._txn.cursor(db=self._engine._records)
+        if not reverse:
+            ok = cur.set_range(prefix + _U64.pack(after + 1 if after is not None else 0))
+        else:
+            bound = prefix + _U64.pack(after) if after is not None else _U64.pack(coll.id + 1)
+            ok = cur.prev() if cur.set_range(bound) else cur.last()
+        if not ok:
+            return [], after, True, False
+        # Whole runs at C speed: take the records, then trim what lies past the collection's end
+        # and what does not fit.
+        items = list(itertools.islice(cur.iterprev() if reverse else cur.iternext(), max_docs))
+        taken = len(items)
+        if reverse:
+            while items and items[-1][0] < prefix:
+                items.pop()
+        else:
+            limit = _U64.pack(coll.id + 1)
+            while items and items[-1][0] >= limit:
+                items.pop()
+        done = len(items) < taken or taken < max_docs
+        sizes = list(itertools.accumulate(len(v) - _HEADER_LEN for _, v in items))
+        limited = False
+        if sizes and sizes[-1] > max_bytes:
+            cut = bisect.bisect_right(sizes, max_bytes)
+            if cut == 0 and first:
+                cut = 1
+            limited = cut < len(items)
+            if limited:
+                items = items[:cut]
+                done = False
+        if not items:
+            return [], after, done and not limited, limited
+        if taken == max_docs and not done and not limited:
+            more = cur.prev() if reverse else cur.next()
+            done = not more or cur.key()[:8] != prefix
+        out = [v[_HEADER_LEN:] for _, v in items]
+        return out, _rid_of(items[-1][0], after), done, limited
 
     def index_entries(
         self, index: IndexInfo, lo: bytes, hi: bytes, reverse: bool, after: bytes | None
