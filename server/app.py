@@ -10,6 +10,7 @@ from typing import Any
 
 import server.commands  # noqa: F401  (registers every command)
 from server import log as logsetup
+from server.clock import ExpiryClock
 from server.config import Config
 from server.connection import Connection
 from server.cursors import CursorManager
@@ -17,6 +18,7 @@ from server.dispatch import Dispatcher
 from server.gateway import Gateway
 from server.parameters import Parameters
 from server.stats import ServerStats
+from server.ttl_monitor import TTLMonitor
 from server.version import EBBDB_VERSION
 from storage.engine import Engine
 
@@ -35,6 +37,9 @@ class App:
         self.config = config
         self.parameters = Parameters(config.parameters)
         self.stats = ServerStats()
+        self.clock = ExpiryClock()
+        self.ttl_monitor = TTLMonitor(self)
+        self.parameters.on_change("ttlMonitorSleepSecs", self.ttl_monitor.wake)
         self.cursors = CursorManager()
         self.dispatcher = Dispatcher(self)
         self.log_ring = logsetup.RingHandler()
@@ -76,7 +81,9 @@ class App:
             await self._close_storage()
             self._detach_logging()
             raise
-        self._tasks.append(asyncio.get_running_loop().create_task(self._reap_cursors()))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._reap_cursors()))
+        self._tasks.append(loop.create_task(self.ttl_monitor.run()))
         assert self.address is not None
         log.info(
             "ebbdb %s listening on %s:%d, dbpath %s",

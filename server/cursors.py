@@ -64,14 +64,19 @@ class CursorManager:
         return len(stale)
 
 
-async def fill_batch(engine: Engine, run: QueryRun, max_docs: int | None) -> list[bytes]:
-    """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk.
+async def fill_batch(
+    engine: Engine, run: QueryRun, max_docs: int | None, now_ms: int
+) -> list[bytes]:
+    """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk,
+    leaving out documents expired at `now_ms` (one time for the whole batch).
     Between chunks the event loop serves other clients."""
     out: list[bytes] = []
     size = 0
     want = max_docs if max_docs is not None else 1 << 31
     while len(out) < want and not run.exhausted:
-        chunk = run.next_chunk(engine, want - len(out), MAX_BATCH_BYTES - size, first=not out)
+        chunk = run.next_chunk(
+            engine, want - len(out), MAX_BATCH_BYTES - size, first=not out, now_ms=now_ms
+        )
         out += chunk
         size += sum(map(len, chunk))
         if run.size_limited:
@@ -81,11 +86,11 @@ async def fill_batch(engine: Engine, run: QueryRun, max_docs: int | None) -> lis
     return out
 
 
-async def each_chunk(engine: Engine, run: QueryRun) -> AsyncIterator[list[bytes]]:
-    """Every remaining document of a run, chunk by chunk, yielding to the event loop between
-    chunks (count, distinct, explain: whole results that never become a cursor)."""
+async def each_chunk(engine: Engine, run: QueryRun, now_ms: int) -> AsyncIterator[list[bytes]]:
+    """Every remaining document of a run (none expired at `now_ms`), chunk by chunk, yielding to
+    the event loop between chunks (count, distinct, explain: results that never become a cursor)."""
     while not run.exhausted:
-        chunk = run.next_chunk(engine, 1 << 31, 1 << 62)
+        chunk = run.next_chunk(engine, 1 << 31, 1 << 62, now_ms=now_ms)
         if chunk:
             yield chunk
         if not run.exhausted:

@@ -69,6 +69,11 @@ class Parameters:
     def __init__(self, overrides: dict[str, Any] | None = None) -> None:
         self._values = {name: p.default for name, p in PARAMS.items()}
         self._values.update(overrides or {})
+        self._listeners: dict[str, list[Callable[[], None]]] = {}
+
+    def on_change(self, name: str, callback: Callable[[], None]) -> None:
+        """Call `callback` after every runtime change of `name`."""
+        self._listeners.setdefault(name, []).append(callback)
 
     def get(self, name: str) -> Any:
         if name == "featureCompatibilityVersion":
@@ -92,6 +97,8 @@ class Parameters:
             )
         old = self._values[name]
         self._values[name] = p.validate(value)
+        for callback in self._listeners.get(name, ()):
+            callback()
         return old
 
 

@@ -25,7 +25,7 @@ from bson import ObjectId, Regex
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions, DatetimeConversion
 
-from storage import keys
+from storage import keys, ttl
 from storage.catalog import (
     CollectionInfo,
     IndexInfo,
@@ -42,6 +42,7 @@ from storage.errors import (
     QueryError,
     StorageError,
 )
+from storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
 from storage.indexes import MAX_INDEXES, IndexSpec, conflict
 from storage.query.compare import UNDEFINED, compare
 from storage.query.paths import MISSING, leaves, split
@@ -59,9 +60,6 @@ LOCK_FILE = "ebbdb.lock"
 
 _U64 = struct.Struct(">Q")
 _STATS = struct.Struct(">qq")  # document count, data bytes
-_RECORD_HEADER = struct.Struct(">Bq")  # record format, last-modified time (ms since the epoch)
-_RECORD_FORMAT = 1
-_HEADER_LEN = _RECORD_HEADER.size
 _NEXT_ID = b"next_id"
 _ID_INDEX_KEY = (("_id", 1),)
 
@@ -83,6 +81,16 @@ class InsertResult:
     inserted: int
     errors: tuple[tuple[int, StorageError], ...] = ()
     created_collection: bool = False
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """What collMod changed on an index (None: not changed / not reported)."""
+
+    expire_old: int | None = None
+    expire_new: int | None = None
+    hidden_old: bool | None = None
+    hidden_new: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +168,19 @@ class Reader:
             self._engine._gate.leave()
 
     def record(self, coll: CollectionInfo, rid: int) -> bytes | None:
-        """The stored BSON of one record, or None."""
-        raw = self._txn.get(_record_key(coll.id, rid), db=self._engine._records)
-        return None if raw is None else raw[_HEADER_LEN:]
+        """One stored record (header and BSON: see storage/ttl.py), or None."""
+        value: bytes | None = self._txn.get(_record_key(coll.id, rid), db=self._engine._records)
+        return value
+
+    def expiry_entries(self, start: bytes, stop: bytes) -> Iterator[int]:
+        """Record ids of the expiry-index entries in [start, stop)."""
+        cur = self._txn.cursor(db=self._engine._expiry)
+        if not cur.set_range(start):
+            return
+        for k in cur.iternext(values=False):
+            if k >= stop:
+                return
+            yield int(_U64.unpack_from(k, 17)[0])
 
     def _records_after(
         self, coll: CollectionInfo, after: int | None, reverse: bool
@@ -188,11 +206,11 @@ class Reader:
     def scan(
         self, coll: CollectionInfo, after: int | None = None, reverse: bool = False
     ) -> Iterator[tuple[int, bytes]]:
-        """(record id, BSON) in record-id order, starting after `after` (exclusive)."""
+        """(record id, stored record) in record-id order, starting after `after` (exclusive)."""
         _cur, records = self._records_after(coll, after, reverse)
         unpack = _U64.unpack_from
         for k, v in records:
-            yield unpack(k, 8)[0], v[_HEADER_LEN:]
+            yield unpack(k, 8)[0], v
 
     def scan_batch(
         self,
@@ -202,10 +220,13 @@ class Reader:
         max_docs: int,
         max_bytes: int,
         first: bool,
+        rules: ttl.Rules = ttl.NO_RULES,
+        now_ms: int = 0,
     ) -> tuple[list[bytes], int | None, bool, bool]:
-        """The plain-scan fast path: up to `max_docs` records after `after` whose sizes add up to
-        at most `max_bytes` (one at least when `first`). Returns (documents, last record id
-        returned, no records remain, stopped for size)."""
+        """The plain-scan fast path: the BSON of up to `max_docs` records after `after` whose sizes
+        add up to at most `max_bytes` (one at least when `first`), leaving out records expired at
+        `now_ms` under `rules`. Returns (documents, last record id passed, no records remain,
+        stopped for size)."""
         prefix = _U64.pack(coll.id)
         cur = self._txn.cursor(db=self._engine._records)
         if not reverse:
@@ -227,7 +248,13 @@ class Reader:
             while items and items[-1][0] >= limit:
                 items.pop()
         done = len(items) < taken or taken < max_docs
-        sizes = list(itertools.accumulate(len(v) - _HEADER_LEN for _, v in items))
+        if items and rules.active:
+            last_key = items[-1][0]
+            items = [kv for kv in items if not ttl.expired_value(kv[1], rules, now_ms)]
+            if not items:
+                return [], _rid_of(last_key, after), done, False
+        offset = ttl.body_offset
+        sizes = list(itertools.accumulate(len(v) - offset(v) for _, v in items))
         limited = False
         if sizes and sizes[-1] > max_bytes:
             cut = bisect.bisect_right(sizes, max_bytes)
@@ -242,7 +269,7 @@ class Reader:
         if taken == max_docs and not done and not limited:
             more = cur.prev() if reverse else cur.next()
             done = not more or cur.key()[:8] != prefix
-        out = [v[_HEADER_LEN:] for _, v in items]
+        out = [v[offset(v) :] for _, v in items]
         return out, _rid_of(items[-1][0], after), done, limited
 
     def index_entries(
@@ -318,6 +345,7 @@ class Engine:
         self._index = env.open_db(b"index")
         self._stats = env.open_db(b"stats")
         self._meta = env.open_db(b"meta")
+        self._expiry = env.open_db(b"expiry")
         self._collections: dict[tuple[str, str], CollectionInfo] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -495,6 +523,7 @@ class Engine:
         _delete_prefix(txn, self._records, _U64.pack(info.id))
         for ix in info.indexes:
             _delete_prefix(txn, self._index, _U64.pack(ix.id))
+            _delete_prefix(txn, self._expiry, _U64.pack(ix.id))
         txn.delete(_U64.pack(info.id), db=self._stats)
         txn.delete(info.ns.encode(), db=self._catalog)
 
@@ -524,11 +553,10 @@ class Engine:
             rid = self._last_rid(txn, info.id)
             inserted = size = 0
             errors: list[tuple[int, StorageError]] = []
-            header = _RECORD_HEADER.pack(_RECORD_FORMAT, stamp)
             for i, raw in enumerate(documents):
                 try:
                     raw, doc = prepare_document(raw)
-                    updated = self._insert_one(txn, info, rid + 1, header, raw, doc)
+                    updated = self._insert_one(txn, info, rid + 1, stamp, raw, doc)
                 except StorageError as exc:
                     errors.append((i, exc))
                     if ordered:
@@ -550,17 +578,22 @@ class Engine:
         txn: Any,
         info: CollectionInfo,
         rid: int,
-        header: bytes,
+        now_ms: int,
         raw: bytes,
         doc: dict[str, Any],
     ) -> CollectionInfo:
-        """Write one prepared document and its index entries; returns the collection's catalog
-        entry, updated if an index became multikey. Checks every unique index before writing."""
+        """Write one prepared document, its index entries and its expiry entries (its last-modified
+        time is `now_ms`); returns the collection's catalog entry, updated if an index became
+        multikey. Checks every unique index before writing; a key held only by a document expired
+        at `now_ms` is taken over (that document is deleted in this transaction)."""
         rid_bytes = _U64.pack(rid)
-        entries, flags = self._index_entries(txn, info, doc, rid_bytes)
-        txn.put(_record_key(info.id, rid), header + raw, db=self._records)
+        entries, flags = self._index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
+        meta = ttl.meta_for(info, doc, now_ms)
+        txn.put(_record_key(info.id, rid), meta.pack() + raw, db=self._records)
         for key in entries:
             txn.put(key, rid_bytes, db=self._index)
+        for key in ttl.expiry_keys(info, meta, rid_bytes):
+            txn.put(key, b"", db=self._expiry)
         if flags:
             info = info.with_indexes(_flagged(info.indexes, flags))
             self._put_collection(txn, info)
@@ -573,10 +606,11 @@ class Engine:
         doc: dict[str, Any],
         rid_bytes: bytes,
         indexes: tuple[IndexInfo, ...] | None = None,
+        now_ms: int | None = None,
     ) -> tuple[list[bytes], _IndexFlags]:
         """The index keys one document needs (raising DuplicateKey when a unique index already
-        holds one of them for another record), and the flags (multikey, long keys) it newly sets
-        on indexes, by index id."""
+        holds one of them for another record, unless that record is expired at `now_ms`: then it
+        is deleted), and the flags (multikey, long keys) it newly sets on indexes, by index id."""
         entries: list[bytes] = []
         flags: _IndexFlags = {}
         for ix in info.indexes if indexes is None else indexes:
@@ -589,13 +623,100 @@ class Engine:
                     key, shortened = keys.fit(prefix, body)
                     held = txn.get(key, db=self._index)
                     if held is not None and held != rid_bytes:
-                        raise DuplicateKey(info.ns, ix.name, dict(ix.key), values)
+                        if now_ms is None or not self._take_over_expired(txn, info, held, now_ms):
+                            raise DuplicateKey(info.ns, ix.name, dict(ix.key), values)
                 else:
                     key, shortened = keys.fit(prefix, body, rid_bytes)
                 if shortened and not ix.long_keys:
                     flags.setdefault(ix.id, set()).add("long_keys")
                 entries.append(key)
         return entries, flags
+
+    def _take_over_expired(
+        self, txn: Any, info: CollectionInfo, rid_bytes: bytes, now_ms: int
+    ) -> bool:
+        """Delete the record if it is expired at `now_ms` (its key may then be reused)."""
+        rid = int(_U64.unpack(rid_bytes)[0])
+        value = txn.get(_record_key(info.id, rid), db=self._records)
+        if value is None or not ttl.expired_value(value, ttl.rules_for(info), now_ms):
+            return False
+        self._delete_record(txn, info, rid, value)
+        return True
+
+    def _delete_record(self, txn: Any, info: CollectionInfo, rid: int, value: bytes) -> None:
+        """Delete one record with its index and expiry entries, and count it out of the stats."""
+        rid_bytes = _U64.pack(rid)
+        raw = ttl.body(value)
+        doc = bson.decode(raw, CODEC)
+        for ix in info.indexes:
+            prefix = _U64.pack(ix.id)
+            bodies, _multi = index_bodies(ix, doc)
+            for body, _values in bodies:
+                key, _ = keys.fit(prefix, body) if ix.unique else keys.fit(prefix, body, rid_bytes)
+                if not ix.unique or txn.get(key, db=self._index) == rid_bytes:
+                    txn.delete(key, db=self._index)
+        for key in ttl.expiry_keys(info, ttl.read_meta(value), rid_bytes):
+            txn.delete(key, db=self._expiry)
+        txn.delete(_record_key(info.id, rid), db=self._records)
+        self._add_stats(txn, info.id, -1, -len(raw))
+
+    # -- time to live ------------------------------------------------------------------------------
+
+    def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
+        """Delete up to `limit` documents expired at `now_ms`, in one write transaction, found by
+        range reads over the expiry index (never a scan of live documents). Returns how many."""
+
+        def run(txn: Any, changes: _CatalogChanges) -> int:
+            info = self._collections.get((db, name))
+            if info is None:
+                return 0
+            rules = ttl.rules_for(info)
+            deleted = 0
+            for rid in self._expired_candidates(txn, rules, now_ms, limit):
+                value = txn.get(_record_key(info.id, rid), db=self._records)
+                # The predicate decides; the expiry index only finds candidates.
+                if value is not None and ttl.expired_value(value, rules, now_ms):
+                    self._delete_record(txn, info, rid, value)
+                    deleted += 1
+            return deleted
+
+        return self._write(run)
+
+    def _expired_candidates(self, txn: Any, rules: ttl.Rules, now_ms: int, limit: int) -> list[int]:
+        found: dict[int, None] = {}
+        cur = txn.cursor(db=self._expiry)
+        for start, stop in ttl.expiry_ranges(rules, now_ms):
+            if not cur.set_range(start):
+                continue
+            for k in cur.iternext(values=False):
+                if k >= stop or len(found) >= limit:
+                    break
+                found[int(_U64.unpack_from(k, 17)[0])] = None
+            if len(found) >= limit:
+                break
+        return list(found)
+
+    def count_expired(self, coll: CollectionInfo, now_ms: int) -> int:
+        """How many documents of the collection are expired at `now_ms` but not yet deleted
+        (read from the expiry index: the cost follows the number expired)."""
+        rules = ttl.rules_for(coll)
+        if not rules.active:
+            return 0
+        with self.read() as r:
+            rids = {
+                rid
+                for start, stop in ttl.expiry_ranges(rules, now_ms)
+                for rid in r.expiry_entries(start, stop)
+            }
+            return sum(
+                1
+                for rid in rids
+                if (v := r.record(coll, rid)) is not None and ttl.expired_value(v, rules, now_ms)
+            )
+
+    def ttl_collections(self) -> list[CollectionInfo]:
+        """Collections with at least one TTL index, in a stable order."""
+        return [c for c in self.collections() if ttl.rules_for(c).active]
 
     # -- indexes ---------------------------------------------------------------------------------
 
@@ -639,20 +760,56 @@ class Engine:
         self, txn: Any, info: CollectionInfo, indexes: tuple[IndexInfo, ...]
     ) -> tuple[IndexInfo, ...]:
         flags: _IndexFlags = {}
+        rewrites: list[tuple[bytes, bytes]] = []
         cur = txn.cursor(db=self._records)
         prefix = _U64.pack(info.id)
         if cur.set_range(prefix):
             for k, v in cur.iternext():
                 if k[:8] != prefix:
                     break
-                doc = bson.decode(v[_HEADER_LEN:], CODEC)
+                doc = bson.decode(ttl.body(v), CODEC)
                 rid_bytes = k[8:16]
                 entries, new_flags = self._index_entries(txn, info, doc, rid_bytes, indexes)
                 for ix_id, names in new_flags.items():
                     flags.setdefault(ix_id, set()).update(names)
                 for key in entries:
                     txn.put(key, rid_bytes, db=self._index)
+                rewritten = self._add_expiry_facts(txn, info, indexes, k, v, doc)
+                if rewritten is not None:
+                    rewrites.append((k, rewritten))
+        # Headers are rewritten after the scan, not under the cursor walking the same records.
+        for k, value in rewrites:
+            txn.put(k, value, db=self._records)
         return _flagged(indexes, flags)
+
+    def _add_expiry_facts(
+        self,
+        txn: Any,
+        info: CollectionInfo,
+        indexes: tuple[IndexInfo, ...],
+        key: bytes,
+        value: bytes,
+        doc: dict[str, Any],
+    ) -> bytes | None:
+        """For TTL indexes new to a collection: add a record's expiry entries (native and Cosmos)
+        and return its record value with the earliest dates in the header (native), if that
+        changed; the caller writes it."""
+        new_ttl = tuple(ix for ix in indexes if "expireAfterSeconds" in ix.options)
+        if not new_ttl:
+            return None
+        meta = ttl.read_meta(value)
+        dates = dict(meta.dates)
+        for ix in new_ttl:
+            if ttl.is_native_ttl(ix):
+                d = ttl.earliest_date(ix, doc)
+                if d is None:
+                    dates.pop(ix.id, None)
+                else:
+                    dates[ix.id] = d
+        new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
+        for ek in ttl.expiry_keys(info.with_indexes(new_ttl), new_meta, key[8:16]):
+            txn.put(ek, b"", db=self._expiry)
+        return new_meta.pack() + ttl.body(value) if new_meta != meta else None
 
     def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
         """Drop indexes by name, key pattern, list of names, or "*" (all but `_id_`); returns how
@@ -667,6 +824,7 @@ class Engine:
             targets = self._resolve_drop(info, which)
             for ix in targets:
                 _delete_prefix(txn, self._index, _U64.pack(ix.id))
+                _delete_prefix(txn, self._expiry, _U64.pack(ix.id))
             dropped = {ix.id for ix in targets}
             updated = info.with_indexes(tuple(ix for ix in info.indexes if ix.id not in dropped))
             self._put_collection(txn, updated)
@@ -674,6 +832,110 @@ class Engine:
             return len(info.indexes)
 
         return self._write(run)
+
+    def modify_index(
+        self,
+        db: str,
+        name: str,
+        key_pattern: dict[str, Any] | None,
+        index_name: str | None,
+        expire_after: int | None,
+        hidden: bool | None,
+    ) -> IndexChange:
+        """collMod's index form: change a TTL index's expireAfterSeconds (or make a single-field
+        index a TTL index), and hide or unhide an index. Raises NamespaceNotFound, IndexNotFound,
+        AmbiguousIndexKeyPattern, InvalidOptions (spec/ttl.md, collMod)."""
+        if (key_pattern is None) == (index_name is None):
+            raise QueryError(
+                "InvalidOptions", "must specify exactly one of 'name' or 'keyPattern' in 'index'"
+            )
+
+        def run(txn: Any, changes: _CatalogChanges) -> IndexChange:
+            info = self._collections.get((db, name))
+            if info is None:
+                raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+            if index_name is not None:
+                found = [ix for ix in info.indexes if ix.name == index_name]
+                if not found:
+                    raise QueryError(
+                        "IndexNotFound", f"cannot find index {index_name} for ns {info.ns}"
+                    )
+            else:
+                assert key_pattern is not None
+                found = [ix for ix in info.indexes if index_key_matches(ix, key_pattern)]
+                if not found:
+                    raise QueryError(
+                        "IndexNotFound", f"cannot find index {key_pattern} for ns {info.ns}"
+                    )
+                if len(found) > 1:
+                    raise QueryError(
+                        "AmbiguousIndexKeyPattern",
+                        f"index keyPattern {key_pattern} matches {len(found)} indexes, must use "
+                        "index name",
+                    )
+            ix = found[0]
+            options = dict(ix.options)
+            change = IndexChange()
+            convert = False
+            if expire_after is not None:
+                cosmos = len(ix.key) == 1 and ix.key[0][0] == ttl.COSMOS_FIELD
+                if ix.name == "_id_" or len(ix.key) != 1:
+                    raise QueryError(
+                        "InvalidOptions",
+                        "TTL indexes are single-field indexes, compound indexes "
+                        "and the _id index do not support TTL",
+                    )
+                if cosmos and not (expire_after == -1 or 1 <= expire_after <= MAX_EXPIRE):
+                    raise QueryError(
+                        "InvalidOptions", f"invalid expireAfterSeconds for _ts: {expire_after}"
+                    )
+                if not cosmos and not 0 <= expire_after <= MAX_EXPIRE:
+                    raise QueryError(
+                        "InvalidOptions",
+                        f"TTL index 'expireAfterSeconds' must be within [0, {MAX_EXPIRE}], "
+                        f"got {expire_after}",
+                    )
+                old = options.get("expireAfterSeconds")
+                convert = old is None
+                options["expireAfterSeconds"] = expire_after
+                change = replace(change, expire_old=old, expire_new=expire_after)
+            if hidden is not None:
+                if ix.name == "_id_":
+                    raise QueryError("InvalidOptions", "cannot hide _id index")
+                was = bool(options.get("hidden"))
+                if hidden:
+                    options["hidden"] = True
+                else:
+                    options.pop("hidden", None)
+                if was != hidden:
+                    change = replace(change, hidden_old=was, hidden_new=hidden)
+            updated = replace(ix, options=options)
+            info = info.with_indexes(tuple(updated if i.id == ix.id else i for i in info.indexes))
+            if convert:
+                self._convert_to_ttl(txn, info, updated)
+            self._put_collection(txn, info)
+            changes[(db, name)] = info
+            return change
+
+        return self._write(run)
+
+    def _convert_to_ttl(self, txn: Any, info: CollectionInfo, ix: IndexInfo) -> None:
+        """A single-field index just became a TTL index: give every document its expiry facts.
+        On `_ts` it becomes the Cosmos default, whose key is the server's last-modified time, so
+        its entries built from a client `_ts` field go."""
+        if ttl.is_cosmos_index(ix):
+            _delete_prefix(txn, self._index, _U64.pack(ix.id))
+        prefix = _U64.pack(info.id)
+        cur = txn.cursor(db=self._records)
+        if not cur.set_range(prefix):
+            return
+        records = list(itertools.takewhile(lambda kv: kv[0][:8] == prefix, cur.iternext()))
+        for k, v in records:
+            rewritten = self._add_expiry_facts(
+                txn, info, (ix,), k, v, bson.decode(ttl.body(v), CODEC)
+            )
+            if rewritten is not None:
+                txn.put(k, rewritten, db=self._records)
 
     def _resolve_drop(
         self, info: CollectionInfo, which: str | dict[str, Any] | list[str]
@@ -792,6 +1054,8 @@ def index_bodies(
     if ix.key == _ID_INDEX_KEY:
         value = doc["_id"]
         return [(keys.encode(value), {"_id": value})], False
+    if ttl.is_cosmos_index(ix):
+        return [], False  # it indexes the server-kept last-modified time: expiry entries only
     if ix.partial_predicate is not None and not ix.partial_predicate(doc):
         return [], False
     per_field: list[list[Any]] = []

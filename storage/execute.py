@@ -6,12 +6,14 @@ be served in batches across any number of requests while other clients write.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import bson
 
+from storage import ttl
 from storage.catalog import CollectionInfo
 from storage.engine import CODEC, Engine, Reader
 from storage.errors import QueryError
@@ -86,6 +88,8 @@ class QueryRun:
         self.keys_examined = 0
         self.returned = 0
         self._pos: Position = None
+        self._rules = ttl.NO_RULES
+        self._now = 0
         self._skip_left = spec.skip
         self._sorting = (
             spec.sort is not None
@@ -121,14 +125,22 @@ class QueryRun:
         max_bytes: int,
         budget: int = DEFAULT_BUDGET,
         first: bool = True,
+        now_ms: int | None = None,
     ) -> list[bytes]:
         """Up to `max_docs` documents under `max_bytes` together (but at least one, if any remain
-        and `first` says this starts a batch), examining at most about `budget` records.
-        Afterwards `size_limited` tells whether a document was held back for size; fewer documents
-        than asked with neither that nor `exhausted` means "call again": the budget ran out."""
+        and `first` says this starts a batch), examining at most about `budget` records, leaving
+        out documents expired at `now_ms` (default: the real time) under the collection's current
+        TTL rules. Afterwards `size_limited` tells whether a document was held back for size;
+        fewer documents than asked with neither that nor `exhausted` means "call again"."""
         self.size_limited = False
         if self.exhausted:
             return []
+        current = engine.collection(self.coll.db, self.coll.name)
+        if current is None or current.id != self.coll.id:
+            self.exhausted = True  # dropped since the last batch
+            return []
+        self._rules = ttl.rules_for(current)
+        self._now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         left = self.limit_left
         if left is not None:
             max_docs = min(max_docs, left)
@@ -155,10 +167,14 @@ class QueryRun:
     def _candidates(self, reader: Reader) -> Iterator[tuple[Position, int, bytes]]:
         """(position after it, record id, stored BSON) of each candidate after the resume point."""
         plan = self.plan
+        rules, now = self._rules, self._now
         if isinstance(plan, CollScan):
             after_rid = self._pos if isinstance(self._pos, int) else None
-            for rid, raw in reader.scan(self.coll, after_rid, plan.reverse):
-                yield rid, rid, raw
+            for rid, value in reader.scan(self.coll, after_rid, plan.reverse):
+                if rules.active and ttl.expired_value(value, rules, now):
+                    self._pos = rid
+                    continue
+                yield rid, rid, ttl.body(value)
             return
         resume: tuple[int, bytes] | None = self._pos if isinstance(self._pos, tuple) else None
         order = range(len(plan.intervals))
@@ -177,8 +193,12 @@ class QueryRun:
                 if self._seen is not None and rid in self._seen:
                     continue
                 stored = reader.record(self.coll, rid)
-                if stored is not None:
-                    yield (i, key), rid, stored
+                if stored is None:
+                    continue
+                if rules.active and ttl.expired_value(stored, rules, now):
+                    self._pos = (i, key)
+                    continue
+                yield (i, key), rid, ttl.body(stored)
 
     def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
@@ -191,7 +211,14 @@ class QueryRun:
             assert isinstance(self.plan, CollScan)
             after = self._pos if isinstance(self._pos, int) else None
             out, self._pos, self.exhausted, self.size_limited = reader.scan_batch(
-                self.coll, after, self.plan.reverse, min(max_docs, budget), max_bytes, first
+                self.coll,
+                after,
+                self.plan.reverse,
+                min(max_docs, budget),
+                max_bytes,
+                first,
+                self._rules,
+                self._now,
             )
             self.docs_examined += len(out)
             return out
@@ -272,10 +299,13 @@ class QueryRun:
         return out
 
 
-def count_documents(engine: Engine, coll: CollectionInfo) -> int:
-    """The collection's document count, from its statistics (no scan)."""
+def count_documents(engine: Engine, coll: CollectionInfo, now_ms: int | None = None) -> int:
+    """The collection's document count without expired ones: its statistics less what the expiry
+    index says is expired at `now_ms` (no scan of live documents)."""
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     with engine.read() as r:
-        return r.stats(coll)[0]
+        total = r.stats(coll)[0]
+    return total - engine.count_expired(coll, now)
 
 
 __all__ = ["QueryRun", "QuerySpec", "choose_plan", "count_documents"]

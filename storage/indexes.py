@@ -115,12 +115,21 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def _expire_after(value: Any, key: tuple[tuple[str, Any], ...]) -> int:
+    """Validate expireAfterSeconds for this key pattern (spec/ttl.md): 0..2147483647 on a date
+    field, truncated to a whole number; on `_ts` (the Cosmos default TTL) -1 or 1..2147483647."""
     if not _is_number(value):
         raise QueryError(
             "CannotCreateIndex",
             f"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{type(value).__name__}'",
         )
     f = _num(value)
+    if len(key) == 1 and key[0][0] == "_ts" and not math.isnan(f):
+        if int(f) == -1 or 1 <= int(f) <= MAX_EXPIRE_AFTER_SECONDS:
+            return int(f)
+        raise QueryError(
+            "CannotCreateIndex",
+            f"invalid TTL index 'expireAfterSeconds' value for _ts: {value}; must be -1 or within [1, {MAX_EXPIRE_AFTER_SECONDS}]",
+        )
     if math.isnan(f) or f < 0 or f > MAX_EXPIRE_AFTER_SECONDS:
         raise QueryError(
             "CannotCreateIndex",

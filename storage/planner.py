@@ -19,6 +19,7 @@ from storage.catalog import CollectionInfo, IndexInfo
 from storage.errors import QueryError
 from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from storage.query.sort import SortSpec
+from storage.ttl import is_cosmos_index
 
 #: Beyond this many point combinations a compound index uses fewer leading fields.
 MAX_INTERVALS = 4096
@@ -295,8 +296,8 @@ def find_hinted(coll: CollectionInfo, hint: Any) -> IndexInfo | None | str:
     if isinstance(hint, Mapping) and "$natural" in hint:
         return "natural"
     for ix in coll.indexes:
-        if ix.hidden:
-            continue
+        if ix.hidden or is_cosmos_index(ix):
+            continue  # a Cosmos `_ts` TTL index holds no entries a query could read
         if isinstance(hint, str) and ix.name == hint:
             return ix
         if (
@@ -337,7 +338,7 @@ def plan_query(
         return CollScan(reverse=natural_reverse)
     best: tuple[tuple[int, ...], IndexScan] | None = None
     for order, ix in enumerate(coll.indexes):
-        if ix.hidden or not _partial_implied(ix, flt):
+        if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
             continue
         scan = _scan_for(ix, bounds, sort)
         if scan is None:

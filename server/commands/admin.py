@@ -145,7 +145,14 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "persistent": True,
             "mapSize": Int64(app.engine.map_size),
         },
-        "metrics": {"cursor": {"open": {"total": Int64(len(app.cursors))}}},
+        "metrics": {
+            "cursor": {"open": {"total": Int64(len(app.cursors))}},
+            "ttl": {
+                "passes": Int64(app.ttl_monitor.passes),
+                "subPasses": Int64(app.ttl_monitor.sub_passes),
+                "deletedDocuments": Int64(app.ttl_monitor.deleted_documents),
+            },
+        },
         "ebbdb": {"version": EBBDB_VERSION},
         "ok": 1.0,
     }

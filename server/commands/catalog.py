@@ -9,7 +9,7 @@ from bson import Int64
 
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg
+from server.params import COMMAND_VALUE, Kind, arg, bson_type_name
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from storage.query.match import compile_filter
@@ -161,3 +161,108 @@ async def drop_database(ctx: CommandContext, p: Any) -> dict[str, Any]:
     validate_db_name(ctx.db)
     await ctx.app.gateway.write(ctx.app.engine.drop_database, ctx.db)
     return {"dropped": ctx.db, "ok": 1.0}
+
+
+@dataclass(frozen=True)
+class CollModParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    index: dict[str, Any] | None = arg("index", Kind.DOC)
+    other: dict[str, Any] | None = arg("*", Kind.ANY)
+
+
+_COLLMOD_UNSUPPORTED = frozenset(
+    {
+        "validator",
+        "validationLevel",
+        "validationAction",
+        "viewOn",
+        "pipeline",
+        "changeStreamPreAndPostImages",
+        "expireAfterSeconds",
+        "timeseries",
+        "cappedSize",
+        "cappedMax",
+        "recordIdsReplicated",
+        "dryRun",
+    }
+)
+_INDEX_FIELDS = frozenset({"keyPattern", "name", "expireAfterSeconds", "hidden"})
+
+
+def _index_ttl(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Int64)):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            f"BSON field 'collMod.index.expireAfterSeconds' is the wrong type "
+            f"'{bson_type_name(value)}', expected types '[long, int, decimal, double]'",
+        )
+    if isinstance(value, float) and value != value:
+        raise CommandError(ErrorCode.InvalidOptions, "expireAfterSeconds cannot be NaN")
+    return int(value)
+
+
+@REGISTRY.command("collMod", params=CollModParams)
+async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
+    """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
+    hidden, by name or key pattern."""
+    validate_collection_name(ctx.db, p.collection)
+    for name in p.other or {}:
+        if name in _COLLMOD_UNSUPPORTED:
+            raise CommandError(
+                ErrorCode.NotImplemented, f"collMod option '{name}' is not supported"
+            )
+        raise CommandError(
+            ErrorCode.Location40415, f"BSON field 'collMod.{name}' is an unknown field."
+        )
+    if ctx.app.engine.collection(ctx.db, p.collection) is None:
+        raise CommandError(
+            ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
+        )
+    if p.index is None:
+        return {"ok": 1.0}
+    spec = dict(p.index)
+    for name in spec:
+        if name not in _INDEX_FIELDS:
+            if name in ("unique", "prepareUnique", "forceNonUnique"):
+                raise CommandError(
+                    ErrorCode.NotImplemented, f"collMod index option '{name}' is not supported"
+                )
+            raise CommandError(
+                ErrorCode.Location40415, f"BSON field 'collMod.index.{name}' is an unknown field."
+            )
+    key_pattern = spec.get("keyPattern")
+    index_name = spec.get("name")
+    if key_pattern is not None and not isinstance(key_pattern, dict):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'collMod.index.keyPattern' is the wrong type, expected type 'object'",
+        )
+    if index_name is not None and not isinstance(index_name, str):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'collMod.index.name' is the wrong type, expected type 'string'",
+        )
+    expire = _index_ttl(spec["expireAfterSeconds"]) if "expireAfterSeconds" in spec else None
+    hidden = spec.get("hidden")
+    if hidden is not None and not isinstance(hidden, bool):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'collMod.index.hidden' is the wrong type, expected type 'bool'",
+        )
+    if expire is None and hidden is None:
+        raise CommandError(
+            ErrorCode.InvalidOptions, "no expireAfterSeconds or hidden field to change in 'index'"
+        )
+    change = await ctx.app.gateway.write(
+        ctx.app.engine.modify_index, ctx.db, p.collection, key_pattern, index_name, expire, hidden
+    )
+    reply: dict[str, Any] = {}
+    if change.expire_new is not None:
+        if change.expire_old is not None:
+            reply["expireAfterSeconds_old"] = Int64(change.expire_old)
+        reply["expireAfterSeconds_new"] = Int64(change.expire_new)
+    if change.hidden_new is not None:
+        reply["hidden_old"] = change.hidden_old
+        reply["hidden_new"] = change.hidden_new
+    reply["ok"] = 1.0
+    return reply

@@ -34,7 +34,7 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
             f"Got {len(p.documents)} operations.",
         )
     result = await ctx.app.gateway.write(
-        ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered
+        ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered, ctx.app.clock.now_ms()
     )
     ctx.app.stats.count_documents("insert", result.inserted)
     reply: dict[str, Any] = {"n": result.inserted}
@@ -151,7 +151,8 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
-    docs = await fill_batch(ctx.app.engine, run, first) if first else []
+    now = ctx.app.clock.now_ms()
+    docs = await fill_batch(ctx.app.engine, run, first, now) if first else []
     cid = 0
     if not run.exhausted and not single_batch:
         cid = ctx.app.cursors.open(ns, run, p.no_cursor_timeout).id
@@ -189,7 +190,9 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             f"Requested getMore on namespace '{ns}', but cursor belongs to a different namespace "
             f"{cursor.ns}",
         )
-    docs = await fill_batch(ctx.app.engine, cursor.run, p.batch_size or None)
+    docs = await fill_batch(
+        ctx.app.engine, cursor.run, p.batch_size or None, ctx.app.clock.now_ms()
+    )
     cid = cursor.id
     if cursor.run.exhausted:
         ctx.app.cursors.close(cid)

@@ -48,7 +48,7 @@ def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | N
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
     n = 0
-    async for chunk in each_chunk(ctx.app.engine, run):
+    async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
         n += len(chunk)
     return n
 
@@ -60,7 +60,7 @@ async def count(ctx: CommandContext, p: CountParams) -> dict[str, Any]:
     if coll is None:
         return {"n": 0, "ok": 1.0}
     if not spec.filter and not spec.skip and not spec.limit and p.hint is None:
-        return {"n": count_documents(ctx.app.engine, coll), "ok": 1.0}
+        return {"n": count_documents(ctx.app.engine, coll, ctx.app.clock.now_ms()), "ok": 1.0}
     return {"n": await _count(ctx, QueryRun(coll, spec)), "ok": 1.0}
 
 
@@ -89,7 +89,7 @@ async def _distinct_values(
 ) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
-    async for chunk in each_chunk(ctx.app.engine, run):
+    async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
             for v in leaves(doc, parts):
@@ -200,7 +200,7 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
             if name == "distinct":
                 n = len(await _distinct_values(ctx, coll, run, dp.key))
             else:
-                async for chunk in each_chunk(ctx.app.engine, run):
+                async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
                     n += len(chunk)
         reply["executionStats"] = {
             "executionSuccess": True,

@@ -3,13 +3,13 @@ durability across reopen, the data-directory lock, map growth and record scans."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import bson
 import pytest
 from bson import Int64, ObjectId, Regex
 
+from storage import ttl
 from storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine
 from storage.errors import (
     DocumentTooLarge,
@@ -21,19 +21,7 @@ from storage.errors import (
     QueryError,
     StorageError,
 )
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    eng = Engine.open(str(tmp_path / "data"))
-    try:
-        yield eng
-    finally:
-        eng.close()
-
-
-def enc(doc: dict) -> bytes:
-    return bson.encode(doc)
+from tests.helpers import enc
 
 
 def stored(engine: Engine, db: str = "db", name: str = "c") -> list[bytes]:
@@ -41,7 +29,7 @@ def stored(engine: Engine, db: str = "db", name: str = "c") -> list[bytes]:
     if coll is None:
         return []
     with engine.read() as r:
-        return [raw for _rid, raw in r.scan(coll)]
+        return [ttl.body(value) for _rid, value in r.scan(coll)]
 
 
 def stored_docs(engine: Engine, db: str = "db", name: str = "c") -> list[dict]:
@@ -401,7 +389,7 @@ def test_scan_forward_and_backward_with_after(engine: Engine) -> None:
     with engine.read() as r:
         rids = [rid for rid, _ in r.scan(a)]
         assert rids == sorted(rids) and len(rids) == 5
-        assert [bson.decode(raw)["_id"] for _, raw in r.scan(a)] == [0, 1, 2, 3, 4]
+        assert [bson.decode(ttl.body(v))["_id"] for _, v in r.scan(a)] == [0, 1, 2, 3, 4]
         assert [rid for rid, _ in r.scan(a, after=rids[1])] == rids[2:]
         assert [rid for rid, _ in r.scan(a, after=rids[-1])] == []
         assert [rid for rid, _ in r.scan(a, reverse=True)] == rids[::-1]
@@ -411,7 +399,7 @@ def test_scan_forward_and_backward_with_after(engine: Engine) -> None:
         assert [rid for rid, _ in r.scan(a, after=rids[-1] + 1000, reverse=True)] == rids[::-1]
         assert [rid for rid, _ in r.scan(a, after=0)] == rids
         # The last collection in key order scans backward too.
-        assert [bson.decode(raw)["_id"] for _, raw in r.scan(b, reverse=True)] == [
+        assert [bson.decode(ttl.body(v))["_id"] for _, v in r.scan(b, reverse=True)] == [
             104,
             103,
             102,
@@ -419,7 +407,7 @@ def test_scan_forward_and_backward_with_after(engine: Engine) -> None:
             100,
         ]
         # record() reads one by id.
-        assert bson.decode(r.record(a, rids[2]))["_id"] == 2
+        assert bson.decode(ttl.body(r.record(a, rids[2])))["_id"] == 2
         assert r.record(a, rids[-1] + 1000) is None
 
 
@@ -445,7 +433,7 @@ def test_find_unique_through_the_id_index(engine: Engine) -> None:
     coll = engine.collection("db", "c")
     with engine.read() as r:
         rid = r.find_unique(coll.id_index, 1.0)
-        assert rid is not None and bson.decode(r.record(coll, rid))["_id"] == 1
+        assert rid is not None and bson.decode(ttl.body(r.record(coll, rid)))["_id"] == 1
         assert r.find_unique(coll.id_index, Int64(1)) == rid
         assert r.find_unique(coll.id_index, {"k": 1}) is not None
         assert r.find_unique(coll.id_index, "missing") is None
@@ -464,7 +452,10 @@ def test_long_ids_are_unique_beyond_the_lmdb_key_limit(engine: Engine) -> None:
     assert error_summary(result) == [(2, DuplicateKey)]
     coll = engine.collection("db", "c")
     with engine.read() as r:
-        assert bson.decode(r.record(coll, r.find_unique(coll.id_index, long_b)))["_id"] == long_b
+        assert (
+            bson.decode(ttl.body(r.record(coll, r.find_unique(coll.id_index, long_b))))["_id"]
+            == long_b
+        )
 
 
 # -- namespaces ------------------------------------------------------------------------------------

@@ -3,22 +3,17 @@ limits (every matching document exactly once, in order), sort and projection."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import bson
 import pytest
 
+from storage import ttl
 from storage.engine import CODEC, Engine
 from storage.errors import QueryError
 from storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
 from storage.planner import CollScan, IndexScan
+from tests.helpers import enc
 
 N = 40
-
-
-def enc(doc: dict) -> bytes:
-    return bson.encode(doc)
 
 
 def dec(raw: bytes) -> dict:
@@ -26,19 +21,16 @@ def dec(raw: bytes) -> dict:
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    eng = Engine.open(str(tmp_path / "data"))
+def engine(engine: Engine) -> Engine:
+    """conftest's empty engine with N documents in db.c."""
     # Several inserts, so record ids come from more than one transaction.
     for start in range(0, N, 7):
         docs = [
             enc({"_id": i, "n": i, "odd": i % 2 == 1, "pad": "x" * (i % 5), "grp": i % 4})
             for i in range(start, min(start + 7, N))
         ]
-        assert eng.insert("db", "c", docs).inserted == len(docs)
-    try:
-        yield eng
-    finally:
-        eng.close()
+        assert engine.insert("db", "c", docs).inserted == len(docs)
+    return engine
 
 
 def make_run(engine: Engine, **spec: object) -> QueryRun:
@@ -333,7 +325,7 @@ def test_projection_is_applied(engine: Engine) -> None:
 def test_unchanged_documents_go_out_as_stored_bytes(engine: Engine) -> None:
     coll = engine.collection("db", "c")
     with engine.read() as r:
-        stored = [raw for _, raw in r.scan(coll)]
+        stored = [ttl.body(v) for _, v in r.scan(coll)]
     assert drain(engine, make_run(engine))[0] == stored
     assert drain(engine, make_run(engine, filter={"n": {"$lt": 3}}))[0] == stored[:3]
 

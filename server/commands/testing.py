@@ -1,0 +1,61 @@
+"""Commands that exist only with --setParameter enableTestCommands=1: put time under the test's
+control (run a TTL pass now; move the expiry clock). Without the flag they are CommandNotFound."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Int64
+
+from server.context import CommandContext
+from server.errors import CommandError, ErrorCode
+from server.params import Kind, NoParams, arg
+from server.registry import REGISTRY
+
+
+def _as_datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
+        milliseconds=ms
+    )
+
+
+@REGISTRY.command("ttlMonitorPass", params=NoParams, admin_only=True, test_only=True)
+async def ttl_monitor_pass(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """Run a TTL monitor pass now, at the expiry clock's time; reply with what it deleted."""
+    result = await ctx.app.ttl_monitor.run_pass()
+    return {
+        "deleted": Int64(result.total),
+        "collections": [
+            {"ns": ns, "deleted": Int64(n)} for ns, n in sorted(result.deleted.items())
+        ],
+        "now": _as_datetime(result.now_ms),
+        "ok": 1.0,
+    }
+
+
+@dataclass(frozen=True)
+class TtlClockParams:
+    advance_seconds: int | None = arg("advanceSeconds", Kind.INT)
+    advance_millis: int | None = arg("advanceMillis", Kind.INT)
+    reset: bool = arg("reset", Kind.BOOL, False)
+
+
+@REGISTRY.command("ttlClock", params=TtlClockParams, admin_only=True, test_only=True)
+async def ttl_clock(ctx: CommandContext, p: TtlClockParams) -> dict[str, Any]:
+    """Move the clock that expiry and last-modified times use: {advanceSeconds: n} or
+    {advanceMillis: n} forward (negative: back), {reset: true} back to real time; with neither,
+    just report it. Replies with the clock's time and its offset from real time."""
+    clock = ctx.app.clock
+    if p.reset and (p.advance_seconds is not None or p.advance_millis is not None):
+        raise CommandError(
+            ErrorCode.BadValue, "ttlClock takes either reset or an advance, not both"
+        )
+    if p.reset:
+        clock.reset()
+    if p.advance_seconds is not None:
+        clock.advance(p.advance_seconds * 1000)
+    if p.advance_millis is not None:
+        clock.advance(p.advance_millis)
+    return {"now": _as_datetime(clock.now_ms()), "offsetMillis": Int64(clock.offset_ms), "ok": 1.0}
