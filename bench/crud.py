@@ -31,27 +31,20 @@ reads answer canned documents, and that must still run through.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import math
-import platform
-import re
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymongo
-from pymongo import MongoClient
+import common
+from common import Client, Doc
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
 DB_NAME = "bench_crud"
-
-Doc = dict[str, Any]
-Client = MongoClient[Doc]
 
 # (key, label, unit) in display order.
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -61,8 +54,6 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("insert_many_batches", "insert_many", "batches/s"),
     ("find_docs", "find (iterate)", "docs/s"),
 )
-
-_LABELLED = re.compile(r"^(?P<label>[A-Za-z0-9_.\-]+)=(?P<uri>mongodb(?:\+srv)?://.*)$")
 
 
 @dataclass(frozen=True)
@@ -77,36 +68,13 @@ class Config:
 
 
 @dataclass
-class Target:
-    label: str
-    uri: str
-    client: Client | None = None
+class Target(common.Target):
     results: dict[str, list[float]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def parse_target(arg: str, index: int) -> Target:
-    """``label=mongodb://...`` or a bare URI (labelled by position)."""
-    m = _LABELLED.match(arg)
-    if m:
-        return Target(m["label"], m["uri"])
-    if not arg.startswith(("mongodb://", "mongodb+srv://")):
-        raise argparse.ArgumentTypeError(f"not a MongoDB URI: {arg!r}")
-    return Target(f"t{index + 1}", arg)
 
 
 def make_docs(start: int, n: int) -> list[Doc]:
     """Small documents like the floor server's: name, email, age, score, group."""
-    return [
-        {
-            "name": f"user_{i:07d}",
-            "email": f"u{i:07d}@example.com",
-            "age": i % 90,
-            "score": i / 7.0,
-            "group": i % 100,
-        }
-        for i in range(start, start + n)
-    ]
+    return [common.floor_doc(i) for i in range(start, start + n)]
 
 
 def _timed(fn: Callable[[], int]) -> tuple[int, float]:
@@ -184,17 +152,6 @@ def bench_find(db: Database[Doc], cfg: Config) -> dict[str, float]:
     return {"find_docs": _rate(n, secs)}
 
 
-def connect(target: Target, cfg: Config) -> Client:
-    client: Client = MongoClient(
-        target.uri,
-        maxPoolSize=1,
-        serverSelectionTimeoutMS=cfg.timeout_ms,
-        connectTimeoutMS=cfg.timeout_ms,
-    )
-    client.admin.command("ping")
-    return client
-
-
 def warm_up(client: Client, cfg: Config) -> None:
     if cfg.warmup <= 0:
         return
@@ -217,10 +174,7 @@ def run_round(target: Target, cfg: Config) -> dict[str, float]:
         try:
             got.update(fn())
         except PyMongoError as exc:
-            msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-            if name not in target.errors:
-                print(f"  ! {target.label} {name}: {msg}", file=sys.stderr, flush=True)
-            target.errors[name] = msg
+            common.record_error(target, name, exc)
 
     def drop() -> dict[str, float]:
         client.drop_database(DB_NAME)
@@ -255,8 +209,7 @@ def fmt_rate(value: float | None) -> str:
 
 
 def median_of(target: Target, key: str) -> float | None:
-    values = [v for v in target.results.get(key, []) if not math.isnan(v)]
-    return statistics.median(values) if values else None
+    return common.median(target.results.get(key, []))
 
 
 def print_table(targets: Sequence[Target], rounds: int) -> None:
@@ -292,15 +245,12 @@ def print_table(targets: Sequence[Target], rounds: int) -> None:
 def parse_args(
     argv: Sequence[str] | None,
 ) -> tuple[argparse.Namespace, list[Target], Config]:
-    ap = argparse.ArgumentParser(
+    ap = common.make_parser(
         description="CRUD throughput of MongoDB-compatible servers via pymongo.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  python bench/crud.py ebbdb=mongodb://127.0.0.1:27017 "
         "floor=mongodb://127.0.0.1:27090",
+        quick_help="tiny smoke run",
     )
-    ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per target (default 3)")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run")
     ap.add_argument("--n", type=int, default=None, help="insert_one/find_one ops (2000)")
     ap.add_argument("--batches", type=int, default=None, help="insert_many batches (20)")
     ap.add_argument("--batch-size", type=int, default=1000, help="docs per batch (1000)")
@@ -310,11 +260,7 @@ def parse_args(
     ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
-    q = args.quick
-
-    def pick(value: int | None, full: int, quick: int) -> int:
-        return value if value is not None else (quick if q else full)
-
+    pick = common.picker(args.quick)
     cfg = Config(
         n_single=pick(args.n, 2000, 50),
         batches=pick(args.batches, 20, 2),
@@ -327,20 +273,13 @@ def parse_args(
     args.rounds = pick(args.rounds, 3, 1)
     if args.rounds < 1 or min(cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_reps) < 1:
         ap.error("--rounds, --n, --batches, --batch-size and --find-reps must be >= 1")
-    try:
-        targets = [parse_target(a, i) for i, a in enumerate(args.targets)]
-    except argparse.ArgumentTypeError as exc:
-        ap.error(str(exc))
-    labels = [t.label for t in targets]
-    if len(set(labels)) != len(labels):
-        ap.error(f"duplicate target labels: {labels}")
-    return args, targets, cfg
+    return args, common.parse_targets(ap, args.targets, Target), cfg
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, targets, cfg = parse_args(argv)
     print(
-        f"pymongo {pymongo.version}, Python {platform.python_version()}; "
+        f"{common.versions()}; "
         f"insert_one/find_one N={cfg.n_single}, "
         f"insert_many {cfg.batches}x{cfg.batch_size}, "
         f"find {cfg.find_docs} docs x{cfg.find_reps}, rounds={args.rounds}"
@@ -350,10 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         for t in targets:
-            try:
-                t.client = connect(t, cfg)
-            except PyMongoError as exc:
-                print(f"cannot reach {t.label} ({t.uri}): {exc}", file=sys.stderr)
+            t.client = common.connect(t, cfg.timeout_ms)
+            if t.client is None:
                 return 2
             try:
                 warm_up(t.client, cfg)
@@ -373,16 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
 
         print_table(targets, args.rounds)
-        failed = [f"{t.label}: {step}" for t in targets for step in t.errors]
-        if failed:
-            print("\nsteps that failed: " + ", ".join(failed))
-        return 1 if failed else 0
+        return common.report_failures(targets)
     finally:
         for t in targets:
-            if t.client is not None:
-                with contextlib.suppress(PyMongoError):
-                    t.client.drop_database(DB_NAME)
-                t.client.close()
+            common.close(t, drop_db=DB_NAME)
 
 
 if __name__ == "__main__":

@@ -46,13 +46,10 @@ rest runs on. Shared machines are noisy: compare ratios, not absolute figures.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import gc
 import math
-import platform
 import random
-import re
 import statistics
 import sys
 import time
@@ -61,17 +58,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bson
-import pymongo
+import common
 from bson import ObjectId
-from pymongo import MongoClient
+from common import Doc, median
 from pymongo.collection import Collection
 from pymongo.cursor import Cursor
 from pymongo.errors import PyMongoError
 
 DB_NAME = "bench_query"
 
-Doc = dict[str, Any]
-Client = MongoClient[Doc]
 Coll = Collection[Doc]
 
 # Targets from the issue.
@@ -81,8 +76,6 @@ SEL_NATURAL_MS = 300.0  # the same without one
 ITER_RATIO_MIN = 0.70  # docs/s iterating a find, target / floor
 
 SEL_FIELD = "group"  # the scan collection's i % 100 field (named as in the floor's documents)
-
-_LABELLED = re.compile(r"^(?P<label>[A-Za-z0-9_.\-]+)=(?P<uri>mongodb(?:\+srv)?://.*)$")
 
 
 @dataclass(frozen=True)
@@ -103,10 +96,7 @@ class Config:
 
 
 @dataclass
-class Target:
-    label: str
-    uri: str
-    client: Client | None = None
+class Target(common.Target):
     floor: bool = False
     # latencies pooled over rounds: "large"/"small" in µs, "sel_idx"/"sel_nat" in ms
     samples: dict[str, list[float]] = field(default_factory=dict)
@@ -114,17 +104,6 @@ class Target:
     rounds: dict[str, list[float]] = field(default_factory=dict)
     wrong: dict[str, int] = field(default_factory=dict)  # wrong answers per measurement
     info: dict[str, str] = field(default_factory=dict)  # plans, document sizes, ...
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def parse_target(arg: str, index: int) -> Target:
-    """``label=mongodb://...`` or a bare URI (labelled by position)."""
-    m = _LABELLED.match(arg)
-    if m:
-        return Target(m["label"], m["uri"])
-    if not arg.startswith(("mongodb://", "mongodb+srv://")):
-        raise argparse.ArgumentTypeError(f"not a MongoDB URI: {arg!r}")
-    return Target(f"t{index + 1}", arg)
 
 
 # -- documents ------------------------------------------------------------------------------------
@@ -143,18 +122,8 @@ def make_point_docs(start: int, n: int) -> list[Doc]:
 
 
 def make_scan_docs(start: int, n: int) -> list[Doc]:
-    """The floor server's documents, field for field."""
-    return [
-        {
-            "_id": ObjectId(),
-            "name": f"user_{i:07d}",
-            "email": f"u{i:07d}@example.com",
-            "age": i % 90,
-            "score": i / 7.0,
-            SEL_FIELD: i % 100,
-        }
-        for i in range(start, start + n)
-    ]
+    """The floor server's documents, field for field (SEL_FIELD is their "group")."""
+    return [{"_id": ObjectId(), **common.floor_doc(i)} for i in range(start, start + n)]
 
 
 def expected_matches(n: int, g: int) -> int:
@@ -172,11 +141,6 @@ def percentile(values: Sequence[float], pct: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(pct / 100 * len(ordered)))
     return ordered[rank - 1]
-
-
-def median(values: Sequence[float]) -> float | None:
-    vals = [v for v in values if not math.isnan(v)]
-    return statistics.median(vals) if vals else None
 
 
 def fmt_num(value: float | None, digits: int = 0) -> str:
@@ -445,17 +409,6 @@ def bench_iterate(t: Target, cfg: Config) -> dict[str, float]:
 # -- driving --------------------------------------------------------------------------------------
 
 
-def connect(target: Target, cfg: Config) -> Client:
-    client: Client = MongoClient(
-        target.uri,
-        maxPoolSize=1,
-        serverSelectionTimeoutMS=cfg.timeout_ms,
-        connectTimeoutMS=cfg.timeout_ms,
-    )
-    client.admin.command("ping")
-    return client
-
-
 def is_floor(target: Target) -> bool:
     """The floor server answers {__stats: 1} with its CPU seconds; real servers refuse it."""
     assert target.client is not None
@@ -473,10 +426,7 @@ def step(t: Target, name: str, fn: Callable[[], dict[str, float] | None]) -> dic
     try:
         return fn() or {}
     except PyMongoError as exc:
-        msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-        if name not in t.errors:
-            print(f"  ! {t.label} {name}: {msg}", file=sys.stderr, flush=True)
-        t.errors[name] = msg
+        common.record_error(t, name, exc)
         return {}
 
 
@@ -578,15 +528,12 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
 def parse_args(
     argv: Sequence[str] | None,
 ) -> tuple[argparse.Namespace, list[Target], Config]:
-    ap = argparse.ArgumentParser(
+    ap = common.make_parser(
         description="Query latency and throughput of MongoDB-compatible servers via pymongo.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  python bench/query.py ebbdb=mongodb://127.0.0.1:27017 "
         "floor=mongodb://127.0.0.1:27091",
+        quick_help="small sizes for a smoke run",
     )
-    ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per target (default 3)")
-    ap.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     ap.add_argument(
         "--reuse",
         action="store_true",
@@ -618,11 +565,7 @@ def parse_args(
     ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
-    q = args.quick
-
-    def pick(value: int | None, full: int, quick: int) -> int:
-        return value if value is not None else (quick if q else full)
-
+    pick = common.picker(args.quick)
     cfg = Config(
         n_large=pick(args.n_large, 1_000_000, 20_000),
         n_small=pick(args.n_small, 10_000, 2_000),
@@ -658,20 +601,13 @@ def parse_args(
         ap.error("sizes, repetitions and --rounds must be >= 1 (--warmup >= 0)")
     if cfg.n_large == cfg.n_small:
         ap.error("--n-large and --n-small must differ")
-    try:
-        targets = [parse_target(a, i) for i, a in enumerate(args.targets)]
-    except argparse.ArgumentTypeError as exc:
-        ap.error(str(exc))
-    labels = [t.label for t in targets]
-    if len(set(labels)) != len(labels):
-        ap.error(f"duplicate target labels: {labels}")
-    return args, targets, cfg
+    return args, common.parse_targets(ap, args.targets, Target), cfg
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, targets, cfg = parse_args(argv)
     print(
-        f"pymongo {pymongo.version}, Python {platform.python_version()}; "
+        f"{common.versions()}; "
         f"point collections {cfg.n_large:,} / {cfg.n_small:,} docs, {cfg.lookups:,} find_one each; "
         f"scan collection {cfg.n_scan:,} docs; rounds={args.rounds}"
         + (", reuse" if cfg.reuse else "")
@@ -679,10 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         for t in targets:
-            try:
-                t.client = connect(t, cfg)
-            except PyMongoError as exc:
-                print(f"cannot reach {t.label} ({t.uri}): {exc}", file=sys.stderr)
+            t.client = common.connect(t, cfg.timeout_ms)
+            if t.client is None:
                 return 2
             t.floor = is_floor(t)
             print(
@@ -727,18 +661,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
 
         print_report(targets, cfg, args.rounds)
-        failed = [f"{t.label}: {name}" for t in targets for name in t.errors]
-        if failed:
-            print("\nsteps that failed: " + ", ".join(failed))
-        return 1 if failed else 0
+        return common.report_failures(targets)
     finally:
         for t in targets:
-            if t.client is None:
-                continue
-            if not t.floor and not cfg.reuse:
-                with contextlib.suppress(PyMongoError):
-                    t.client.drop_database(DB_NAME)
-            t.client.close()
+            common.close(t, drop_db=None if t.floor or cfg.reuse else DB_NAME)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Fixtures that start the real ebbdb server on 127.0.0.1:0 in a background thread, with a
-temporary data directory, and hand out its URI to real drivers."""
+temporary data directory, and hand out its URI to real drivers; `watched` is a client whose
+commands and replies the `recorder` (tests.helpers.Recorder) sees."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest_asyncio
 from pymongo import AsyncMongoClient, MongoClient
 
 from server.testing import ServerThread
+from tests.helpers import Recorder
 
 
 @pytest.fixture
@@ -64,5 +66,20 @@ async def motor_client(uri: str) -> AsyncIterator[Any]:
     from motor.motor_asyncio import AsyncIOMotorClient
 
     c: Any = AsyncIOMotorClient(uri)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def watched(uri: str, recorder: Recorder) -> Iterator[MongoClient[dict[str, Any]]]:
+    """A client whose commands the `recorder` sees."""
+    c: MongoClient[dict[str, Any]] = MongoClient(
+        uri, event_listeners=[recorder], serverSelectionTimeoutMS=5000
+    )
     yield c
     c.close()

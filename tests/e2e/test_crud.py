@@ -4,61 +4,21 @@ real drivers against the real server and checked against MongoDB 7.0's behaviour
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from typing import Any
 
 import bson
 import pytest
 from bson import SON, Binary, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient, monitoring
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from server.testing import ServerThread
 from tests.e2e.rawwire import connect, op_msg
+from tests.helpers import Recorder
 
 Client = MongoClient[dict[str, Any]]
 
 MAX_BSON = 16 * 1024 * 1024
-
-
-class Recorder(monitoring.CommandListener):
-    """Records the commands the driver sent and the replies it got."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.replies: list[tuple[str, dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent.append((event.command_name, event.command))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        self.replies.append((event.command_name, event.reply))
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def sent_named(self, name: str) -> list[dict[str, Any]]:
-        return [c for n, c in self.sent if n == name]
-
-    def replies_to(self, name: str) -> list[dict[str, Any]]:
-        return [r for n, r in self.replies if n == name]
-
-    def clear(self) -> None:
-        self.sent.clear()
-        self.replies.clear()
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-def watched(uri: str, recorder: Recorder) -> Iterator[Client]:
-    """A client whose commands the `recorder` sees."""
-    c: Client = MongoClient(uri, event_listeners=[recorder], serverSelectionTimeoutMS=5000)
-    yield c
-    c.close()
 
 
 # --- insert ----------------------------------------------------------------------------------------

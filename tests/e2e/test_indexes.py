@@ -17,6 +17,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
 from server.testing import ServerThread
+from tests.helpers import LONG, LONG_RANGES, PREFIX, ids, plan_stages
 
 Client = MongoClient[dict[str, Any]]
 
@@ -35,16 +36,6 @@ def names(coll: Any) -> list[str]:
     return [ix["name"] for ix in coll.list_indexes()]
 
 
-def plan_stages(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """A winning plan's stages from the root down (inputStage chain)."""
-    out = []
-    node: dict[str, Any] | None = plan
-    while node is not None:
-        out.append(node)
-        node = node.get("inputStage")
-    return out
-
-
 def scan_of(coll: Any, flt: dict[str, Any], **find: Any) -> dict[str, Any]:
     """The leaf (IXSCAN or COLLSCAN) stage of find's winning plan."""
     plan = coll.find(flt, **find).explain()["queryPlanner"]["winningPlan"]
@@ -54,10 +45,6 @@ def scan_of(coll: Any, flt: dict[str, Any], **find: Any) -> dict[str, Any]:
 def uses_index(coll: Any, flt: dict[str, Any], name: str, **find: Any) -> bool:
     leaf = scan_of(coll, flt, **find)
     return leaf["stage"] == "IXSCAN" and leaf["indexName"] == name
-
-
-def ids(cursor: Any) -> list[Any]:
-    return [d["_id"] for d in cursor]
 
 
 def top_level_bson_types(raw: bytes) -> dict[str, int]:
@@ -585,14 +572,6 @@ def test_unordered_insert_many_with_duplicates_indexes_only_the_survivors(client
 
 # -- keys longer than LMDB allows ------------------------------------------------------------------
 
-PREFIX = "p" * 600
-LONG = [PREFIX + tail for tail in ("d", "a" * 900, "c" * 4000, "b", "e" * 2000)] + [
-    "q" * 1000,
-    "b" * 5000,
-    "short",
-    "p" * 599,
-]
-
 
 @pytest.fixture
 def long_coll(client: Client) -> Any:
@@ -630,15 +609,7 @@ def test_long_duplicates_are_detected(long_coll: Any) -> None:
 @pytest.mark.parametrize("field", ["s", "t"])
 @pytest.mark.parametrize(
     "cond",
-    [
-        {"$gt": PREFIX + "b"},
-        {"$gte": PREFIX + "b"},
-        {"$lt": PREFIX + "c"},
-        {"$lte": PREFIX + "c" * 4000},
-        {"$gt": PREFIX, "$lt": PREFIX + "d"},
-        {"$gt": "p" * 599},
-        {"$lt": "q"},
-    ],
+    [*LONG_RANGES, {"$lt": "q"}],
     ids=range(7),
 )
 def test_ranges_on_long_values_match_a_collection_scan(

@@ -12,34 +12,22 @@ from typing import Any
 import bson
 import pytest
 from bson import Decimal128, Int64
-from pymongo import DESCENDING, MongoClient, monitoring
+from pymongo import DESCENDING, MongoClient
 from pymongo.errors import OperationFailure
 
 from server.testing import ServerThread
 from storage.query.sort import parse_sort, sort_documents
+from tests.helpers import Recorder, ids, plan_stages
 
 Client = MongoClient[dict[str, Any]]
 
 
-def ids(cursor: Any) -> list[Any]:
-    return [d["_id"] for d in cursor]
-
-
-def stages(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    node: dict[str, Any] | None = plan
-    while node is not None:
-        out.append(node)
-        node = node.get("inputStage")
-    return out
-
-
 def stage_names(plan: dict[str, Any]) -> list[str]:
-    return [s["stage"] for s in stages(plan)]
+    return [s["stage"] for s in plan_stages(plan)]
 
 
 def leaf(plan: dict[str, Any]) -> dict[str, Any]:
-    return stages(plan)[-1]
+    return plan_stages(plan)[-1]
 
 
 def index_used(plan: dict[str, Any]) -> str | None:
@@ -437,41 +425,6 @@ def test_index_results_equal_a_collection_scan(
 
 
 # -- cursors ---------------------------------------------------------------------------------------
-
-
-class Recorder(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.replies: list[tuple[str, Any]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        pass
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        self.replies.append((event.command_name, event.reply))
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def batches(self) -> list[list[Any]]:
-        out = []
-        for name, reply in self.replies:
-            if name == "find":
-                out.append(reply["cursor"]["firstBatch"])
-            elif name == "getMore":
-                out.append(reply["cursor"]["nextBatch"])
-        return out
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-def watched(uri: str, recorder: Recorder) -> Iterator[Client]:
-    c: Client = MongoClient(uri, event_listeners=[recorder])
-    yield c
-    c.close()
 
 
 def test_first_batch_is_101_by_default(watched: Client, recorder: Recorder) -> None:

@@ -23,6 +23,7 @@ from protocol import (
     encode_msg,
     encode_query,
 )
+from tests.helpers import feed_bytewise
 
 BODY = bson.encode({"ping": 1, "$db": "admin"})
 MSG_FRAME = encode_msg(7, 0, BODY)
@@ -40,13 +41,6 @@ FRAMES = [MSG_FRAME, CHECKSUM_FRAME, SEQ_FRAME, QUERY_FRAME]
 def _with_length(frame: bytes, length: int) -> bytes:
     """The same frame with its header's messageLength overwritten."""
     return struct.pack("<i", length) + frame[4:]
-
-
-def _feed_bytewise(decoder: FrameDecoder, data: bytes) -> list[bytes]:
-    frames: list[bytes] = []
-    for i in range(len(data)):
-        frames += decoder.feed(data[i : i + 1])
-    return frames
 
 
 # --- the header -------------------------------------------------------------------------------
@@ -177,7 +171,7 @@ def test_feed_stream_one_byte_at_a_time_gives_same_frames_as_whole() -> None:
     whole = FrameDecoder().feed(stream)
     assert whole == FRAMES
     bytewise = FrameDecoder()
-    assert _feed_bytewise(bytewise, stream) == FRAMES
+    assert feed_bytewise(bytewise, stream) == FRAMES
     assert bytewise.pending == 0
 
 

@@ -24,6 +24,7 @@ from protocol import (
     encode_msg_from,
     encode_query,
 )
+from tests.helpers import feed_bytewise
 
 FAST = settings(max_examples=250, deadline=None)
 
@@ -119,9 +120,7 @@ def test_query_roundtrip(query: Query) -> None:
 def test_roundtrip_fed_one_byte_at_a_time(message: Msg | Query) -> None:
     frame = _encode(message)
     decoder = FrameDecoder()
-    frames: list[bytes] = []
-    for i in range(len(frame)):
-        frames += decoder.feed(frame[i : i + 1])
+    frames = feed_bytewise(decoder, frame)
     assert frames == [frame]
     assert decoder.pending == 0
     assert decode_message(frames[0]) == message

@@ -20,6 +20,7 @@ from protocol import (
     encode_query,
     encode_reply,
 )
+from tests.helpers import feed_bytewise
 
 IS_MASTER = bson.encode(
     {
@@ -123,9 +124,7 @@ def test_encode_query_without_selector_roundtrips() -> None:
 def test_query_fed_one_byte_at_a_time() -> None:
     frame = _op_query(b"admin.$cmd\x00", IS_MASTER, SELECTOR)
     decoder = FrameDecoder()
-    frames: list[bytes] = []
-    for i in range(len(frame)):
-        frames += decoder.feed(frame[i : i + 1])
+    frames = feed_bytewise(decoder, frame)
     assert frames == [frame]
     assert decoder.pending == 0
     assert decode_message(frames[0]) == decode_message(frame)

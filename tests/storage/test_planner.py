@@ -14,12 +14,13 @@ import bson
 import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex
 
-from storage.engine import CODEC, Engine
+from storage.engine import Engine
 from storage.errors import QueryError
 from storage.execute import QueryRun, QuerySpec
 from storage.indexes import parse_index_spec
 from storage.planner import CollScan, IndexScan, Plan, plan_query
 from storage.query.sort import parse_sort, sort_documents
+from tests.helpers import ids, run_query
 
 INF = float("inf")
 
@@ -111,31 +112,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
         yield eng
     finally:
         eng.close()
-
-
-def run_query(
-    engine: Engine,
-    coll: str,
-    flt: dict[str, Any],
-    sort: dict[str, Any] | None = None,
-    hint: Any = None,
-    max_docs: int = 1000,
-    budget: int = 2000,
-) -> tuple[list[dict[str, Any]], QueryRun]:
-    info = engine.collection("db", coll)
-    assert info is not None
-    run = QueryRun(info, QuerySpec.parse(flt, None, sort, hint=hint))
-    out: list[bytes] = []
-    calls = 0
-    while not run.exhausted:
-        calls += 1
-        assert calls < 100_000
-        out += run.next_chunk(engine, max_docs, 1 << 30, budget)
-    return [bson.decode(raw, CODEC) for raw in out], run
-
-
-def ids(docs: list[dict[str, Any]]) -> list[Any]:
-    return [d["_id"] for d in docs]
 
 
 #: Collection-scan results by (data set, filter, sort): every collection of a data set holds the

@@ -6,35 +6,21 @@ than LMDB allows."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import bson
 import pytest
 from bson import Decimal128, Int64
 
 from storage import keys
 from storage.catalog import IndexInfo
-from storage.engine import CODEC, Engine, index_bodies
+from storage.engine import Engine, index_bodies
 from storage.errors import DuplicateKey, NamespaceNotFound, QueryError
-from storage.execute import QueryRun, QuerySpec
+from storage.execute import QueryRun
 from storage.indexes import MAX_INDEXES, IndexSpec, conflict, default_name, parse_index_spec
 from storage.planner import IndexScan
 from storage.query.compare import UNDEFINED
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    eng = Engine.open(str(tmp_path / "data"))
-    try:
-        yield eng
-    finally:
-        eng.close()
-
-
-def enc(doc: dict[str, Any]) -> bytes:
-    return bson.encode(doc)
+from tests.helpers import LONG, LONG_RANGES, PREFIX, enc, ids, run_query
 
 
 def spec(key: dict[str, Any], **options: Any) -> IndexSpec:
@@ -72,17 +58,7 @@ def query(
     hint: Any = None,
     coll: str = "c",
 ) -> tuple[list[dict[str, Any]], QueryRun]:
-    info = engine.collection("db", coll)
-    assert info is not None
-    run = QueryRun(info, QuerySpec.parse(flt, None, sort, hint=hint))
-    out: list[bytes] = []
-    while not run.exhausted:
-        out += run.next_chunk(engine, 1000, 1 << 30)
-    return [bson.decode(raw, CODEC) for raw in out], run
-
-
-def ids(docs: list[dict[str, Any]]) -> list[Any]:
-    return [d["_id"] for d in docs]
+    return run_query(engine, coll, flt, sort, hint)
 
 
 # -- specs and names -------------------------------------------------------------------------------
@@ -629,14 +605,6 @@ def test_dropped_index_entries_are_gone_and_a_rebuild_is_clean(four: Engine) -> 
 
 # -- keys longer than LMDB allows ------------------------------------------------------------------
 
-PREFIX = "p" * 600
-LONG = [PREFIX + tail for tail in ("d", "a" * 900, "c" * 4000, "b", "e" * 2000)] + [
-    "q" * 1000,
-    "b" * 5000,
-    "short",
-    "p" * 599,
-]
-
 
 @pytest.fixture
 def long_engine(engine: Engine) -> Engine:
@@ -681,12 +649,7 @@ def test_unique_build_detects_long_duplicates(engine: Engine) -> None:
 
 
 RANGES = [
-    {"$gt": PREFIX + "b"},
-    {"$gte": PREFIX + "b"},
-    {"$lt": PREFIX + "c"},
-    {"$lte": PREFIX + "c" * 4000},
-    {"$gt": PREFIX, "$lt": PREFIX + "d"},
-    {"$gt": "p" * 599},
+    *LONG_RANGES,
     {"$gte": "p" * 700},
     {"$lt": "q"},
     {"$in": [PREFIX + "b", "q" * 1000, "nope" * 300]},

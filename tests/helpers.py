@@ -1,0 +1,136 @@
+"""Helpers that more than one test file uses: document ids and encoding, long index keys, explain
+plan walking, byte-at-a-time framing, running a query over an engine, and a command recorder for
+driver tests. Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath).
+Fixtures live in the conftest.py files, not here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import bson
+from pymongo import monitoring
+
+from protocol import FrameDecoder
+from storage.engine import CODEC, Engine
+from storage.execute import QueryRun, QuerySpec
+
+# -- documents -------------------------------------------------------------------------------------
+
+
+def enc(doc: Mapping[str, Any]) -> bytes:
+    return bson.encode(doc)
+
+
+def ids(docs: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """The `_id` of each document (a list or a driver's cursor), in order."""
+    return [d["_id"] for d in docs]
+
+
+# -- keys longer than LMDB allows ------------------------------------------------------------------
+
+PREFIX = "p" * 600
+LONG = [PREFIX + tail for tail in ("d", "a" * 900, "c" * 4000, "b", "e" * 2000)] + [
+    "q" * 1000,
+    "b" * 5000,
+    "short",
+    "p" * 599,
+]
+# Ranges over LONG that both the storage and the driver tests run.
+LONG_RANGES: list[dict[str, Any]] = [
+    {"$gt": PREFIX + "b"},
+    {"$gte": PREFIX + "b"},
+    {"$lt": PREFIX + "c"},
+    {"$lte": PREFIX + "c" * 4000},
+    {"$gt": PREFIX, "$lt": PREFIX + "d"},
+    {"$gt": "p" * 599},
+]
+
+
+# -- explain ---------------------------------------------------------------------------------------
+
+
+def plan_stages(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """A winning plan's stages from the root down (inputStage chain)."""
+    out = []
+    node: dict[str, Any] | None = plan
+    while node is not None:
+        out.append(node)
+        node = node.get("inputStage")
+    return out
+
+
+# -- framing ---------------------------------------------------------------------------------------
+
+
+def feed_bytewise(decoder: FrameDecoder, data: bytes) -> list[bytes]:
+    """Feed `data` to the decoder one byte at a time; every frame it completed."""
+    frames: list[bytes] = []
+    for i in range(len(data)):
+        frames += decoder.feed(data[i : i + 1])
+    return frames
+
+
+# -- queries over an engine ------------------------------------------------------------------------
+
+
+def run_query(
+    engine: Engine,
+    coll: str,
+    flt: dict[str, Any],
+    sort: dict[str, Any] | None = None,
+    hint: Any = None,
+    max_docs: int = 1000,
+    budget: int = 2000,
+) -> tuple[list[dict[str, Any]], QueryRun]:
+    """Run a find on db.`coll` to the end, in chunks of `max_docs`; (documents, the run)."""
+    info = engine.collection("db", coll)
+    assert info is not None
+    run = QueryRun(info, QuerySpec.parse(flt, None, sort, hint=hint))
+    out: list[bytes] = []
+    calls = 0
+    while not run.exhausted:
+        calls += 1
+        assert calls < 100_000
+        out += run.next_chunk(engine, max_docs, 1 << 30, budget)
+    return [bson.decode(raw, CODEC) for raw in out], run
+
+
+# -- driver command monitoring ---------------------------------------------------------------------
+
+
+class Recorder(monitoring.CommandListener):
+    """Records the commands the driver sent and the replies it got."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.replies: list[tuple[str, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent.append((event.command_name, event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        self.replies.append((event.command_name, event.reply))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def sent_named(self, name: str) -> list[dict[str, Any]]:
+        return [c for n, c in self.sent if n == name]
+
+    def replies_to(self, name: str) -> list[dict[str, Any]]:
+        return [r for n, r in self.replies if n == name]
+
+    def batches(self) -> list[list[Any]]:
+        """The documents of each find and getMore reply, in order."""
+        out = []
+        for name, reply in self.replies:
+            if name == "find":
+                out.append(reply["cursor"]["firstBatch"])
+            elif name == "getMore":
+                out.append(reply["cursor"]["nextBatch"])
+        return out
+
+    def clear(self) -> None:
+        self.sent.clear()
+        self.replies.clear()
