@@ -160,3 +160,22 @@ def median(values: Sequence[float]) -> float | None:
     """Median of the values that are not NaN; None when there are none."""
     vals = [v for v in values if not math.isnan(v)]
     return statistics.median(vals) if vals else None
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def fmt_num(value: float | None, digits: int = 0) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def verdict(ok: bool | None) -> str:
+    return "-" if ok is None else ("met" if ok else "MISSED")

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import math
 import random
 import statistics
 import sys
@@ -134,25 +133,6 @@ def expected_matches(n: int, g: int) -> int:
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def fmt_num(value: float | None, digits: int = 0) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def verdict(ok: bool | None) -> str:
-    return "-" if ok is None else ("met" if ok else "MISSED")
-
-
 def plan_stages(cursor: Cursor[Doc]) -> str:
     """The winning plan's stages from explain, outermost first, e.g. FETCH <- IXSCAN(k_1)."""
     ex = cursor.explain()
@@ -206,7 +186,7 @@ def ensure_collection(
         secs = time.perf_counter() - t0
         print(
             f"{tag}: loaded {n:,} documents in {secs:.1f} s "
-            f"({fmt_num(n / secs if secs else float('nan'))} docs/s, "
+            f"({common.fmt_num(n / secs if secs else float('nan'))} docs/s, "
             f"insert_many batches of {cfg.batch_size:,})",
             flush=True,
         )
@@ -446,12 +426,12 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
         for key, n in (("large", cfg.n_large), ("small", cfg.n_small)):
             lat = t.samples.get(key, [])
             ops = len(lat) / (sum(lat) / 1e6) if lat and sum(lat) > 0 else None
-            rows.append((key, n, median(lat), percentile(lat, 95) if lat else None, ops))
+            rows.append((key, n, median(lat), common.percentile(lat, 95) if lat else None, ops))
         for key, n, med, p95, ops in rows:
             wrong = t.wrong.get(key, 0)
             print(
-                f"   {t.label:<8} {n:>10,} docs   median {fmt_num(med, 1):>8} µs   "
-                f"p95 {fmt_num(p95, 1):>8} µs   {fmt_num(ops):>7} ops/s"
+                f"   {t.label:<8} {n:>10,} docs   median {common.fmt_num(med, 1):>8} µs   "
+                f"p95 {common.fmt_num(p95, 1):>8} µs   {common.fmt_num(ops):>7} ops/s"
                 + (f"   WRONG ANSWERS: {wrong}" if wrong else "")
             )
         (_, _, med_l, p95_l, ops_l), (_, _, med_s, p95_s, ops_s) = rows
@@ -460,7 +440,7 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
             print(
                 f"   {t.label:<8} large/small median latency {ratio:.3f}x "
                 f"({(ratio - 1) * 100:+.1f} %)   target: within 20 % (<= {POINT_RATIO_MAX:.2f}x)   "
-                f"{verdict(ratio <= POINT_RATIO_MAX)}"
+                f"{common.verdict(ratio <= POINT_RATIO_MAX)}"
             )
         if p95_l and p95_s:
             print(f"   {t.label:<8} large/small p95 latency    {p95_l / p95_s:.3f}x")
@@ -483,10 +463,10 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
             med = median(vals)
             wrong = t.wrong.get(key, 0)
             print(
-                f"   {t.label:<8} {what:<24}  median {fmt_num(med, 2):>8} ms   "
-                f"(min {fmt_num(min(vals) if vals else None, 2)}, "
-                f"p95 {fmt_num(percentile(vals, 95) if vals else None, 2)}, n={len(vals)})   "
-                f"target: < {limit:g} ms   {verdict(None if med is None else med < limit)}"
+                f"   {t.label:<8} {what:<24}  median {common.fmt_num(med, 2):>8} ms   "
+                f"(min {common.fmt_num(min(vals) if vals else None, 2)}, "
+                f"p95 {common.fmt_num(common.percentile(vals, 95) if vals else None, 2)}, n={len(vals)})   "
+                f"target: < {limit:g} ms   {common.verdict(None if med is None else med < limit)}"
                 + (f"   WRONG COUNTS: {wrong}" if wrong else "")
             )
         for key in ("plan_sel_idx", "plan_sel_nat"):
@@ -500,13 +480,13 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
     )
     for t in targets:
         med = median(t.rounds.get("iter", []))
-        per_round = ", ".join(fmt_num(v) for v in t.rounds.get("iter", []))
+        per_round = ", ".join(common.fmt_num(v) for v in t.rounds.get("iter", []))
         extra = ""
         if "iter_docs" in t.info:
             extra = f"   {t.info['iter_docs']} docs of {t.info['iter_bytes']} B"
         wrong = t.wrong.get("iter", 0)
         print(
-            f"   {t.label:<8} {fmt_num(med):>9} docs/s   (rounds: {per_round}){extra}"
+            f"   {t.label:<8} {common.fmt_num(med):>9} docs/s   (rounds: {per_round}){extra}"
             + ("   (protocol floor)" if t.floor else "")
             + (f"   WRONG COUNTS: {wrong}" if wrong else "")
         )
@@ -519,7 +499,7 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
                 ratio = med / fmed
                 print(
                     f"   {t.label}/{base.label} {ratio * 100:.1f} %   "
-                    f"target: >= {ITER_RATIO_MIN * 100:.0f} %   {verdict(ratio >= ITER_RATIO_MIN)}"
+                    f"target: >= {ITER_RATIO_MIN * 100:.0f} %   {common.verdict(ratio >= ITER_RATIO_MIN)}"
                 )
     else:
         print("   (no floor target given: no ratio)")
@@ -646,17 +626,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 got.update(step(t, "selective", functools.partial(bench_selective, t, cfg, r)))
                 print(
                     f"round {r + 1}/{args.rounds}  {t.label:<{width}}  "
-                    f"find_one large {fmt_num(got.get('large_med_us'), 1)} µs  "
-                    f"small {fmt_num(got.get('small_med_us'), 1)} µs  "
-                    f"sel indexed {fmt_num(got.get('sel_idx_med_ms'), 2)} ms  "
-                    f"$natural {fmt_num(got.get('sel_nat_med_ms'), 2)} ms",
+                    f"find_one large {common.fmt_num(got.get('large_med_us'), 1)} µs  "
+                    f"small {common.fmt_num(got.get('small_med_us'), 1)} µs  "
+                    f"sel indexed {common.fmt_num(got.get('sel_idx_med_ms'), 2)} ms  "
+                    f"$natural {common.fmt_num(got.get('sel_nat_med_ms'), 2)} ms",
                     flush=True,
                 )
             for t in targets:  # step 3 back to back: A, B, A, B, ...
                 got = step(t, "iterate", functools.partial(bench_iterate, t, cfg))
                 print(
                     f"round {r + 1}/{args.rounds}  {t.label:<{width}}  "
-                    f"iterate {fmt_num(got.get('iter_docs_s'))} docs/s",
+                    f"iterate {common.fmt_num(got.get('iter_docs_s'))} docs/s",
                     flush=True,
                 )
 

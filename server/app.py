@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import sys
 from typing import Any
 
 import server.commands  # noqa: F401  (registers every command)
@@ -27,6 +28,7 @@ log = logging.getLogger("ebbdb.control")
 #: How long shutdown waits for requests in flight before closing their connections.
 SHUTDOWN_GRACE_SECONDS = 5.0
 _CURSOR_REAP_INTERVAL = 60.0
+_SWITCH_INTERVAL = 0.0005
 
 
 class App:
@@ -72,6 +74,10 @@ class App:
 
     async def start(self) -> None:
         """Open the data directory and listen. Raises DataDirLocked or OSError (port in use)."""
+        # The writer thread runs Python too: a short switch interval keeps a long write (a TTL
+        # batch, a large insert) from holding the interpreter for the default 5 ms at a time
+        # while clients wait on the event loop.
+        sys.setswitchinterval(_SWITCH_INTERVAL)
         self._log_handlers = logsetup.setup(self.config.quiet, self.log_ring)
         try:
             self._engine = Engine.open(self.config.dbpath)

@@ -640,11 +640,13 @@ class Engine:
         value = txn.get(_record_key(info.id, rid), db=self._records)
         if value is None or not ttl.expired_value(value, ttl.rules_for(info), now_ms):
             return False
-        self._delete_record(txn, info, rid, value)
+        size = self._delete_record(txn, info, rid, value)
+        self._add_stats(txn, info.id, -1, -size)
         return True
 
-    def _delete_record(self, txn: Any, info: CollectionInfo, rid: int, value: bytes) -> None:
-        """Delete one record with its index and expiry entries, and count it out of the stats."""
+    def _delete_record(self, txn: Any, info: CollectionInfo, rid: int, value: bytes) -> int:
+        """Delete one record with its index and expiry entries; returns its BSON size (the caller
+        counts it out of the collection's stats)."""
         rid_bytes = _U64.pack(rid)
         raw = ttl.body(value)
         doc = bson.decode(raw, CODEC)
@@ -658,7 +660,7 @@ class Engine:
         for key in ttl.expiry_keys(info, ttl.read_meta(value), rid_bytes):
             txn.delete(key, db=self._expiry)
         txn.delete(_record_key(info.id, rid), db=self._records)
-        self._add_stats(txn, info.id, -1, -len(raw))
+        return len(raw)
 
     # -- time to live ------------------------------------------------------------------------------
 
@@ -671,13 +673,15 @@ class Engine:
             if info is None:
                 return 0
             rules = ttl.rules_for(info)
-            deleted = 0
+            deleted = size = 0
             for rid in self._expired_candidates(txn, rules, now_ms, limit):
                 value = txn.get(_record_key(info.id, rid), db=self._records)
                 # The predicate decides; the expiry index only finds candidates.
                 if value is not None and ttl.expired_value(value, rules, now_ms):
-                    self._delete_record(txn, info, rid, value)
+                    size += self._delete_record(txn, info, rid, value)
                     deleted += 1
+            if deleted:
+                self._add_stats(txn, info.id, -deleted, -size)
             return deleted
 
         return self._write(run)

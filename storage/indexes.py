@@ -123,7 +123,7 @@ def _expire_after(value: Any, key: tuple[tuple[str, Any], ...]) -> int:
             f"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{type(value).__name__}'",
         )
     f = _num(value)
-    if len(key) == 1 and key[0][0] == "_ts" and not math.isnan(f):
+    if len(key) == 1 and key[0][0] == "_ts" and math.isfinite(f):
         if int(f) == -1 or 1 <= int(f) <= MAX_EXPIRE_AFTER_SECONDS:
             return int(f)
         raise QueryError(

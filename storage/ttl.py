@@ -10,6 +10,7 @@ The last-modified time is the Cosmos `_ts`: kept here, never in the document, ne
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ def valid_doc_ttl(doc: dict[str, Any]) -> int:
     if v is MISSING or isinstance(v, bool):
         return 0
     if isinstance(v, float):
-        if v != v or v != int(v):
+        if not math.isfinite(v) or v != int(v):
             return 0
         n = int(v)
     elif isinstance(v, (int, Int64)):

@@ -16,9 +16,7 @@ from server.registry import REGISTRY
 
 
 def _as_datetime(ms: int) -> datetime.datetime:
-    return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
-        milliseconds=ms
-    )
+    return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ms)
 
 
 @REGISTRY.command("ttlMonitorPass", params=NoParams, admin_only=True, test_only=True)
