@@ -17,7 +17,9 @@ log = logging.getLogger("ebbdb.ttl")
 
 #: Documents one write transaction of a pass deletes at most: short enough that other clients'
 #: writes queue behind it for only a few milliseconds.
-BATCH = 200
+BATCH = 100
+#: A pause after each batch, so the purge leaves CPU time to the clients it competes with.
+PAUSE_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class TTLMonitor:
                     deleted[coll.ns] = deleted.get(coll.ns, 0) + n
                     if n >= BATCH:
                         still.append(coll)
+                    if n:
+                        await asyncio.sleep(PAUSE_SECONDS)
                 pending = still
             for ns, n in deleted.items():
                 if n:
