@@ -87,13 +87,25 @@ def run_query(
     info = engine.collection("db", coll)
     assert info is not None
     run = QueryRun(info, QuerySpec.parse(flt, None, sort, hint=hint))
+    out = drain(engine, run, max_docs, budget)
+    return [bson.decode(raw, CODEC) for raw in out], run
+
+
+def drain(
+    engine: Engine,
+    run: QueryRun,
+    max_docs: int = 1000,
+    budget: int = 2000,
+    now_ms: int | None = None,
+) -> list[bytes]:
+    """Every document a run still yields, in chunks of `max_docs` (at `now_ms` for expiry)."""
     out: list[bytes] = []
     calls = 0
     while not run.exhausted:
         calls += 1
-        assert calls < 100_000
-        out += run.next_chunk(engine, max_docs, 1 << 30, budget)
-    return [bson.decode(raw, CODEC) for raw in out], run
+        assert calls < 100_000, "the run never finished"
+        out += run.next_chunk(engine, max_docs, 1 << 30, budget, now_ms=now_ms)
+    return out
 
 
 # -- driver command monitoring ---------------------------------------------------------------------

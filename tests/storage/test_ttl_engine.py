@@ -19,7 +19,7 @@ from storage.engine import CODEC, Engine, IndexChange, InsertResult
 from storage.errors import DuplicateKey, QueryError, StorageError
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.indexes import parse_index_spec
-from tests.helpers import enc
+from tests.helpers import drain, enc
 
 DB = "db"
 T0 = 1_700_000_000_000
@@ -77,12 +77,7 @@ def find(
     **spec: Any,
 ) -> list[dict[str, Any]]:
     run = QueryRun(coll_of(engine, name), QuerySpec.parse(flt, **spec))
-    out: list[bytes] = []
-    calls = 0
-    while not run.exhausted:
-        calls += 1
-        assert calls < 10_000, "the run never finished"
-        out += run.next_chunk(engine, max_docs, 1 << 30, now_ms=now)
+    out = drain(engine, run, max_docs, now_ms=now)
     return [bson.decode(raw, CODEC) for raw in out]
 
 

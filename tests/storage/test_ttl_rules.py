@@ -25,7 +25,7 @@ from storage.engine import CODEC, Engine
 from storage.errors import QueryError
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.indexes import parse_index_spec
-from tests.helpers import enc
+from tests.helpers import drain, enc
 
 DB = "db"
 #: 2023-11-14T22:13:20Z in milliseconds: the injected "insert time" of every test.
@@ -73,13 +73,7 @@ def visible(engine: Engine, name: str, now: int) -> set[Any]:
         (QuerySpec.parse({"_id": {"$exists": True}}), 1000),
         (QuerySpec.parse(None, None, {"_id": 1}, hint={"_id": 1}), 2),
     ):
-        run = QueryRun(coll, spec)
-        out: list[bytes] = []
-        calls = 0
-        while not run.exhausted:
-            calls += 1
-            assert calls < 10_000, "the run never finished"
-            out += run.next_chunk(engine, max_docs, 1 << 30, now_ms=now)
+        out = drain(engine, QueryRun(coll, spec), max_docs, now_ms=now)
         ids = [bson.decode(raw, CODEC)["_id"] for raw in out]
         assert len(ids) == len(set(ids))
         results.append(set(ids))
