@@ -14,6 +14,10 @@ from server.errors import CommandError, ErrorCode
 from server.params import Kind, NoParams, arg
 from server.registry import REGISTRY
 
+# The clock stays where BSON dates and Python datetimes can both show it.
+_MIN_MS = 0
+_MAX_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z
+
 
 def _as_datetime(ms: int) -> datetime.datetime:
     return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ms)
@@ -50,10 +54,12 @@ async def ttl_clock(ctx: CommandContext, p: TtlClockParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.BadValue, "ttlClock takes either reset or an advance, not both"
         )
+    step = (p.advance_seconds or 0) * 1000 + (p.advance_millis or 0)
+    if not _MIN_MS <= clock.now_ms() + step <= _MAX_MS:
+        raise CommandError(
+            ErrorCode.BadValue, "ttlClock would move the clock outside the years 1970 to 9999"
+        )
     if p.reset:
         clock.reset()
-    if p.advance_seconds is not None:
-        clock.advance(p.advance_seconds * 1000)
-    if p.advance_millis is not None:
-        clock.advance(p.advance_millis)
+    clock.advance(step)
     return {"now": _as_datetime(clock.now_ms()), "offsetMillis": Int64(clock.offset_ms), "ok": 1.0}

@@ -909,3 +909,22 @@ async def test_motor_coll_mod_and_clock(motor_client: Any) -> None:
     assert info.value.code == 14
     reset = await motor_client.admin.command("ttlClock", reset=True)
     assert reset["offsetMillis"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        ({"advanceSeconds": 1e20}, 2),
+        ({"advanceMillis": -(10**15)}, 2),
+        ({"advanceSeconds": "x"}, 14),
+        ({"reset": True, "advanceSeconds": 1}, 2),
+    ],
+)
+def test_ttl_clock_refuses_bad_moves_and_keeps_serving(
+    client: Client, args: dict[str, Any], code: int
+) -> None:
+    with pytest.raises(OperationFailure) as err:
+        client.admin.command("ttlClock", **args)
+    assert err.value.code == code
+    reply = client.admin.command("ttlClock")
+    assert reply["offsetMillis"] == 0 and type(reply["ok"]) is float
