@@ -340,13 +340,13 @@ def plan_query(
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
             continue
-        scan = _scan_for(ix, bounds, sort)
-        if scan is None:
+        candidate = _candidate(ix, bounds, sort)
+        if candidate is None:
             continue
-        found = _intervals(ix, bounds)
-        points, ranged = (found[1], found[2]) if found else (0, False)
-        complete = ix.unique and points == len(ix.key)
-        score = (int(complete), points, int(ranged), int(scan.provides_sort), -len(ix.key), -order)
+        scan, points, ranged = candidate
+        if ix.unique and points == len(ix.key) and not ix.multikey:
+            return scan  # a point lookup in a unique index: nothing can beat it
+        score = (points, int(ranged), int(scan.provides_sort), -len(ix.key), -order)
         if best is None or score > best[0]:
             best = (score, scan)
     if best is None:
@@ -357,6 +357,15 @@ def plan_query(
 def _scan_for(
     ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
 ) -> IndexScan | None:
+    candidate = _candidate(ix, bounds, sort)
+    return None if candidate is None else candidate[0]
+
+
+def _candidate(
+    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
+) -> tuple[IndexScan, int, bool] | None:
+    """The scan of `ix` for these bounds, with how many leading fields are bound to points and
+    whether a range bounds the next; None when the index does not help."""
     found = _intervals(ix, bounds)
     if found is None:
         # No bounds: worth a full index scan only to deliver the sort (not for sparse or partial
@@ -364,10 +373,11 @@ def _scan_for(
         reverse = _sort_direction(ix, 0, sort)
         if reverse is None or ix.sparse or ix.partial_filter is not None:
             return None
-        return IndexScan(
+        full = IndexScan(
             ix, (Interval(b"", None),), reverse, True, {p: ["[MinKey, MaxKey]"] for p in ix.fields}
         )
-    intervals, points, _ranged, shown = found
+        return full, 0, False
+    intervals, points, ranged, shown = found
     if ix.sparse and any(
         any(p is None for p in bounds[f].points(ix.multikey) or [])
         for f in ix.fields
@@ -378,7 +388,7 @@ def _scan_for(
     if reverse is not None and len(intervals) > 1 and points:
         # Several point prefixes: entries come out grouped by prefix, not by the sort field.
         reverse = None
-    return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown)
+    return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown), points, ranged
 
 
 __all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "plan_query"]
