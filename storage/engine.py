@@ -765,6 +765,7 @@ class Engine:
     ) -> tuple[IndexInfo, ...]:
         flags: _IndexFlags = {}
         rewrites: list[tuple[bytes, bytes]] = []
+        ttl_view = _ttl_view(info, indexes)
         cur = txn.cursor(db=self._records)
         prefix = _U64.pack(info.id)
         if cur.set_range(prefix):
@@ -778,7 +779,7 @@ class Engine:
                     flags.setdefault(ix_id, set()).update(names)
                 for key in entries:
                     txn.put(key, rid_bytes, db=self._index)
-                rewritten = self._add_expiry_facts(txn, info, indexes, k, v, doc)
+                rewritten = self._add_expiry_facts(txn, ttl_view, k, v, doc)
                 if rewritten is not None:
                     rewrites.append((k, rewritten))
         # Headers are rewritten after the scan, not under the cursor walking the same records.
@@ -789,21 +790,19 @@ class Engine:
     def _add_expiry_facts(
         self,
         txn: Any,
-        info: CollectionInfo,
-        indexes: tuple[IndexInfo, ...],
+        ttl_view: CollectionInfo | None,
         key: bytes,
         value: bytes,
         doc: dict[str, Any],
     ) -> bytes | None:
-        """For TTL indexes new to a collection: add a record's expiry entries (native and Cosmos)
-        and return its record value with the earliest dates in the header (native), if that
-        changed; the caller writes it."""
-        new_ttl = tuple(ix for ix in indexes if "expireAfterSeconds" in ix.options)
-        if not new_ttl:
+        """For TTL indexes new to a collection (`ttl_view`: the collection with only those, from
+        _ttl_view): add a record's expiry entries (native and Cosmos) and return its record value
+        with the earliest dates in the header (native), if that changed; the caller writes it."""
+        if ttl_view is None:
             return None
         meta = ttl.read_meta(value)
         dates = dict(meta.dates)
-        for ix in new_ttl:
+        for ix in ttl_view.indexes:
             if ttl.is_native_ttl(ix):
                 d = ttl.earliest_date(ix, doc)
                 if d is None:
@@ -811,7 +810,7 @@ class Engine:
                 else:
                     dates[ix.id] = d
         new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
-        for ek in ttl.expiry_keys(info.with_indexes(new_ttl), new_meta, key[8:16]):
+        for ek in ttl.expiry_keys(ttl_view, new_meta, key[8:16]):
             txn.put(ek, b"", db=self._expiry)
         return new_meta.pack() + ttl.body(value) if new_meta != meta else None
 
@@ -934,10 +933,9 @@ class Engine:
         if not cur.set_range(prefix):
             return
         records = list(itertools.takewhile(lambda kv: kv[0][:8] == prefix, cur.iternext()))
+        view = _ttl_view(info, (ix,))
         for k, v in records:
-            rewritten = self._add_expiry_facts(
-                txn, info, (ix,), k, v, bson.decode(ttl.body(v), CODEC)
-            )
+            rewritten = self._add_expiry_facts(txn, view, k, v, bson.decode(ttl.body(v), CODEC))
             if rewritten is not None:
                 txn.put(k, rewritten, db=self._records)
 
@@ -983,6 +981,12 @@ class Engine:
         raw = txn.get(key, db=self._stats)
         n, s = (0, 0) if raw is None else _STATS.unpack(raw)
         txn.put(key, _STATS.pack(n + count, s + size), db=self._stats)
+
+
+def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
+    """The collection seen with only the TTL indexes among `indexes` (None if there are none)."""
+    new_ttl = tuple(ix for ix in indexes if "expireAfterSeconds" in ix.options)
+    return info.with_indexes(new_ttl) if new_ttl else None
 
 
 def _flagged(indexes: tuple[IndexInfo, ...], flags: _IndexFlags) -> tuple[IndexInfo, ...]:

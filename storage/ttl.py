@@ -155,11 +155,10 @@ def earliest_date(ix: IndexInfo, doc: dict[str, Any]) -> int | None:
 def meta_for(coll: CollectionInfo, doc: dict[str, Any], modified: int) -> RecordMeta:
     """The header for a document written now (`modified` is the write's time)."""
     dates = []
-    for ix in coll.indexes:
-        if is_native_ttl(ix):
-            d = earliest_date(ix, doc)
-            if d is not None:
-                dates.append((ix.id, d))
+    for ix, _e in rules_for(coll).native:
+        d = earliest_date(ix, doc)
+        if d is not None:
+            dates.append((ix.id, d))
     return RecordMeta(modified, valid_doc_ttl(doc), tuple(dates))
 
 
@@ -220,19 +219,22 @@ def expiry_prefix(space: int, kind: int) -> bytes:
 
 def expiry_keys(coll: CollectionInfo, meta: RecordMeta, rid_bytes: bytes) -> list[bytes]:
     """The expiry-index entries of one record under the collection's current TTL indexes."""
+    rules = rules_for(coll)
+    if not rules.active:
+        return []
     out = []
     dates = dict(meta.dates)
-    for ix in coll.indexes:
-        if is_native_ttl(ix):
-            d = dates.get(ix.id)
-            if d is not None:
-                out.append(expiry_prefix(ix.id, KIND_DATE) + _time(d) + rid_bytes)
-        elif is_cosmos_index(ix):
-            if meta.ttl == 0:
-                out.append(expiry_prefix(ix.id, KIND_MODIFIED) + _time(meta.modified) + rid_bytes)
-            elif meta.ttl > 0:
-                at = meta.modified + meta.ttl * 1000
-                out.append(expiry_prefix(ix.id, KIND_ABSOLUTE) + _time(at) + rid_bytes)
+    for ix, _e in rules.native:
+        d = dates.get(ix.id)
+        if d is not None:
+            out.append(expiry_prefix(ix.id, KIND_DATE) + _time(d) + rid_bytes)
+    cosmos = rules.cosmos_index
+    if cosmos is not None:
+        if meta.ttl == 0:
+            out.append(expiry_prefix(cosmos.id, KIND_MODIFIED) + _time(meta.modified) + rid_bytes)
+        elif meta.ttl > 0:
+            at = meta.modified + meta.ttl * 1000
+            out.append(expiry_prefix(cosmos.id, KIND_ABSOLUTE) + _time(at) + rid_bytes)
     return out
 
 
