@@ -41,9 +41,10 @@ class RecordMeta:
     dates: tuple[tuple[int, int], ...] = ()
 
     def pack(self) -> bytes:
-        return _HEAD.pack(RECORD_FORMAT, self.modified, self.ttl, len(self.dates)) + b"".join(
-            _DATE.pack(ix, ms) for ix, ms in self.dates
-        )
+        head = _HEAD.pack(RECORD_FORMAT, self.modified, self.ttl, len(self.dates))
+        if not self.dates:
+            return head
+        return head + b"".join(_DATE.pack(ix, ms) for ix, ms in self.dates)
 
 
 def body_offset(value: bytes) -> int:
