@@ -16,7 +16,7 @@ from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, error_reply
 from server.params import DocSequence, extract, extract_lenient
 from server.registry import REGISTRY, Registry
-from storage.engine import CODEC
+from storage.documents import CODEC
 
 if TYPE_CHECKING:
     from server.app import App

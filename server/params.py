@@ -13,7 +13,7 @@ import bson
 from bson import Decimal128, Int64
 
 from server.errors import CommandError, ErrorCode
-from storage.engine import CODEC
+from storage.documents import CODEC
 
 #: Fields every command may carry that ebbdb accepts and does not act on (sessions, concerns,
 #: read preference, API versioning, comments, server-side timeouts, driver metadata).

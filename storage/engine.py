@@ -21,9 +21,7 @@ from typing import Any, TypeVar
 
 import bson
 import lmdb
-from bson import ObjectId, Regex
-from bson.binary import Binary, UuidRepresentation
-from bson.codec_options import CodecOptions, DatetimeConversion
+from bson.binary import Binary
 
 from storage import keys, ttl
 from storage.catalog import (
@@ -32,11 +30,10 @@ from storage.catalog import (
     validate_collection_name,
     validate_db_name,
 )
+from storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
+from storage.entries import ID_INDEX_KEY, index_bodies, index_key_matches
 from storage.errors import (
-    DocumentTooLarge,
     DuplicateKey,
-    InvalidBSON,
-    InvalidIdField,
     NamespaceExists,
     NamespaceNotFound,
     QueryError,
@@ -44,24 +41,13 @@ from storage.errors import (
 )
 from storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
 from storage.indexes import MAX_INDEXES, IndexSpec, conflict
-from storage.query.compare import UNDEFINED, compare
-from storage.query.paths import MISSING, leaves, split
 
-#: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
-#: decoded document re-encodes to the same bytes.
-CODEC: CodecOptions[dict[str, Any]] = CodecOptions(
-    datetime_conversion=DatetimeConversion.DATETIME_MS,
-    uuid_representation=UuidRepresentation.UNSPECIFIED,
-)
-#: MongoDB's maxBsonObjectSize.
-MAX_DOCUMENT_SIZE = 16 * 1024 * 1024
 INITIAL_MAP_SIZE = 1 << 30
 LOCK_FILE = "ebbdb.lock"
 
 _U64 = struct.Struct(">Q")
 _STATS = struct.Struct(">qq")  # document count, data bytes
 _NEXT_ID = b"next_id"
-_ID_INDEX_KEY = (("_id", 1),)
 
 T = TypeVar("T")
 _CatalogChanges = dict[tuple[str, str], CollectionInfo | None]
@@ -471,7 +457,7 @@ class Engine:
         self, txn: Any, db: str, name: str, options: dict[str, Any]
     ) -> CollectionInfo:
         coll_id = self._next_id(txn)
-        id_index = IndexInfo(self._next_id(txn), "_id_", _ID_INDEX_KEY, {})
+        id_index = IndexInfo(self._next_id(txn), "_id_", ID_INDEX_KEY, {})
         info = CollectionInfo(
             coll_id, db, name, options, (id_index,), Binary(uuid.uuid4().bytes, 4)
         )
@@ -1001,16 +987,6 @@ def _flagged(indexes: tuple[IndexInfo, ...], flags: _IndexFlags) -> tuple[IndexI
     return tuple(out)
 
 
-def index_key_matches(ix: IndexInfo, pattern: dict[str, Any]) -> bool:
-    """Whether a key pattern names this index ({a: 1} matches {a: 1.0}, not {a: -1})."""
-    if len(pattern) != len(ix.key):
-        return False
-    for (f, d), (pf, pd) in zip(ix.key, pattern.items()):
-        if f != pf or compare(d, pd) != 0:
-            return False
-    return True
-
-
 def _delete_prefix(txn: Any, db: Any, prefix: bytes) -> None:
     cur = txn.cursor(db=db)
     ok = cur.set_range(prefix)
@@ -1018,114 +994,16 @@ def _delete_prefix(txn: Any, db: Any, prefix: bytes) -> None:
         ok = cur.delete()
 
 
-def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
-    """Validate one client document and make sure `_id` is present and first.
-    Returns (the BSON to store, its decoded form)."""
-    try:
-        doc = bson.decode(raw, CODEC)
-    except Exception as exc:  # bson raises several types for corrupt input
-        raise InvalidBSON(f"invalid BSON document: {exc}") from None
-    if "_id" not in doc:
-        oid = ObjectId()
-        # Splice one ObjectId element in front of the original elements, so every other value
-        # keeps its exact bytes (a decode/encode round trip would not for deprecated types).
-        raw = struct.pack("<i", len(raw) + 17) + b"\x07_id\x00" + oid.binary + raw[4:]
-        doc = {"_id": oid, **doc}
-    else:
-        _check_id(doc["_id"])
-        if next(iter(doc)) != "_id":
-            doc = {"_id": doc["_id"], **doc}
-            raw = bson.encode(doc, codec_options=CODEC)
-    if len(raw) > MAX_DOCUMENT_SIZE:
-        raise DocumentTooLarge(
-            f"object to insert too large. size in bytes: {len(raw)}, max size: {MAX_DOCUMENT_SIZE}"
-        )
-    return raw, doc
-
-
-def _check_id(value: Any) -> None:
-    if isinstance(value, list):
-        raise InvalidIdField("The '_id' value cannot be of type array")
-    if isinstance(value, Regex):
-        raise QueryError("BadValue", "can't use a regex for _id")
-
-
-def index_bodies(
-    ix: IndexInfo, doc: dict[str, Any]
-) -> tuple[list[tuple[bytes, dict[str, Any]]], bool]:
-    """The encoded key bodies a document contributes to an index, each with the field values that
-    make it (for duplicate-key reports), and whether an array made it multikey. An array gives one
-    entry per element ([] is indexed as undefined, below null); missing fields index as null.
-    Sparse indexes skip documents missing every indexed field; partial ones skip documents their
-    filter rejects. Raises QueryError for two arrays in one compound key (MongoDB cannot index
-    parallel arrays)."""
-    if ix.key == _ID_INDEX_KEY:
-        value = doc["_id"]
-        return [(keys.encode(value), {"_id": value})], False
-    if ttl.is_cosmos_index(ix):
-        return [], False  # it indexes the server-kept last-modified time: expiry entries only
-    if ix.partial_predicate is not None and not ix.partial_predicate(doc):
-        return [], False
-    per_field: list[list[Any]] = []
-    arrays = [path for path in ix.fields if _crosses_array(doc, split(path))]
-    all_missing = True
-    for path in ix.fields:
-        values: list[Any] = []
-        for v in leaves(doc, split(path)):
-            if v is MISSING:
-                values.append(None)
-                continue
-            all_missing = False
-            if type(v) is list:
-                values.extend(v) if v else values.append(UNDEFINED)
-            else:
-                values.append(v)
-        per_field.append(values or [None])
-    if ix.sparse and all_missing:
-        return [], False
-    if len(set(arrays)) > 1:
-        raise QueryError(
-            "CannotIndexParallelArrays",
-            f"cannot index parallel arrays [{arrays[1]}] [{arrays[0]}]",
-        )
-    directions = ix.directions
-    fields = ix.fields
-    out: dict[bytes, dict[str, Any]] = {}
-    for combo in _product(per_field):
-        body = keys.encode_compound(tuple(combo), directions)
-        out.setdefault(body, dict(zip(fields, combo)))
-    return list(out.items()), bool(arrays)
-
-
-def _crosses_array(doc: Any, parts: tuple[str, ...]) -> bool:
-    """Whether the path meets an array anywhere, on the way or at its end (multikey)."""
-    value = doc
-    for part in parts:
-        if type(value) is list:
-            return True
-        if not isinstance(value, dict):
-            return False
-        value = value.get(part, MISSING)
-        if value is MISSING:
-            return False
-    return type(value) is list
-
-
-def _product(lists: list[list[Any]]) -> Iterator[list[Any]]:
-    if not lists:
-        yield []
-        return
-    for head in lists[0]:
-        for rest in _product(lists[1:]):
-            yield [head, *rest]
-
-
 __all__ = [
     "CODEC",
     "MAX_DOCUMENT_SIZE",
+    "CreateIndexesResult",
     "DataDirLocked",
     "DatabaseInfo",
     "Engine",
+    "IndexChange",
     "InsertResult",
     "Reader",
+    "index_bodies",
+    "prepare_document",
 ]

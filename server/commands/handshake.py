@@ -18,7 +18,7 @@ from server.version import (
     MONGODB_VERSION,
     MONGODB_VERSION_ARRAY,
 )
-from storage.engine import MAX_DOCUMENT_SIZE
+from storage.documents import MAX_DOCUMENT_SIZE
 
 MAX_WRITE_BATCH_SIZE = 100_000
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30

@@ -18,7 +18,7 @@ from server.registry import REGISTRY
 from server.version import MONGODB_VERSION
 from storage import keys
 from storage.catalog import CollectionInfo, validate_collection_name
-from storage.engine import CODEC
+from storage.documents import CODEC
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.planner import CollScan, IndexScan, Plan
 from storage.query.compare import compare
