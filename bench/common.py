@@ -59,7 +59,7 @@ def parse_target(arg: str, index: int) -> tuple[str, str]:
 
 
 def make_parser(description: str, epilog: str, quick_help: str) -> argparse.ArgumentParser:
-    """A parser with the arguments every script takes first: targets, --rounds, --quick."""
+    """A parser with the arguments every script takes: targets, --rounds, --quick, --timeout-ms."""
     ap = argparse.ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,6 +68,7 @@ def make_parser(description: str, epilog: str, quick_help: str) -> argparse.Argu
     ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds per target (default 3)")
     ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     return ap
 
 

@@ -257,7 +257,6 @@ def parse_args(
     ap.add_argument("--find-docs", type=int, default=None, help="docs to iterate (10000)")
     ap.add_argument("--find-reps", type=int, default=None, help="find iterations (3)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops (200)")
-    ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
     pick = common.picker(args.quick)

@@ -542,7 +542,6 @@ def parse_args(
         "--warmup", type=int, default=None, help="untimed find_one per collection (300)"
     )
     ap.add_argument("--seed", type=int, default=12345, help="random seed for the look-ups")
-    ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
     pick = common.picker(args.quick)

@@ -648,7 +648,6 @@ def parse_args(
     ap.add_argument(
         "--baseline-secs", type=float, default=None, help="step-3 baseline window, s (5)"
     )
-    ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
     args = ap.parse_args(argv)
 
     pick = common.picker(args.quick)
