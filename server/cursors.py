@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+import bson
+
+from storage.documents import CODEC, MAX_DOCUMENT_SIZE
 from storage.engine import Engine
+from storage.errors import QueryError
 from storage.execute import QueryRun
 
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
@@ -17,11 +22,60 @@ MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024
 DEFAULT_FIRST_BATCH = 101
 
 
+class PipelineRun:
+    """An aggregation's results, pulled lazily from its pipeline on a reader thread batch by
+    batch; `set_now` (called before each batch) moves the time the pipeline's reads hide expired
+    documents at, so streaming stages check expiry per batch as find does."""
+
+    def __init__(
+        self,
+        results: Iterator[dict[str, Any]],
+        set_now: Callable[[int], None],
+        read: Callable[..., Any],
+    ) -> None:
+        self._results = results
+        self._set_now = set_now
+        self._read = read
+        self._pending: bytes | None = None
+        self.exhausted = False
+
+    def _pull(self, max_docs: int, max_bytes: int, now_ms: int) -> list[bytes]:
+        self._set_now(now_ms)
+        out: list[bytes] = []
+        size = 0
+        while len(out) < max_docs:
+            raw = self._pending
+            self._pending = None
+            if raw is None:
+                doc = next(self._results, None)
+                if doc is None:
+                    self.exhausted = True
+                    break
+                raw = bson.encode(doc, codec_options=CODEC)
+                if len(raw) > MAX_DOCUMENT_SIZE:
+                    raise QueryError(
+                        "BSONObjectTooLarge",
+                        f"BSONObj size: {len(raw)} (0x{len(raw):X}) is invalid. "
+                        f"Size must be between 0 and {MAX_DOCUMENT_SIZE}(16MB)",
+                    )
+            if out and size + len(raw) > max_bytes:
+                self._pending = raw
+                break
+            out.append(raw)
+            size += len(raw)
+        return out
+
+    async def fill(self, max_docs: int | None, now_ms: int) -> list[bytes]:
+        want = max_docs if max_docs is not None else 1 << 31
+        out: list[bytes] = await self._read(self._pull, want, MAX_BATCH_BYTES, now_ms)
+        return out
+
+
 @dataclass
 class Cursor:
     id: int
     ns: str
-    run: QueryRun
+    run: QueryRun | PipelineRun
     no_timeout: bool = False
     last_used: float = field(default_factory=time.monotonic)
 
@@ -33,7 +87,7 @@ class CursorManager:
     def __len__(self) -> int:
         return len(self._cursors)
 
-    def open(self, ns: str, run: QueryRun, no_timeout: bool = False) -> Cursor:
+    def open(self, ns: str, run: QueryRun | PipelineRun, no_timeout: bool = False) -> Cursor:
         while True:
             cid = secrets.randbits(63)
             if cid and cid not in self._cursors:
@@ -65,11 +119,13 @@ class CursorManager:
 
 
 async def fill_batch(
-    engine: Engine, run: QueryRun, max_docs: int | None, now_ms: int
+    engine: Engine, run: QueryRun | PipelineRun, max_docs: int | None, now_ms: int
 ) -> list[bytes]:
     """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk,
     leaving out documents expired at `now_ms` (one time for the whole batch).
     Between chunks the event loop serves other clients."""
+    if isinstance(run, PipelineRun):
+        return await run.fill(max_docs, now_ms)
     out: list[bytes] = []
     size = 0
     want = max_docs if max_docs is not None else 1 << 31

@@ -207,12 +207,14 @@ def _args_of(cls: type) -> dict[str, tuple[str, Arg]]:
     return found
 
 
-def extract(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
-    """Build `cls` from a command document. Raises CommandError: 40415 for an unknown field,
-    40414 for a missing required one, 14 TypeMismatch for a value of the wrong type."""
+def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool = False) -> P:
+    """Build `cls` from a command document (or, `nested`, from a document inside one, such as an
+    update statement, where `command` is the path to it and no field is the command's own).
+    Raises CommandError: 40415 for an unknown field, 40414 for a missing required one,
+    14 TypeMismatch for a value of the wrong type."""
     by_name = _args_of(cls)
     values: dict[str, Any] = {}
-    first = True
+    first = not nested
     for key, value in body.items():
         if first:
             first = False

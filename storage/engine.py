@@ -635,18 +635,68 @@ class Engine:
         counts it out of the collection's stats)."""
         rid_bytes = _U64.pack(rid)
         raw = ttl.body(value)
-        doc = bson.decode(raw, CODEC)
+        self._delete_entries(txn, info, value, rid_bytes, keep=frozenset())
+        txn.delete(_record_key(info.id, rid), db=self._records)
+        return len(raw)
+
+    def _delete_entries(
+        self, txn: Any, info: CollectionInfo, value: bytes, rid_bytes: bytes, keep: frozenset[bytes]
+    ) -> None:
+        """Delete the index and expiry entries of a stored record, except the index keys in `keep`
+        (which its replacement still needs). A unique entry goes only while it names this record."""
+        doc = bson.decode(ttl.body(value), CODEC)
         for ix in info.indexes:
             prefix = _U64.pack(ix.id)
             bodies, _multi = index_bodies(ix, doc)
             for body, _values in bodies:
                 key, _ = keys.fit(prefix, body) if ix.unique else keys.fit(prefix, body, rid_bytes)
+                if key in keep:
+                    continue
                 if not ix.unique or txn.get(key, db=self._index) == rid_bytes:
                     txn.delete(key, db=self._index)
         for key in ttl.expiry_keys(info, ttl.read_meta(value), rid_bytes):
             txn.delete(key, db=self._expiry)
-        txn.delete(_record_key(info.id, rid), db=self._records)
-        return len(raw)
+
+    def _replace_record(
+        self,
+        txn: Any,
+        info: CollectionInfo,
+        rid: int,
+        value: bytes,
+        raw: bytes,
+        doc: dict[str, Any],
+        now_ms: int,
+    ) -> CollectionInfo:
+        """Replace a stored record's document with `raw` (decoded: `doc`, same `_id`), keeping its
+        record id; its last-modified time becomes `now_ms` (every write refreshes the Cosmos `_ts`).
+        Unique keys are checked before anything is written (DuplicateKey; a holder expired at
+        `now_ms` is taken over). Returns the catalog entry, updated if an index became multikey."""
+        rid_bytes = _U64.pack(rid)
+        entries, flags = self._index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
+        self._delete_entries(txn, info, value, rid_bytes, keep=frozenset(entries))
+        for key in entries:
+            txn.put(key, rid_bytes, db=self._index)
+        meta = ttl.meta_for(info, doc, now_ms)
+        txn.put(_record_key(info.id, rid), meta.pack() + raw, db=self._records)
+        for key in ttl.expiry_keys(info, meta, rid_bytes):
+            txn.put(key, b"", db=self._expiry)
+        if flags:
+            info = info.with_indexes(_flagged(info.indexes, flags))
+            self._put_collection(txn, info)
+        return info
+
+    def modify(self, db: str, name: str, fn: Callable[[CollectionWrites], T], now_ms: int) -> T:
+        """Run `fn` with a view of one collection inside one write transaction, committed durably
+        when `fn` returns (and abandoned if it raises). The view's writes are stamped `now_ms`."""
+        validate_collection_name(db, name)
+
+        def run(txn: Any, changes: _CatalogChanges) -> T:
+            view = CollectionWrites(self, txn, changes, db, name, now_ms)
+            result = fn(view)
+            view._flush()
+            return result
+
+        return self._write(run)
 
     # -- time to live ------------------------------------------------------------------------------
 
@@ -969,6 +1019,81 @@ class Engine:
         txn.put(key, _STATS.pack(n + count, s + size), db=self._stats)
 
 
+class CollectionWrites:
+    """One collection inside a write transaction (see Engine.modify): read a record, then delete,
+    replace or insert documents with their index and expiry entries, statistics kept in step.
+    Storage errors (DuplicateKey, DocumentTooLarge, ...) are raised before the failing document
+    changes anything, so a caller may report them and go on in the same transaction."""
+
+    def __init__(
+        self, engine: Engine, txn: Any, changes: _CatalogChanges, db: str, name: str, now_ms: int
+    ) -> None:
+        self._engine = engine
+        self._txn = txn
+        self._changes = changes
+        self.db = db
+        self.name = name
+        self.now_ms = now_ms
+        self.info: CollectionInfo | None = engine._collections.get((db, name))
+        self.created = False
+        self._count = 0
+        self._size = 0
+
+    def get(self, rid: int) -> bytes | None:
+        """The stored record (header and BSON; see storage/ttl.py), or None."""
+        if self.info is None:
+            return None
+        value: bytes | None = self._txn.get(
+            _record_key(self.info.id, rid), db=self._engine._records
+        )
+        return value
+
+    def delete(self, rid: int, value: bytes) -> None:
+        """Delete a record read with get()."""
+        assert self.info is not None
+        self._size -= self._engine._delete_record(self._txn, self.info, rid, value)
+        self._count -= 1
+
+    def replace(self, rid: int, value: bytes, raw: bytes, doc: dict[str, Any]) -> None:
+        """Store a new version (`raw`, decoded `doc`) of a record read with get()."""
+        assert self.info is not None
+        _check_size(raw)
+        info = self._engine._replace_record(self._txn, self.info, rid, value, raw, doc, self.now_ms)
+        self._size += len(raw) - (len(value) - ttl.body_offset(value))
+        self._set_info(info)
+
+    def insert(self, raw: bytes) -> dict[str, Any]:
+        """Insert one client document (validated, given an `_id` if it has none), creating the
+        collection if needed; returns the document as stored."""
+        raw, doc = prepare_document(raw)
+        engine = self._engine
+        if self.info is None:
+            self._set_info(engine._new_collection(self._txn, self.db, self.name, {}))
+            self.created = True
+        assert self.info is not None
+        rid = engine._last_rid(self._txn, self.info.id) + 1
+        self._set_info(engine._insert_one(self._txn, self.info, rid, self.now_ms, raw, doc))
+        self._count += 1
+        self._size += len(raw)
+        return doc
+
+    def _set_info(self, info: CollectionInfo) -> None:
+        if info is not self.info:
+            self.info = self._changes[(self.db, self.name)] = info
+
+    def _flush(self) -> None:
+        if self.info is not None and (self._count or self._size):
+            self._engine._add_stats(self._txn, self.info.id, self._count, self._size)
+
+
+def _check_size(raw: bytes) -> None:
+    if len(raw) > MAX_DOCUMENT_SIZE:
+        raise QueryError(
+            "Location17419",
+            f"Resulting document after update is larger than {MAX_DOCUMENT_SIZE}",
+        )
+
+
 def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
     """The collection seen with only the TTL indexes among `indexes` (None if there are none)."""
     new_ttl = tuple(ix for ix in indexes if "expireAfterSeconds" in ix.options)
@@ -996,6 +1121,7 @@ def _delete_prefix(txn: Any, db: Any, prefix: bytes) -> None:
 
 __all__ = [
     "CODEC",
+    "CollectionWrites",
     "MAX_DOCUMENT_SIZE",
     "CreateIndexesResult",
     "DataDirLocked",

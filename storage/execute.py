@@ -200,6 +200,39 @@ class QueryRun:
                     continue
                 yield (i, key), rid, ttl.body(stored)
 
+    def records(
+        self, engine: Engine, now_ms: int, limit: int = 0
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """(record id, decoded document) of the matching documents not expired at `now_ms`, in
+        sort order (or the plan's), after `skip`, at most `limit` (0: all); projection ignored.
+        Reads in one transaction: for the write commands, which run on the writer thread and
+        re-check each record inside their write transaction."""
+        current = engine.collection(self.coll.db, self.coll.name)
+        if current is None or current.id != self.coll.id:
+            return []
+        self._rules = ttl.rules_for(current)
+        self._now = now_ms
+        sorting = self._sorting
+        want = limit + self.spec.skip if limit and not sorting else 0
+        found: list[tuple[int, dict[str, Any]]] = []
+        seen: set[int] = set()
+        with engine.read() as reader:
+            for _pos, rid, raw in self._candidates(reader):
+                if rid in seen:
+                    continue  # a multikey index lists a document once per key
+                seen.add(rid)
+                self.docs_examined += 1
+                ok, doc = self._decode_and_match(raw)
+                if ok and doc is not None:
+                    found.append((rid, doc))
+                    if want and len(found) >= want:
+                        break
+        if sorting:
+            assert self.spec.sort is not None
+            found = sort_documents([(doc, (rid, doc)) for rid, doc in found], self.spec.sort)
+        found = found[self.spec.skip :]
+        return found[:limit] if limit else found
+
     def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
         return self.spec.predicate(doc), doc

@@ -1,3 +1,13 @@
 """Command handlers, one module per group; importing this package registers them all."""
 
-from server.commands import admin, catalog, crud, handshake, indexes, query, testing  # noqa: F401
+from server.commands import (  # noqa: F401
+    admin,
+    aggregate,
+    catalog,
+    crud,
+    handshake,
+    indexes,
+    query,
+    testing,
+    writes,
+)

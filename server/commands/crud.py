@@ -94,7 +94,7 @@ class RawDoc:
         self.raw = raw
 
 
-def _cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
+def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
     return {
         "cursor": {batch_field: list(map(RawDoc, docs)), "id": Int64(cid), "ns": ns},
         "ok": 1.0,
@@ -146,7 +146,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     q = prepare_find(ctx, p)
     ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
     if coll is None:
-        return _cursor_reply(ns, 0, "firstBatch", [])
+        return cursor_reply(ns, 0, "firstBatch", [])
     run = QueryRun(coll, spec)
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
@@ -156,7 +156,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     cid = 0
     if not run.exhausted and not single_batch:
         cid = ctx.app.cursors.open(ns, run, p.no_cursor_timeout).id
-    return _cursor_reply(ns, cid, "firstBatch", docs)
+    return cursor_reply(ns, cid, "firstBatch", docs)
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
     if cursor.run.exhausted:
         ctx.app.cursors.close(cid)
         cid = 0
-    return _cursor_reply(ns, cid, "nextBatch", docs)
+    return cursor_reply(ns, cid, "nextBatch", docs)
 
 
 @dataclass(frozen=True)

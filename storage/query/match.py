@@ -18,6 +18,7 @@ from bson.datetime_ms import DatetimeMS
 from bson.raw_bson import RawBSONDocument
 
 from storage.errors import QueryError
+from storage.query import expressions
 from storage.query.compare import (
     RANK_MAXKEY,
     RANK_MINKEY,
@@ -49,13 +50,17 @@ def _never(_doc: dict[str, Any]) -> bool:
     return False
 
 
-def compile_filter(flt: Mapping[str, Any] | None) -> Predicate:
+def compile_filter(
+    flt: Mapping[str, Any] | None, variables: Mapping[str, Any] | None = None
+) -> Predicate:
     """Compile a filter once; the predicate is then called per candidate document.
+    `variables` are what `$expr` sees as `$$name` (a command's `let`, and "NOW").
     Raises QueryError (BadValue, FailedToParse, TypeMismatch, NotImplemented or a
-    `Location<code>` name, as MongoDB would) for a malformed or unsupported filter."""
+    `Location<code>` name, as MongoDB would) for a malformed or unsupported filter; a
+    predicate with `$expr` may also raise it for a document its expression fails on."""
     if not flt:
         return _always
-    return _compile_doc(flt)
+    return _compile_doc(flt, variables if variables is not None else {})
 
 
 # -- the expression tree ----------------------------------------------------------------------------
@@ -359,7 +364,7 @@ _PATHLESS = frozenset(
         "$db",
     }
 )
-_UNSUPPORTED_TOP = frozenset({"$expr", "$where", "$text", "$jsonSchema", "$sampleRate"})
+_UNSUPPORTED_TOP = frozenset({"$where", "$text", "$jsonSchema", "$sampleRate"})
 
 # Operators MongoDB accepts on a field (besides $not).
 _PATH_OPERATORS = frozenset(
@@ -397,11 +402,13 @@ _GEO_OPERATORS = frozenset(
 )
 
 
-def _compile_doc(flt: Mapping[str, Any]) -> Predicate:
+def _compile_doc(flt: Mapping[str, Any], variables: Mapping[str, Any] | None = None) -> Predicate:
+    """A filter document. `variables` is None below the top level (in $elemMatch), where MongoDB
+    refuses $expr; $and, $or and $nor pass theirs on."""
     preds: list[Predicate] = []
     for key, value in flt.items():
         if key.startswith("$"):
-            pred = _compile_top_operator(key, value)
+            pred = _compile_top_operator(key, value, variables)
             if pred is not None:
                 preds.append(pred)
         else:
@@ -409,9 +416,15 @@ def _compile_doc(flt: Mapping[str, Any]) -> Predicate:
     return _all_of(preds)
 
 
-def _compile_top_operator(op: str, value: Any) -> Predicate | None:
+def _compile_top_operator(
+    op: str, value: Any, variables: Mapping[str, Any] | None
+) -> Predicate | None:
     if op == "$comment":
         return None
+    if op == "$expr":
+        if variables is None:
+            raise QueryError("BadValue", "$expr can only be applied to the top-level document")
+        return _expr_predicate(value, variables)
     if op in ("$and", "$or", "$nor"):
         if not isinstance(value, list):
             raise QueryError("BadValue", f"{op} must be an array")
@@ -421,7 +434,7 @@ def _compile_top_operator(op: str, value: Any) -> Predicate | None:
         for clause in value:
             if not isinstance(clause, Mapping):
                 raise QueryError("BadValue", "$or/$and/$nor entries need to be full objects")
-            subs.append(_compile_doc(clause))
+            subs.append(_compile_doc(clause, variables))
         if op == "$and":
             return _all_of(subs)
         either = _any_of(subs)
@@ -448,6 +461,13 @@ def _compile_top_operator(op: str, value: Any) -> Predicate | None:
         "$getField or $setField."
     )
     raise QueryError("BadValue", f"unknown top level operator: {op}{hint}")
+
+
+def _expr_predicate(spec: Any, variables: Mapping[str, Any]) -> Predicate:
+    """{$expr: <aggregation expression>}: a document matches when the expression is truthy."""
+    expr = expressions.compile_expression(spec, frozenset(variables))
+    truthy = expressions.truthy
+    return lambda doc: truthy(expr(doc, variables))
 
 
 def _is_operator_doc(value: Any) -> bool:

@@ -17,15 +17,15 @@ from bson import Int64, ObjectId, Timestamp
 from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 from pymongo import AsyncMongoClient, MongoClient
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from server.testing import ServerThread
+from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_of, ttl_pass
 
 Client = MongoClient[dict[str, Any]]
 StartServer = Callable[..., ServerThread]
 
 RAW = CodecOptions(document_class=RawBSONDocument)
-TEST_COMMANDS = {"enableTestCommands": True}
 DAY = 86_400
 HOUR = datetime.timedelta(hours=1)
 MINUTE = datetime.timedelta(minutes=1)
@@ -39,12 +39,6 @@ def server(start_server: StartServer) -> ServerThread:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def error_code(fn: Callable[[], Any]) -> int:
-    with pytest.raises((OperationFailure, BulkWriteError)) as info:
-        fn()
-    return int(info.value.code)  # type: ignore[arg-type]
 
 
 def failure(fn: Callable[[], Any]) -> OperationFailure:
@@ -63,21 +57,9 @@ def server_now(client: Client) -> datetime.datetime:
     return now
 
 
-def advance(client: Client, seconds: float) -> None:
-    clock(client, advanceMillis=int(seconds * 1000))
-
-
-def ttl_pass(client: Client) -> dict[str, Any]:
-    return client.admin.command("ttlMonitorPass")
-
-
 def ttl_metrics(client: Client) -> dict[str, Any]:
     metrics: dict[str, Any] = client.admin.command("serverStatus")["metrics"]["ttl"]
     return metrics
-
-
-def ids_of(coll: Any, flt: dict[str, Any] | None = None) -> list[Any]:
-    return sorted(d["_id"] for d in coll.find(flt or {}))
 
 
 def count(coll: Any, query: dict[str, Any] | None = None) -> int:

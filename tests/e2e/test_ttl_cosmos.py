@@ -16,39 +16,20 @@ from bson import Int64, Timestamp
 from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 from pymongo import MongoClient
-from pymongo.errors import OperationFailure
 
 from server.testing import ServerThread
+from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_of, ttl_pass
 
 Client = MongoClient[dict[str, Any]]
 StartServer = Callable[..., ServerThread]
 
 RAW = CodecOptions(document_class=RawBSONDocument)
-TEST_COMMANDS = {"enableTestCommands": True}
 YEAR = 365 * 86_400
 
 
 @pytest.fixture
 def server(start_server: StartServer) -> ServerThread:
     return start_server(parameters=TEST_COMMANDS)
-
-
-def error_code(fn: Callable[[], Any]) -> int:
-    with pytest.raises(OperationFailure) as info:
-        fn()
-    return int(info.value.code)  # type: ignore[arg-type]
-
-
-def advance(client: Client, seconds: float) -> None:
-    client.admin.command("ttlClock", advanceMillis=int(seconds * 1000))
-
-
-def ttl_pass(client: Client) -> dict[str, Any]:
-    return client.admin.command("ttlMonitorPass")
-
-
-def ids_of(coll: Any, flt: dict[str, Any] | None = None) -> list[Any]:
-    return sorted(d["_id"] for d in coll.find(flt or {}))
 
 
 def count(coll: Any, query: dict[str, Any] | None = None) -> int:

@@ -122,9 +122,14 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "BadValue",
         "$elemMatch needs an Object",
     ),
+    (
+        "$expr inside $elemMatch",
+        {"a": {"$elemMatch": {"$expr": {"$eq": ["$b", 1]}}}},
+        "BadValue",
+        "$expr can only be applied to the top-level document",
+    ),
     # -- supported by MongoDB, not here ----------------------------------------------------------
     ("$where", {"$where": "this.a == 1"}, "NotImplemented", "$where is not supported"),
-    ("$expr", {"$expr": {"$eq": ["$a", 1]}}, "NotImplemented", "$expr is not supported"),
     ("$text", {"$text": {"$search": "x"}}, "NotImplemented", "$text is not supported"),
     ("$jsonSchema", {"$jsonSchema": {}}, "NotImplemented", "$jsonSchema is not supported"),
     ("$near", {"a": {"$near": [0, 0]}}, "NotImplemented", "$near is not supported"),

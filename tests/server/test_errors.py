@@ -208,3 +208,34 @@ def test_shell_repr(value: object, text: str) -> None:
 def test_shell_repr_of_non_finite_doubles(value: float) -> None:
     text = shell_repr(value)
     assert ("inf" in text) if value == value else ("nan" in text.lower())
+
+
+def _storage_code_names() -> set[str]:
+    """Every codeName storage/ raises by literal: the first argument of QueryError(...) and of its
+    local wrappers (_fail, _error), and every `code_name = "..."` class attribute."""
+    import ast
+    from pathlib import Path
+
+    names: set[str] = set()
+    for path in (Path(__file__).resolve().parents[2] / "storage").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and node.args:
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                first = node.args[0]
+                if called in ("QueryError", "_fail", "_error") and isinstance(first, ast.Constant):
+                    if isinstance(first.value, str):
+                        names.add(first.value)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if targets == ["code_name"] and isinstance(node.value.value, str):
+                    names.add(node.value.value)
+    return names
+
+
+def test_every_storage_code_name_has_a_code() -> None:
+    names = _storage_code_names()
+    assert len(names) > 20
+    for name in sorted(names):
+        member = ErrorCode.__members__.get(name)
+        assert member is not None or (name.startswith("Location") and name[8:].isdigit()), name

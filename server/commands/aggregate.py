@@ -1,0 +1,93 @@
+"""The aggregate command: parse the pipeline, then pull its results batch by batch on a reader
+thread (storage/aggregate.py runs the stages; its reads go through the query engine, so expired
+documents never enter a pipeline, whether read first or by $lookup or $unionWith)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bson.datetime_ms import DatetimeMS
+
+from server.commands.crud import check_collation, cursor_reply
+from server.context import CommandContext
+from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
+from server.errors import CommandError, ErrorCode
+from server.params import COMMAND_VALUE, Kind, arg
+from server.registry import REGISTRY
+from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from storage.catalog import validate_collection_name
+from storage.query.expressions import compile_expression
+
+
+@dataclass(frozen=True)
+class AggregateParams:
+    target: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
+    pipeline: list[Any] = arg("pipeline", Kind.ARRAY, required=True)
+    cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
+    explain: bool = arg("explain", Kind.BOOL, False)
+    allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
+    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+
+
+def _collection(target: Any) -> str | None:
+    """The collection named by `aggregate` (None for a collection-less `aggregate: 1`)."""
+    if isinstance(target, str):
+        return target
+    if isinstance(target, int | float) and not isinstance(target, bool) and target == 1:
+        return None
+    raise CommandError(
+        ErrorCode.FailedToParse,
+        "Invalid command format: the 'aggregate' field must specify a collection name or 1",
+    )
+
+
+def _batch_size(cursor: dict[str, Any]) -> int:
+    size = cursor.get("batchSize", DEFAULT_FIRST_BATCH)
+    if isinstance(size, bool) or not isinstance(size, int | float):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'aggregate.cursor.batchSize' is the wrong type, expected type 'int'",
+        )
+    if size < 0:
+        raise CommandError(
+            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {size}"
+        )
+    return int(size)
+
+
+@REGISTRY.command("aggregate", params=AggregateParams)
+async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
+    """Run an aggregation pipeline; returns the first batch and a cursor id for the rest."""
+    collection = _collection(p.target)
+    if collection is not None:
+        validate_collection_name(ctx.db, collection)
+    if p.explain:
+        raise CommandError(ErrorCode.NotImplemented, "explain of aggregate is not supported")
+    if p.cursor is None:
+        raise CommandError(
+            ErrorCode.FailedToParse,
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        )
+    first = _batch_size(p.cursor)
+    check_collation(p.collation)
+    now = ctx.app.clock.now_ms()
+    variables: dict[str, Any] = {"NOW": DatetimeMS(now)}
+    for name, spec in (p.let or {}).items():
+        variables[name] = compile_expression(spec)({}, variables)
+    pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
+    source = EngineSource(ctx.app.engine, ctx.db, now)
+
+    def set_now(now_ms: int) -> None:
+        source.now_ms = now_ms
+
+    results = run_pipeline(pipeline, source, collection, variables)
+    run = PipelineRun(iter(results), set_now, ctx.app.gateway.read)
+    docs = await run.fill(first, now) if first else []
+    ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
+    cid = 0
+    if not run.exhausted:
+        cid = ctx.app.cursors.open(ns, run).id
+    return cursor_reply(ns, cid, "firstBatch", docs)

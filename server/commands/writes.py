@@ -1,0 +1,253 @@
+"""Changing documents: update, delete and findAndModify. Statements are parsed here, run on the
+writer thread by storage/writes.py (which matches through the query engine, so expired documents
+are never matched), and per-statement failures go back in `writeErrors`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from server.commands.crud import check_collation
+from server.commands.handshake import MAX_WRITE_BATCH_SIZE
+from server.context import CommandContext
+from server.errors import CommandError, ErrorCode, write_error
+from server.params import COMMAND_VALUE, Kind, arg, extract
+from server.registry import REGISTRY
+from storage import writes
+from storage.catalog import validate_collection_name
+from storage.errors import StorageError
+from storage.execute import QuerySpec
+from storage.query.paths import MISSING
+from storage.query.projection import parse_projection
+from storage.query.update import Update, parse_update
+
+
+def _check_batch(n: int) -> None:
+    if not 1 <= n <= MAX_WRITE_BATCH_SIZE:
+        raise CommandError(
+            ErrorCode.InvalidLength,
+            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {n} operations.",
+        )
+
+
+def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Update:
+    """An update statement's `u`: an update or replacement document (pipelines are not yet
+    supported). Raises StorageError (reported per statement) for a malformed one."""
+    if isinstance(u, list):
+        raise CommandError(ErrorCode.NotImplemented, "pipeline-style updates are not supported")
+    change = parse_update(u, array_filters)
+    if change.replacement and multi:
+        raise CommandError(
+            ErrorCode.FailedToParse, "multi update is not supported for replacement-style update"
+        )
+    return change
+
+
+# -- update ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpdateStatement:
+    q: dict[str, Any] = arg("q", Kind.DOC, required=True)
+    u: Any = arg("u", Kind.ANY, required=True)
+    upsert: bool = arg("upsert", Kind.BOOL, False)
+    multi: bool = arg("multi", Kind.BOOL, False)
+    array_filters: list[Any] | None = arg("arrayFilters", Kind.ARRAY)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    upsert_supplied: bool = arg("upsertSupplied", Kind.BOOL, False)
+
+
+@dataclass(frozen=True)
+class UpdateParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    updates: tuple[dict[str, Any], ...] = arg("updates", Kind.DOCS, required=True)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+
+
+@REGISTRY.command("update", params=UpdateParams)
+async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
+    """Run update statements in order; each statement's failure is a writeErrors entry."""
+    validate_collection_name(ctx.db, p.collection)
+    _check_batch(len(p.updates))
+    statements = [extract(UpdateStatement, "update.updates", s, nested=True) for s in p.updates]
+    for s in statements:
+        if not isinstance(s.u, dict | list):
+            raise CommandError(
+                ErrorCode.FailedToParse,
+                "Update argument must be either an object or an array",
+            )
+        check_collation(s.collation)
+    n = modified = 0
+    upserted: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for i, s in enumerate(statements):
+        try:
+            spec = QuerySpec.parse(s.q, hint=s.hint)
+            change = _parse_change(s.u, s.array_filters, s.multi)
+            result = await ctx.app.gateway.write(
+                writes.update,
+                ctx.app.engine,
+                ctx.db,
+                p.collection,
+                spec,
+                change,
+                s.multi,
+                s.upsert,
+                ctx.app.clock.now_ms(),
+            )
+        except (StorageError, CommandError) as exc:
+            errors.append(write_error(i, exc))
+            if p.ordered:
+                break
+            continue
+        n += result.matched
+        modified += result.modified
+        if result.upserted_id is not MISSING:
+            n += 1
+            upserted.append({"index": i, "_id": result.upserted_id})
+        if result.error is not None:
+            errors.append(write_error(i, result.error))
+            if p.ordered:
+                break
+    ctx.app.stats.count_documents("update", modified + len(upserted))
+    reply: dict[str, Any] = {"n": n, "nModified": modified}
+    if upserted:
+        reply["upserted"] = upserted
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
+
+
+# -- delete ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeleteStatement:
+    q: dict[str, Any] = arg("q", Kind.DOC, required=True)
+    limit: int = arg("limit", Kind.INT, required=True)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+
+
+@dataclass(frozen=True)
+class DeleteParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    deletes: tuple[dict[str, Any], ...] = arg("deletes", Kind.DOCS, required=True)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+
+
+@REGISTRY.command("delete", params=DeleteParams)
+async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
+    """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
+    validate_collection_name(ctx.db, p.collection)
+    _check_batch(len(p.deletes))
+    statements = [extract(DeleteStatement, "delete.deletes", s, nested=True) for s in p.deletes]
+    for s in statements:
+        if s.limit not in (0, 1):
+            raise CommandError(
+                ErrorCode.FailedToParse,
+                f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
+            )
+        check_collation(s.collation)
+    n = 0
+    errors: list[dict[str, Any]] = []
+    for i, s in enumerate(statements):
+        try:
+            spec = QuerySpec.parse(s.q, hint=s.hint)
+            result = await ctx.app.gateway.write(
+                writes.delete,
+                ctx.app.engine,
+                ctx.db,
+                p.collection,
+                spec,
+                s.limit == 1,
+                ctx.app.clock.now_ms(),
+            )
+        except StorageError as exc:
+            errors.append(write_error(i, exc))
+            if p.ordered:
+                break
+            continue
+        n += result.deleted
+    ctx.app.stats.count_documents("delete", n)
+    reply: dict[str, Any] = {"n": n}
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
+
+
+# -- findAndModify ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FindAndModifyParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    query: dict[str, Any] | None = arg("query", Kind.DOC)
+    sort: dict[str, Any] | None = arg("sort", Kind.DOC)
+    remove: bool = arg("remove", Kind.BOOL, False)
+    update: Any = arg("update", Kind.ANY)
+    new: bool = arg("new", Kind.BOOL, False)
+    fields: dict[str, Any] | None = arg("fields", Kind.DOC)
+    upsert: bool = arg("upsert", Kind.BOOL, False)
+    array_filters: list[Any] | None = arg("arrayFilters", Kind.ARRAY)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+
+
+def _check_find_and_modify(p: FindAndModifyParams) -> None:
+    if p.remove and p.update is not None:
+        raise CommandError(ErrorCode.FailedToParse, "Cannot specify both an update and remove=true")
+    if not p.remove and p.update is None:
+        raise CommandError(
+            ErrorCode.FailedToParse, "Either an update or remove=true must be specified"
+        )
+    if p.remove and p.upsert:
+        raise CommandError(
+            ErrorCode.FailedToParse, "Cannot specify both upsert=true and remove=true"
+        )
+    if p.remove and p.new:
+        raise CommandError(
+            ErrorCode.FailedToParse,
+            "Cannot specify both new=true and remove=true; 'remove' always returns the deleted "
+            "document",
+        )
+    if p.update is not None and not isinstance(p.update, dict | list):
+        raise CommandError(
+            ErrorCode.FailedToParse, "Update argument must be either an object or an array"
+        )
+    check_collation(p.collation)
+
+
+@REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams)
+async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[str, Any]:
+    """Update or remove one document and return it (before, or with `new` after, the change)."""
+    validate_collection_name(ctx.db, p.collection)
+    _check_find_and_modify(p)
+    spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint)
+    change = None if p.remove else _parse_change(p.update, p.array_filters, False)
+    fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
+    result = await ctx.app.gateway.write(
+        writes.find_and_modify,
+        ctx.app.engine,
+        ctx.db,
+        p.collection,
+        spec,
+        remove=p.remove,
+        change=change,
+        upsert=p.upsert,
+        return_new=p.new,
+        fields=fields,
+        now_ms=ctx.app.clock.now_ms(),
+    )
+    last: dict[str, Any] = {"n": result.matched}
+    if not p.remove:
+        last["updatedExisting"] = result.updated_existing
+        if result.upserted_id is not MISSING:
+            last["upserted"] = result.upserted_id
+    return {"lastErrorObject": last, "value": result.value, "ok": 1.0}

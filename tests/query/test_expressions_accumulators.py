@@ -1,0 +1,127 @@
+"""$group accumulators from compile_accumulator, and the expression forms of $sum, $avg, $min,
+$max and $stdDev*, table-driven: each runs over a list of documents and is checked with its BSON
+type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bson import Decimal128, Int64
+
+from storage.errors import QueryError
+from storage.query.expressions import compile_accumulator
+from tests.query.expr_support import Doc, run, typed
+
+NUMS: list[Doc] = [{"v": 1}, {"v": 2}, {"v": 3}]
+MIXED: list[Doc] = [{"v": 1}, {"v": "x"}, {}, {"v": None}, {"v": 2.5}, {"v": [10]}]
+OBJS: list[Doc] = [{"v": {"a": 1, "b": 1}}, {"v": None}, {"v": {"b": 2}}, {}]
+
+CASES: list[tuple[str, str, Any, list[Doc], Any]] = [
+    ("sum ints", "$sum", "$v", NUMS, 6),
+    ("sum ignores non-numbers", "$sum", "$v", MIXED, 3.5),
+    ("sum of nothing", "$sum", "$v", [], 0),
+    ("sum of no numbers", "$sum", "$v", [{"v": "a"}], 0),
+    ("sum constant counts", "$sum", 1, NUMS, 3),
+    ("sum int overflow is a long", "$sum", "$v", [{"v": 2**31 - 1}, {"v": 1}], Int64(2**31)),
+    ("sum longs", "$sum", "$v", [{"v": Int64(1)}, {"v": 2}], Int64(3)),
+    ("sum long overflow is a double", "$sum", "$v", [{"v": Int64(2**63 - 1)}, {"v": 1}], 9.223372036854776e18),
+    ("sum is exact over doubles", "$sum", "$v", [{"v": 0.1}] * 10, 1.0),
+    ("sum decimals", "$sum", "$v", [{"v": Decimal128("0.1")}, {"v": 1}], Decimal128("1.1")),
+    ("avg", "$avg", "$v", NUMS, 2.0),
+    ("avg ignores non-numbers", "$avg", "$v", MIXED, 1.75),
+    ("avg of nothing is null", "$avg", "$v", [{"v": "x"}], None),
+    ("avg decimal", "$avg", "$v", [{"v": Decimal128("1")}, {"v": 2}], Decimal128("1.5")),
+    ("min", "$min", "$v", NUMS, 1),
+    ("min ignores null and missing", "$min", "$v", MIXED, 1),
+    ("max", "$max", "$v", NUMS, 3),
+    ("max in BSON order", "$max", "$v", MIXED, [10]),
+    ("max of nothing is null", "$max", "$v", [{}, {"v": None}], None),
+    ("first", "$first", "$v", NUMS, 1),
+    ("first keeps null for missing", "$first", "$v", [{}, {"v": 1}], None),
+    ("last", "$last", "$v", NUMS, 3),
+    ("last keeps null for missing", "$last", "$v", [{"v": 1}, {}], None),
+    ("push", "$push", "$v", MIXED, [1, "x", None, 2.5, [10]]),
+    ("push an object expression", "$push", {"w": "$v"}, NUMS[:2], [{"w": 1}, {"w": 2}]),
+    ("addToSet", "$addToSet", "$v", [{"v": 1}, {"v": 1.0}, {"v": "1"}, {}, {"v": Int64(1)}], [1, "1"]),
+    ("addToSet documents", "$addToSet", "$v", [{"v": {"a": 1}}, {"v": {"a": 1}}], [{"a": 1}]),
+    ("mergeObjects", "$mergeObjects", "$v", OBJS, {"a": 1, "b": 2}),
+    ("stdDevPop", "$stdDevPop", "$v", [{"v": 1}, {"v": 3}], 1.0),
+    ("stdDevSamp", "$stdDevSamp", "$v", [{"v": 1}, {"v": 3}], 1.4142135623730951),
+    ("stdDevSamp of one", "$stdDevSamp", "$v", [{"v": 1}], None),
+    ("stdDevPop of nothing", "$stdDevPop", "$v", [{"v": "x"}], None),
+    ("count", "$count", {}, MIXED, 6),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "arg", "docs", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_accumulator(op: str, arg: Any, docs: list[Doc], expected: Any) -> None:
+    acc = compile_accumulator(op, arg)()
+    for doc in docs:
+        acc.add(doc, {})
+    assert typed(acc.result()) == typed(expected)
+
+
+def test_factory_gives_fresh_state() -> None:
+    make = compile_accumulator("$push", "$v")
+    first, second = make(), make()
+    first.add({"v": 1}, {})
+    assert second.result() == []
+
+
+def test_accumulator_sees_variables() -> None:
+    acc = compile_accumulator("$sum", "$$k", frozenset({"k"}))()
+    acc.add({}, {"k": 5})
+    assert acc.result() == 5
+
+
+ACC_ERRORS: list[tuple[str, str, Any, str, str]] = [
+    ("unknown", "$foo", 1, "Location15952", "unknown group operator '$foo'"),
+    ("array argument", "$sum", [1, 2], "Location40237", "The $sum accumulator is a unary operator"),
+    ("count with arguments", "$count", {"a": 1}, "TypeMismatch", "$count takes no arguments, i.e. $count:{}"),
+    ("count not an object", "$count", 1, "TypeMismatch", "$count takes no arguments, i.e. $count:{}"),
+    ("bad expression", "$sum", {"$bogus": 1}, "InvalidPipelineOperator", "Unrecognized expression '$bogus'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "arg", "code_name", "message"), [e[1:] for e in ACC_ERRORS], ids=[e[0] for e in ACC_ERRORS]
+)
+def test_accumulator_errors(op: str, arg: Any, code_name: str, message: str) -> None:
+    with pytest.raises(QueryError) as info:
+        compile_accumulator(op, arg)
+    assert (info.value.code_name, info.value.message) == (code_name, message)
+
+
+def test_merge_objects_rejects_scalars() -> None:
+    acc = compile_accumulator("$mergeObjects", "$v")()
+    with pytest.raises(QueryError) as info:
+        acc.add({"v": 1}, {})
+    assert info.value.code_name == "Location40400"
+
+
+EXPRESSION_FORMS: list[tuple[str, Any, Any]] = [
+    ("sum of an array field", {"$sum": "$a"}, 6),
+    ("sum of arguments", {"$sum": [1, "$x", 2.5]}, 3.5),
+    ("sum of one array argument", {"$sum": [[1, 2]]}, 3),
+    ("sum does not descend nested arrays", {"$sum": [1, [2]]}, 1),
+    ("sum of a scalar", {"$sum": 5}, 5),
+    ("sum of a string", {"$sum": "x"}, 0),
+    ("avg of an array field", {"$avg": "$a"}, 2.0),
+    ("avg of nothing", {"$avg": "$missing"}, None),
+    ("min of an array", {"$min": "$a"}, 1),
+    ("min of arguments", {"$min": [3, None, 2]}, 2),
+    ("max of mixed types", {"$max": [1, "a"]}, "a"),
+    ("max of nothing", {"$max": [None]}, None),
+    ("stdDevPop", {"$stdDevPop": [1, 3]}, 1.0),
+    ("stdDevSamp", {"$stdDevSamp": "$a"}, 1.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [c[1:] for c in EXPRESSION_FORMS], ids=[c[0] for c in EXPRESSION_FORMS]
+)
+def test_expression_form(spec: Any, expected: Any) -> None:
+    assert typed(run(spec, {"a": [1, 2, 3]})) == typed(expected)
