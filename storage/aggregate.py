@@ -44,8 +44,8 @@ from storage.query.match import Predicate, compile_filter
 from storage.query.paths import MISSING
 
 # The projection module already prints values and type names exactly as MongoDB's messages do.
-from storage.query.projection import _render as render
-from storage.query.projection import _type_name as type_name
+from storage.query.projection import render_value as render
+from storage.query.projection import type_name
 from storage.query.sort import SortSpec, parse_sort, sort_documents
 
 Doc = dict[str, Any]

@@ -115,9 +115,7 @@ def _store(view: CollectionWrites, rid: int, value: bytes, new_doc: dict[str, An
 def _upsert_document(change: Update, spec: QuerySpec, now_ms: int) -> dict[str, Any]:
     """The document an upsert inserts: the query's equality fields under the update, or the
     replacement with the query's `_id`."""
-    seed = upsert_seed(spec.filter)
-    if change.replacement:
-        seed = {"_id": seed["_id"]} if "_id" in seed else {}
+    seed = upsert_seed(spec.filter, replacement=change.replacement)
     return change.apply(seed, now_ms=now_ms, inserting=True, query=spec.filter)
 
 

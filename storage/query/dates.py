@@ -162,7 +162,7 @@ def iso_local_ms(
 # The span of instants zoneinfo can place; offsets outside it are taken from its ends.
 _MIN_SECONDS = -62135596800 + 86400
 _MAX_SECONDS = 253402300799 - 86400
-_OFFSET = re.compile(r"([+-])(\d\d)(?::?(\d\d))?")
+_OFFSET = re.compile(r"([+-])([0-9]{2})(?::?([0-9]{2}))?")
 
 
 class TimeZone:
@@ -211,8 +211,8 @@ def parse_offset(spec: str) -> int | None:
 
 def time_zone(name: str) -> TimeZone:
     """A time zone by its identifier, or error 40485 as MongoDB reports an unknown one."""
-    if name in ("UTC", "GMT", "Etc/UTC", "Etc/GMT", "Z"):
-        return UTC if name == "UTC" else TimeZone(name, 0)
+    if name == "UTC":
+        return UTC
     fixed = parse_offset(name)
     if fixed is not None:
         return TimeZone(name, fixed)
@@ -314,12 +314,13 @@ class DateParseError(Exception):
 
 
 _ISO = re.compile(
-    r"\s*(?P<y>[+-]?\d{4,})-(?P<m>\d{1,2})-(?P<d>\d{1,2})"
-    r"(?:[T ]\s*(?P<H>\d{1,2}):(?P<M>\d{2})(?::(?P<S>\d{2})(?:[.,](?P<f>\d+))?)?)?"
-    r"\s*(?P<tz>Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)?\s*",
+    r"\s*(?P<y>[0-9]{4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
+    r"(?:[T ]\s*(?P<H>[0-9]{1,2}):(?P<M>[0-9]{2})"
+    r"(?::(?P<S>[0-9]{2})(?:[.,](?P<f>[0-9]+))?)?)?"
+    r"\s*(?P<tz>Z|UTC|GMT|[+-][0-9]{2}(?::?[0-9]{2})?)?\s*",
     re.IGNORECASE,
 )
-_SLASHED = re.compile(r"\s*(?P<y>\d{4})/(?P<m>\d{1,2})/(?P<d>\d{1,2})\s*")
+_SLASHED = re.compile(r"\s*(?P<y>[0-9]{4})/(?P<m>[0-9]{1,2})/(?P<d>[0-9]{1,2})\s*")
 
 
 def _tz_offset_ms(text: str) -> int:
@@ -359,8 +360,7 @@ def parse_date(text: str, tz: TimeZone, fmt: str | None = None) -> int:
             "you cannot pass in a date/time string with GMT offset together with a timezone "
             "argument"
         )
-    if fields.get("m", 1) > 12 or fields.get("d", 1) > 31 or fields.get("H", 0) > 24:
-        raise DateParseError(f"Error parsing date string '{text}'")
+    _check_fields(text, fields)
     if "G" in fields:
         wall = iso_local_ms(
             fields["G"],
@@ -391,19 +391,19 @@ def parse_date(text: str, tz: TimeZone, fmt: str | None = None) -> int:
 
 
 _FORMAT_PATTERNS = {
-    "Y": r"(\d{4})",
-    "G": r"(\d{4})",
-    "m": r"(\d{1,2})",
-    "d": r"(\d{1,2})",
-    "H": r"(\d{1,2})",
-    "M": r"(\d{1,2})",
-    "S": r"(\d{1,2})",
-    "L": r"(\d{1,3})",
-    "j": r"(\d{1,3})",
-    "u": r"(\d)",
-    "V": r"(\d{1,2})",
-    "z": r"(Z|[+-]\d{2}(?::?\d{2})?)",
-    "Z": r"([+-]\d+)",
+    "Y": r"([0-9]{4})",
+    "G": r"([0-9]{4})",
+    "m": r"([0-9]{1,2})",
+    "d": r"([0-9]{1,2})",
+    "H": r"([0-9]{1,2})",
+    "M": r"([0-9]{1,2})",
+    "S": r"([0-9]{1,2})",
+    "L": r"([0-9]{1,3})",
+    "j": r"([0-9]{1,3})",
+    "u": r"([0-9])",
+    "V": r"([0-9]{1,2})",
+    "z": r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)",
+    "Z": r"([+-][0-9]+)",
     "b": r"([A-Za-z]{3})",
     "B": r"([A-Za-z]+)",
 }
@@ -423,6 +423,29 @@ def validate_parse_format(fmt: str) -> None:
             i += 2
         else:
             i += 1
+
+
+def _check_fields(text: str, fields: dict[str, int]) -> None:
+    """Reject impossible dates and times, as timelib does, rather than roll them over."""
+    if "j" in fields:
+        year = fields.get("Y", 1970)
+        if not 1 <= fields["j"] <= days_from_civil(year + 1, 1, 1) - days_from_civil(year, 1, 1):
+            raise DateParseError(f"Error parsing date string '{text}'")
+        fields["m"], fields["d"] = civil_from_days(
+            days_from_civil(year, 1, 1) + fields.pop("j") - 1
+        )[1:]
+    bad = (
+        not 1 <= fields.get("m", 1) <= 12
+        or fields.get("H", 0) > 23
+        or fields.get("M", 0) > 59
+        or fields.get("S", 0) > 59
+        or (
+            "Y" in fields
+            and not 1 <= fields.get("d", 1) <= days_in_month(fields["Y"], fields.get("m", 1))
+        )
+    )
+    if bad:
+        raise DateParseError(f"Error parsing date string '{text}'")
 
 
 def _parse_with_format(text: str, fmt: str) -> tuple[dict[str, int], int | None]:
@@ -459,9 +482,6 @@ def _parse_with_format(text: str, fmt: str) -> tuple[dict[str, int], int | None]
             fields["m"] = month
         else:
             fields[spec] = int(value)
-    if "j" in fields and "Y" in fields:
-        fields["m"] = 1
-        fields["d"] = fields.pop("j")
     return fields, offset
 
 

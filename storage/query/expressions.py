@@ -589,7 +589,7 @@ def _compile(spec: Any, defined: frozenset[str]) -> Expression:
         return _const(spec)
     if t is list:
         return _compile_array(spec, defined)
-    if t is dict or (isinstance(spec, Mapping) and t is not DBRef):
+    if t is dict or isinstance(spec, Mapping):
         if not spec:
             return lambda doc, v: {}
         first = next(iter(spec))
@@ -1123,7 +1123,7 @@ def _rounder(rounding: str, fn: Callable[[float], float]) -> Callable[[Any], Any
             return math.copysign(r, x) if r == 0 else r  # C keeps the sign of a zero
         if t is Decimal128:
             d = x.to_decimal()
-            if not d.is_finite():
+            if not d.is_finite() or d.as_tuple().exponent >= 0:  # already integral
                 return x
             return _mkdec(d.quantize(decimal.Decimal(1), rounding=rounding, context=_DEC))
         return x
@@ -3413,7 +3413,8 @@ def _field_argument(op: str, spec: Any, codes: tuple[int, int, int]) -> str:
 def _get_field(spec: Any, defined: frozenset[str], op: str) -> Expression:
     field_spec: Any = MISSING
     input_f: Expression | None = None
-    if isinstance(spec, Mapping) and spec and not next(iter(spec)).startswith("$"):
+    if isinstance(spec, Mapping) and not (spec and next(iter(spec)).startswith("$")):
+        # Named arguments, unless the object is itself an expression like {$literal: "a"}.
         for key, sub in spec.items():
             if key == "field":
                 field_spec = sub

@@ -107,7 +107,7 @@ class _Node:
 
 
 # One step of the positional key search: a query leaf's path and its compiled predicate.
-_KeyLeaf = tuple[tuple[str, ...], Predicate]
+KeyLeaf = tuple[tuple[str, ...], Predicate]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class Projection:
     root: _Node
     # $slice and positional steps, applied to the projected document in the order of the tree.
     steps: tuple[tuple[tuple[str, ...], _Slice | _Positional], ...]
-    key_leaves: tuple[_KeyLeaf, ...]
+    key_leaves: tuple[KeyLeaf, ...]
 
     def apply(self, doc: dict[str, Any]) -> dict[str, Any]:
         if self.inclusion:
@@ -132,7 +132,7 @@ class Projection:
             if isinstance(step, _Slice):
                 out = _slice_path(out, parts, 0, step)
             else:
-                out = _positional(out, parts, lambda: _match_key(self.key_leaves, doc))
+                out = _positional(out, parts, lambda: match_key(self.key_leaves, doc))
         return out
 
 
@@ -198,9 +198,9 @@ class _Parser:
         _mark_computed(self.root)
         steps: list[tuple[tuple[str, ...], _Slice | _Positional]] = []
         _collect_steps(self.root, (), steps)
-        leaves: tuple[_KeyLeaf, ...] = ()
+        leaves: tuple[KeyLeaf, ...] = ()
         if self.has_positional and self.filter is not None:
-            leaves = tuple(_key_leaves(self.filter))
+            leaves = tuple(key_leaves(self.filter))
         return Projection(inclusion, self.root, tuple(steps), leaves)
 
     def parse_element(self, name: str, value: Any, parent: _Node) -> None:
@@ -261,14 +261,14 @@ class _Parser:
         if self.inclusion is False:
             raise _error(
                 31310,
-                f"Cannot use an expression {name}: {_render(value)} in an exclusion projection",
+                f"Cannot use an expression {name}: {render_value(value)} in an exclusion projection",
             )
         self.inclusion = True
         if not _is_constant(value):
             # A string starting with `$` is a field path ("$a", "$$ROOT"); arrays may hold them.
             raise QueryError(
                 "NotImplemented",
-                f"aggregation expressions in a projection are not supported yet: {_render(value)}",
+                f"aggregation expressions in a projection are not supported yet: {render_value(value)}",
             )
 
     def sub_object(self, name: str, obj: Mapping[str, Any], parent: _Node) -> None:
@@ -304,7 +304,7 @@ class _Parser:
             if not isinstance(arg, Mapping):
                 raise _error(
                     31274,
-                    f"elemMatch: Invalid argument, object required, but got {_type_name(arg)}",
+                    f"elemMatch: Invalid argument, object required, but got {type_name(arg)}",
                 )
             if self.has_positional:
                 raise _error(31255, "Cannot specify positional operator and $elemMatch.")
@@ -331,7 +331,7 @@ class _Parser:
         """A $slice that is not find's [skip, limit] is parsed as the aggregation $slice; when that
         fails too, MongoDB reports its error with find's reason as context."""
         context = (
-            f"Invalid $slice syntax. The given syntax {_render({'$slice': arg})} did not match the"
+            f"Invalid $slice syntax. The given syntax {render_value({'$slice': arg})} did not match the"
             f" find() syntax because :: Location{find_error.code}: {find_error.message} :: The"
             " given syntax did not match the expression $slice syntax. :: caused by :: "
         )
@@ -360,7 +360,7 @@ class _Parser:
                     self.deferred = _error(
                         28724,
                         "First argument to $slice must be an array, but is of type: "
-                        + _type_name(array),
+                        + type_name(array),
                     )
                 return
         raise QueryError(
@@ -492,11 +492,11 @@ def _find_slice(arg: Any) -> _Slice:
         skip, limit = arg
         if not _is_number(skip):
             raise _SliceSyntaxError(
-                31257, f"$slice expects the skip argument to be a number, got {_type_name(skip)}"
+                31257, f"$slice expects the skip argument to be a number, got {type_name(skip)}"
             )
         if not _is_number(limit):
             raise _SliceSyntaxError(
-                31258, f"$slice expects the limit argument to be a number, got {_type_name(limit)}"
+                31258, f"$slice expects the limit argument to be a number, got {type_name(limit)}"
             )
         count = _to_int32(limit)
         if count <= 0:
@@ -599,19 +599,19 @@ def _elem_match(value: Any, entry: _ElemMatch) -> Any:
 # -- positional $ ----------------------------------------------------------------------------------
 
 
-def _key_leaves(flt: Mapping[str, Any]) -> list[_KeyLeaf]:
+def key_leaves(flt: Mapping[str, Any]) -> list[KeyLeaf]:
     """The query conditions that can record which array element matched, in the order MongoDB
     evaluates them; the last one that records an element wins. Negations ($ne, $nin, $not, $nor,
     {$exists: false}) record nothing, nor does an $or unless it is one clause or an $in in disguise."""
-    leaves: list[_KeyLeaf] = []
+    leaves: list[KeyLeaf] = []
     for name, value in flt.items():
         if name == "$and" and isinstance(value, list):
             for clause in value:
                 if isinstance(clause, Mapping):
-                    leaves.extend(_key_leaves(clause))
+                    leaves.extend(key_leaves(clause))
         elif name == "$or" and isinstance(value, list):
             if len(value) == 1 and isinstance(value[0], Mapping):
-                leaves.extend(_key_leaves(value[0]))
+                leaves.extend(key_leaves(value[0]))
             else:
                 as_in = _or_as_in(value)
                 if as_in is not None:
@@ -621,7 +621,7 @@ def _key_leaves(flt: Mapping[str, Any]) -> list[_KeyLeaf]:
     return leaves
 
 
-def _leaf(path: str, cond: Any) -> _KeyLeaf:
+def _leaf(path: str, cond: Any) -> KeyLeaf:
     return tuple(path.split(".")), compile_filter({path: cond})
 
 
@@ -629,7 +629,7 @@ def _is_operator_doc(value: Any) -> bool:
     return isinstance(value, Mapping) and bool(value) and next(iter(value)).startswith("$")
 
 
-def _field_leaves(path: str, cond: Any) -> list[_KeyLeaf]:
+def _field_leaves(path: str, cond: Any) -> list[KeyLeaf]:
     if not _is_operator_doc(cond):
         return [_leaf(path, cond)]
     leaves = []
@@ -688,7 +688,7 @@ def _with_value(doc: dict[str, Any], parts: tuple[str, ...], value: Any) -> dict
     return out
 
 
-def _match_key(leaves: tuple[_KeyLeaf, ...], doc: dict[str, Any]) -> int | None:
+def match_key(leaves: tuple[KeyLeaf, ...], doc: dict[str, Any]) -> int | None:
     """MongoDB's elemMatchKey: the index of the element of the first array on a leaf's path through
     which that leaf matched (each element tried alone, in order); the last leaf that has one wins."""
     key = None
@@ -808,7 +808,7 @@ def _exclude_value(value: Any, node: _Node) -> Any:
 # -- rendering for messages ------------------------------------------------------------------------
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     """MongoDB's name for a value's BSON type, as its messages print it."""
     if value is None:
         return "null"
@@ -839,14 +839,14 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _render(value: Any) -> str:
+def render_value(value: Any) -> str:
     """A value as MongoDB prints BSON inside messages ({ $slice: [ 1, 0 ] })."""
     if isinstance(value, Mapping):
         if not value:
             return "{}"
-        return "{ " + ", ".join(f"{k}: {_render(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k}: {render_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, list):
-        return "[ " + ", ".join(_render(v) for v in value) + " ]" if value else "[]"
+        return "[ " + ", ".join(render_value(v) for v in value) + " ]" if value else "[]"
     if value is None:
         return "null"
     if isinstance(value, bool):

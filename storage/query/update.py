@@ -28,7 +28,7 @@ from storage.query.paths import MISSING, get, split
 
 # MongoDB records which array element a query matched the same way for updates as for find
 # projections; projection.py owns that logic and the update reuses it rather than copying it.
-from storage.query.projection import _key_leaves, _match_key
+from storage.query.projection import key_leaves, match_key
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -107,9 +107,9 @@ class Update:
     def _matched_index(self, query: Mapping[str, Any], doc: dict[str, Any]) -> str | None:
         entry = self._keys[0] if self._keys else None
         if entry is None or entry[0] is not query:
-            entry = (query, tuple(_key_leaves(query)))
+            entry = (query, tuple(key_leaves(query)))
             self._keys[:] = [entry]
-        index = _match_key(entry[1], doc)
+        index = match_key(entry[1], doc)
         return None if index is None else str(index)
 
 

@@ -72,7 +72,11 @@ CASES: list[tuple[str, Any, Any]] = [
     ("subtract long overflow", {"$subtract": [Int64(-(2**63)), 1]}, -9.223372036854776e18),
     ("subtract dates is a long", {"$subtract": ["$d", DatetimeMS(0)]}, Int64(1_700_000_000_123)),
     ("subtract number from date", {"$subtract": ["$d", 123]}, DatetimeMS(1_700_000_000_000)),
-    ("subtract truncates a double from a date", {"$subtract": ["$d", 1.9]}, DatetimeMS(1_700_000_000_122)),
+    (
+        "subtract truncates a double from a date",
+        {"$subtract": ["$d", 1.9]},
+        DatetimeMS(1_700_000_000_122),
+    ),
     ("subtract null", {"$subtract": ["$zz", 1]}, None),
     ("subtract date minus null", {"$subtract": ["$d", None]}, None),
     # -- $multiply / $divide / $mod ------------------------------------------------------------------
@@ -202,7 +206,12 @@ ERRORS: list[tuple[str, Any, str, str]] = [
     # -- paths, variables and parsing ---------------------------------------------------------------
     ("lone dollar", "$", "Location16872", "'$' by itself is not a valid FieldPath"),
     ("trailing dot", "$a.", "Location40353", "FieldPath must not end with a '.'."),
-    ("empty component", "$a..b", "Location15998", "FieldPath field names may not be empty strings."),
+    (
+        "empty component",
+        "$a..b",
+        "Location15998",
+        "FieldPath field names may not be empty strings.",
+    ),
     (
         "dollar component",
         "$a.$b",
@@ -223,8 +232,7 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "operator with a second field",
         {"$add": [1], "b": 2},
         "Location15983",
-        "An object representing an expression must have exactly one field: "
-        "{ $add: [ 1 ], b: 2 }",
+        "An object representing an expression must have exactly one field: { $add: [ 1 ], b: 2 }",
     ),
     (
         "dollar field after a plain one",
@@ -270,7 +278,12 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "TypeMismatch",
         "$add only supports numeric or date types, not string",
     ),
-    ("add two dates", {"$add": ["$d", "$d"]}, "Location16612", "only one date allowed in an $add expression"),
+    (
+        "add two dates",
+        {"$add": ["$d", "$d"]},
+        "Location16612",
+        "only one date allowed in an $add expression",
+    ),
     (
         "subtract date from number",
         {"$subtract": [1, "$d"]},
@@ -290,7 +303,12 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "$multiply only supports numeric types, not string",
     ),
     ("divide by zero", {"$divide": [1, 0]}, "BadValue", "can't $divide by zero"),
-    ("divide by decimal zero", {"$divide": [1, Decimal128("0")]}, "BadValue", "can't $divide by zero"),
+    (
+        "divide by decimal zero",
+        {"$divide": [1, Decimal128("0")]},
+        "BadValue",
+        "can't $divide by zero",
+    ),
     (
         "divide a string",
         {"$divide": ["x", 1]},
@@ -304,9 +322,24 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "Location16611",
         "$mod only supports numeric types, not int and string",
     ),
-    ("abs a string", {"$abs": "x"}, "Location28765", "$abs only supports numeric types, not string"),
-    ("abs long min", {"$abs": Int64(-(2**63))}, "Location28680", "can't take $abs of long long min"),
-    ("ceil a bool", {"$ceil": True}, "Location28765", "$ceil only supports numeric types, not bool"),
+    (
+        "abs a string",
+        {"$abs": "x"},
+        "Location28765",
+        "$abs only supports numeric types, not string",
+    ),
+    (
+        "abs long min",
+        {"$abs": Int64(-(2**63))},
+        "Location28680",
+        "can't take $abs of long long min",
+    ),
+    (
+        "ceil a bool",
+        {"$ceil": True},
+        "Location28765",
+        "$ceil only supports numeric types, not bool",
+    ),
     (
         "sqrt negative",
         {"$sqrt": -1},
@@ -326,14 +359,24 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "Location28759",
         "$log's base must be a positive number not equal to 1, but is 1",
     ),
-    ("pow a string", {"$pow": ["x", 2]}, "Location28762", "$pow's base must be numeric, not string"),
+    (
+        "pow a string",
+        {"$pow": ["x", 2]},
+        "Location28762",
+        "$pow's base must be numeric, not string",
+    ),
     (
         "pow zero to a negative",
         {"$pow": [0, -1]},
         "Location28764",
         "$pow cannot take a base of 0 and a negative exponent",
     ),
-    ("round a string", {"$round": ["x"]}, "Location51081", "$round only supports numeric types, not string"),
+    (
+        "round a string",
+        {"$round": ["x"]},
+        "Location51081",
+        "$round only supports numeric types, not string",
+    ),
     (
         "round a fractional place",
         {"$round": [1, 1.5]},
@@ -347,22 +390,42 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "cannot apply $round with precision value 101 value must be in [-20, 100]",
     ),
     # -- conditionals ------------------------------------------------------------------------------
-    ("cond missing else", {"$cond": {"if": 1, "then": 2}}, "Location17082", "Missing 'else' parameter to $cond"),
-    ("cond unknown field", {"$cond": {"if": 1, "x": 2}}, "Location17083", "Unrecognized parameter to $cond: x"),
+    (
+        "cond missing else",
+        {"$cond": {"if": 1, "then": 2}},
+        "Location17082",
+        "Missing 'else' parameter to $cond",
+    ),
+    (
+        "cond unknown field",
+        {"$cond": {"if": 1, "x": 2}},
+        "Location17083",
+        "Unrecognized parameter to $cond: x",
+    ),
     (
         "cond array arity",
         {"$cond": [1, 2]},
         "Location16020",
         "Expression $cond takes exactly 3 arguments. 2 were passed in.",
     ),
-    ("ifNull one argument", {"$ifNull": ["$a"]}, "Location1257300", "$ifNull needs at least two arguments, had: 1"),
+    (
+        "ifNull one argument",
+        {"$ifNull": ["$a"]},
+        "Location1257300",
+        "$ifNull needs at least two arguments, had: 1",
+    ),
     (
         "switch not an object",
         {"$switch": 1},
         "Location40060",
         "$switch requires an object as an argument, found: int",
     ),
-    ("switch no branches", {"$switch": {"branches": []}}, "Location40068", "$switch requires at least one branch."),
+    (
+        "switch no branches",
+        {"$switch": {"branches": []}},
+        "Location40068",
+        "$switch requires at least one branch.",
+    ),
     (
         "switch branch without then",
         {"$switch": {"branches": [{"case": 1}]}},
@@ -382,9 +445,19 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "$switch could not find a matching branch for an input, and no default was specified.",
     ),
     # -- $let --------------------------------------------------------------------------------------
-    ("let not an object", {"$let": 1}, "Location16874", "$let only supports an object as its argument"),
+    (
+        "let not an object",
+        {"$let": 1},
+        "Location16874",
+        "$let only supports an object as its argument",
+    ),
     ("let missing in", {"$let": {"vars": {}}}, "Location16877", "Missing 'in' parameter to $let"),
-    ("let unknown field", {"$let": {"vars": {}, "in": 1, "x": 1}}, "Location16875", "Unrecognized parameter to $let: x"),
+    (
+        "let unknown field",
+        {"$let": {"vars": {}, "in": 1, "x": 1}},
+        "Location16875",
+        "Unrecognized parameter to $let: x",
+    ),
     (
         "let uppercase name",
         {"$let": {"vars": {"Xy": 1}, "in": 1}},

@@ -25,7 +25,13 @@ CASES: list[tuple[str, str, Any, list[Doc], Any]] = [
     ("sum constant counts", "$sum", 1, NUMS, 3),
     ("sum int overflow is a long", "$sum", "$v", [{"v": 2**31 - 1}, {"v": 1}], Int64(2**31)),
     ("sum longs", "$sum", "$v", [{"v": Int64(1)}, {"v": 2}], Int64(3)),
-    ("sum long overflow is a double", "$sum", "$v", [{"v": Int64(2**63 - 1)}, {"v": 1}], 9.223372036854776e18),
+    (
+        "sum long overflow is a double",
+        "$sum",
+        "$v",
+        [{"v": Int64(2**63 - 1)}, {"v": 1}],
+        9.223372036854776e18,
+    ),
     ("sum is exact over doubles", "$sum", "$v", [{"v": 0.1}] * 10, 1.0),
     ("sum decimals", "$sum", "$v", [{"v": Decimal128("0.1")}, {"v": 1}], Decimal128("1.1")),
     ("avg", "$avg", "$v", NUMS, 2.0),
@@ -43,7 +49,13 @@ CASES: list[tuple[str, str, Any, list[Doc], Any]] = [
     ("last keeps null for missing", "$last", "$v", [{"v": 1}, {}], None),
     ("push", "$push", "$v", MIXED, [1, "x", None, 2.5, [10]]),
     ("push an object expression", "$push", {"w": "$v"}, NUMS[:2], [{"w": 1}, {"w": 2}]),
-    ("addToSet", "$addToSet", "$v", [{"v": 1}, {"v": 1.0}, {"v": "1"}, {}, {"v": Int64(1)}], [1, "1"]),
+    (
+        "addToSet",
+        "$addToSet",
+        "$v",
+        [{"v": 1}, {"v": 1.0}, {"v": "1"}, {}, {"v": Int64(1)}],
+        [1, "1"],
+    ),
     ("addToSet documents", "$addToSet", "$v", [{"v": {"a": 1}}, {"v": {"a": 1}}], [{"a": 1}]),
     ("mergeObjects", "$mergeObjects", "$v", OBJS, {"a": 1, "b": 2}),
     ("stdDevPop", "$stdDevPop", "$v", [{"v": 1}, {"v": 3}], 1.0),
@@ -80,14 +92,34 @@ def test_accumulator_sees_variables() -> None:
 ACC_ERRORS: list[tuple[str, str, Any, str, str]] = [
     ("unknown", "$foo", 1, "Location15952", "unknown group operator '$foo'"),
     ("array argument", "$sum", [1, 2], "Location40237", "The $sum accumulator is a unary operator"),
-    ("count with arguments", "$count", {"a": 1}, "TypeMismatch", "$count takes no arguments, i.e. $count:{}"),
-    ("count not an object", "$count", 1, "TypeMismatch", "$count takes no arguments, i.e. $count:{}"),
-    ("bad expression", "$sum", {"$bogus": 1}, "InvalidPipelineOperator", "Unrecognized expression '$bogus'"),
+    (
+        "count with arguments",
+        "$count",
+        {"a": 1},
+        "TypeMismatch",
+        "$count takes no arguments, i.e. $count:{}",
+    ),
+    (
+        "count not an object",
+        "$count",
+        1,
+        "TypeMismatch",
+        "$count takes no arguments, i.e. $count:{}",
+    ),
+    (
+        "bad expression",
+        "$sum",
+        {"$bogus": 1},
+        "InvalidPipelineOperator",
+        "Unrecognized expression '$bogus'",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("op", "arg", "code_name", "message"), [e[1:] for e in ACC_ERRORS], ids=[e[0] for e in ACC_ERRORS]
+    ("op", "arg", "code_name", "message"),
+    [e[1:] for e in ACC_ERRORS],
+    ids=[e[0] for e in ACC_ERRORS],
 )
 def test_accumulator_errors(op: str, arg: Any, code_name: str, message: str) -> None:
     with pytest.raises(QueryError) as info:

@@ -75,7 +75,11 @@ CASES: list[tuple[str, Any, Any]] = [
     ("indexOfCP null", {"$indexOfCP": [None, "a"]}, None),
     ("replaceOne", {"$replaceOne": {"input": "aXbXc", "find": "X", "replacement": "-"}}, "a-bXc"),
     ("replaceAll", {"$replaceAll": {"input": "aXbXc", "find": "X", "replacement": "-"}}, "a-b-c"),
-    ("replaceAll empty find", {"$replaceAll": {"input": "ab", "find": "", "replacement": "."}}, ".a.b."),
+    (
+        "replaceAll empty find",
+        {"$replaceAll": {"input": "ab", "find": "", "replacement": "."}},
+        ".a.b.",
+    ),
     ("replaceOne null", {"$replaceOne": {"input": None, "find": "X", "replacement": "-"}}, None),
     # -- regular expressions -----------------------------------------------------------------------
     ("regexMatch", {"$regexMatch": {"input": "$s", "regex": "wor", "options": "i"}}, True),
@@ -187,10 +191,18 @@ CASES: list[tuple[str, Any, Any]] = [
     ("reduce empty input", {"$reduce": {"input": [], "initialValue": "x", "in": 1}}, "x"),
     ("arrayToObject pairs", {"$arrayToObject": [[["a", 1], ["b", 2]]]}, {"a": 1, "b": 2}),
     ("arrayToObject k/v", {"$arrayToObject": "$docs"}, {"a": 1, "b": 2}),
-    ("arrayToObject repeated key", {"$arrayToObject": [[["a", 1], ["b", 2], ["a", 3]]]}, {"a": 3, "b": 2}),
+    (
+        "arrayToObject repeated key",
+        {"$arrayToObject": [[["a", 1], ["b", 2], ["a", 3]]]},
+        {"a": 3, "b": 2},
+    ),
     ("arrayToObject empty", {"$arrayToObject": [[]]}, {}),
     ("arrayToObject null", {"$arrayToObject": None}, None),
-    ("objectToArray", {"$objectToArray": {"a": 1, "b": {"c": 2}}}, [{"k": "a", "v": 1}, {"k": "b", "v": {"c": 2}}]),
+    (
+        "objectToArray",
+        {"$objectToArray": {"a": 1, "b": {"c": 2}}},
+        [{"k": "a", "v": 1}, {"k": "b", "v": {"c": 2}}],
+    ),
     ("objectToArray null", {"$objectToArray": "$zz"}, None),
     ("zip", {"$zip": {"inputs": [[1, 2, 3], ["a", "b"]]}}, [[1, "a"], [2, "b"]]),
     (
@@ -198,13 +210,26 @@ CASES: list[tuple[str, Any, Any]] = [
         {"$zip": {"inputs": [[1, 2], ["a"]], "useLongestLength": True, "defaults": [0, "z"]}},
         [[1, "a"], [2, "z"]],
     ),
-    ("zip longest without defaults", {"$zip": {"inputs": [[1], []], "useLongestLength": True}}, [[1, None]]),
+    (
+        "zip longest without defaults",
+        {"$zip": {"inputs": [[1], []], "useLongestLength": True}},
+        [[1, None]],
+    ),
     ("zip null", {"$zip": {"inputs": [[1], None]}}, None),
-    ("sortArray ascending", {"$sortArray": {"input": [3, "a", 1, None], "sortBy": 1}}, [None, 1, 3, "a"]),
+    (
+        "sortArray ascending",
+        {"$sortArray": {"input": [3, "a", 1, None], "sortBy": 1}},
+        [None, 1, 3, "a"],
+    ),
     ("sortArray descending", {"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}, [3, 2, 1]),
     (
         "sortArray by field",
-        {"$sortArray": {"input": [{"x": 2, "i": 0}, {"x": 1, "i": 1}, {"x": 2, "i": 2}], "sortBy": {"x": -1}}},
+        {
+            "$sortArray": {
+                "input": [{"x": 2, "i": 0}, {"x": 1, "i": 1}, {"x": 2, "i": 2}],
+                "sortBy": {"x": -1},
+            }
+        },
         [{"x": 2, "i": 0}, {"x": 2, "i": 2}, {"x": 1, "i": 1}],
     ),
     ("sortArray null", {"$sortArray": {"input": None, "sortBy": 1}}, None),
@@ -234,7 +259,12 @@ def test_expression(spec: Any, expected: Any) -> None:
 
 
 ERRORS: list[tuple[str, Any, str, str]] = [
-    ("concat a number", {"$concat": ["a", 1]}, "Location16702", "$concat only supports strings, not int"),
+    (
+        "concat a number",
+        {"$concat": ["a", 1]},
+        "Location16702",
+        "$concat only supports strings, not int",
+    ),
     (
         "toLower an object",
         {"$toLower": [{"a": 1}]},
@@ -307,15 +337,30 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "Location40085",
         "$split requires an expression that evaluates to a string as a first argument, found: int",
     ),
-    ("split empty separator", {"$split": ["a", ""]}, "Location40087", "$split requires a non-empty separator"),
+    (
+        "split empty separator",
+        {"$split": ["a", ""]},
+        "Location40087",
+        "$split requires a non-empty separator",
+    ),
     (
         "trim not an object",
         {"$trim": "x"},
         "Location50696",
         "$trim only supports an object as an argument, found string",
     ),
-    ("trim without input", {"$trim": {"chars": "x"}}, "Location50695", "$trim requires an 'input' field"),
-    ("trim unknown field", {"$ltrim": {"input": "x", "y": 1}}, "Location50694", "$ltrim found an unknown argument: y"),
+    (
+        "trim without input",
+        {"$trim": {"chars": "x"}},
+        "Location50695",
+        "$trim requires an 'input' field",
+    ),
+    (
+        "trim unknown field",
+        {"$ltrim": {"input": "x", "y": 1}},
+        "Location50694",
+        "$ltrim found an unknown argument: y",
+    ),
     (
         "trim a number",
         {"$trim": {"input": 5}},
@@ -454,14 +499,24 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "Location34443",
         "$range requires a numeric starting value, found value of type: string",
     ),
-    ("range zero step", {"$range": [0, 2, 0]}, "Location34449", "$range requires a non-zero step value"),
+    (
+        "range zero step",
+        {"$range": [0, 2, 0]},
+        "Location34449",
+        "$range requires a non-zero step value",
+    ),
     (
         "filter not an object",
         {"$filter": []},
         "Location28646",
         "$filter only supports an object as its argument",
     ),
-    ("filter without cond", {"$filter": {"input": []}}, "Location28650", "Missing 'cond' parameter to $filter"),
+    (
+        "filter without cond",
+        {"$filter": {"input": []}},
+        "Location28650",
+        "Missing 'cond' parameter to $filter",
+    ),
     (
         "filter input a number",
         {"$filter": {"input": 1, "cond": True}},
@@ -480,7 +535,12 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "Location16867",
         "'X' starts with an invalid character for a user variable name",
     ),
-    ("map unknown field", {"$map": {"input": [], "in": 1, "x": 1}}, "Location16879", "Unrecognized parameter to $map: x"),
+    (
+        "map unknown field",
+        {"$map": {"input": [], "in": 1, "x": 1}},
+        "Location16879",
+        "Unrecognized parameter to $map: x",
+    ),
     ("map without in", {"$map": {"input": []}}, "Location16882", "Missing 'in' parameter to $map"),
     (
         "map input a string",
@@ -504,7 +564,7 @@ ERRORS: list[tuple[str, Any, str, str]] = [
         "reduce input a string",
         {"$reduce": {"input": "x", "initialValue": 0, "in": 1}},
         "Location40080",
-        '$reduce requires that \'input\' be an array, found: "x"',
+        "$reduce requires that 'input' be an array, found: \"x\"",
     ),
     (
         "arrayToObject a string",
