@@ -190,6 +190,11 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
             compile_filter(dict(value))  # raises for an invalid filter
+            if _uses_expr(value):
+                # An index entry cannot depend on an aggregation expression.
+                raise QueryError(
+                    "CannotCreateIndex", "Expression not supported in partial index: $expr"
+                )
             options[field] = dict(value)
         else:
             if is_id and field in ("unique", "sparse", "hidden"):
@@ -253,3 +258,16 @@ def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
         "IndexOptionsConflict",
         f"Index already exists with a different name: {existing.name}",
     )
+
+
+def _uses_expr(flt: Any) -> bool:
+    """Whether a filter has `$expr` at its top level or inside `$and`/`$or`/`$nor`."""
+    if not isinstance(flt, Mapping):
+        return False
+    for key, value in flt.items():
+        if key == "$expr":
+            return True
+        if key in ("$and", "$or", "$nor") and isinstance(value, list):
+            if any(_uses_expr(clause) for clause in value):
+                return True
+    return False

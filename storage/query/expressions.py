@@ -8,7 +8,9 @@ Interface (stable; the implementation grows behind it):
   hold "NOW". A field path that reaches nothing yields `MISSING` (storage.query.paths).
 - `truthy(value)`: MongoDB's boolean coercion.
 - `compile_accumulator(op, arg, defined)` -> a factory of Accumulator objects for $group.
-Errors are QueryError with MongoDB's codeName (or `Location<code>`).
+- `type_name(value)`: the name $type gives a value ("missing" for MISSING).
+Errors are QueryError with MongoDB's codeName (or `Location<code>`). Date arithmetic lives in
+storage.query.dates.
 
 Values an expression returns may share structure with the document and the spec; a caller that
 mutates a result in place must copy it first.
@@ -198,10 +200,6 @@ def _as_doc(v: Any) -> dict[str, Any] | None:
 
 def _is_object(v: Any) -> bool:
     return type(v) is dict or isinstance(v, (Mapping, DBRef))
-
-
-def _deep_copy(v: Any) -> Any:
-    return copy.deepcopy(v) if isinstance(v, (dict, list)) else v
 
 
 # -- numbers ---------------------------------------------------------------------------------------------
@@ -436,11 +434,10 @@ def _hash_key(v: Any) -> Any:
     if t is bool:
         return ("bool", v)
     if t is int or t is Int64 or t is float or t is Decimal128:
+        # Python's numbers already compare and hash exactly across int, float and Decimal.
         x: Any = v.to_decimal() if t is Decimal128 else v
-        if t is Decimal128 and x.is_nan() or t is float and math.isnan(x):
+        if x != x:
             return ("nan",)
-        if t is Decimal128:
-            x = int(x) if x.is_finite() and x == x.to_integral_value() else float(x)
         return ("num", x)
     if t is str:
         return ("str", v)
@@ -670,7 +667,6 @@ def _ranged(spec: Any, defined: frozenset[str], op: str, lo: int, hi: int) -> li
 
 def _named_args(
     spec: Any,
-    op: str,
     allowed: Iterable[str],
     not_object: tuple[int | str, str],
     unknown: tuple[int | str, str],
@@ -684,10 +680,6 @@ def _named_args(
         if key not in names:
             _fail(unknown[0], unknown[1] + key)
     return dict(spec)
-
-
-def _not_object_message(op: str, spec: Any, template: str) -> str:
-    return template.format(op=op, type=type_name(spec))
 
 
 # -- literals, variables, conditionals ----------------------------------------------------------------
@@ -1508,7 +1500,6 @@ _TRIM_WHITESPACE = "\0 \t\n\v\f\r\u00a0\u1680" + "".join(chr(c) for c in range(0
 def _trim(spec: Any, defined: frozenset[str], op: str) -> Expression:
     args = _named_args(
         spec,
-        op,
         ("input", "chars"),
         (50696, f"{op} only supports an object as an argument, found {type_name(spec)}"),
         (50694, f"{op} found an unknown argument: "),
@@ -1608,7 +1599,6 @@ def _index_of_string(spec: Any, defined: frozenset[str], op: str) -> Expression:
 def _replace_compiler(spec: Any, defined: frozenset[str], op: str) -> Expression:
     args = _named_args(
         spec,
-        op,
         ("input", "find", "replacement"),
         (51751, f"{op} requires an object as an argument, found: {type_name(spec)}"),
         (51750, f"{op} found an unknown argument: "),
@@ -2266,7 +2256,7 @@ def _element_truth(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return truth
 
 
-def _bind(op: str, spec: Mapping[str, Any], defined: frozenset[str]) -> str:
+def _bind(spec: Mapping[str, Any]) -> str:
     """The variable an `as` field names ("this" when absent), checked as a user variable."""
     name = spec.get("as", "this")
     name = name if type(name) is str else ""
@@ -2286,7 +2276,7 @@ def _map(spec: Any, defined: frozenset[str], op: str) -> Expression:
     if "in" not in spec:
         _fail(16882, "Missing 'in' parameter to $map")
     input_f = _compile(spec["input"], defined)
-    name = _bind(op, spec, defined)
+    name = _bind(spec)
     each = _compile(spec["in"], defined | {name})
 
     def map_(doc: dict[str, Any], v: Variables) -> Any:
@@ -2318,7 +2308,7 @@ def _filter(spec: Any, defined: frozenset[str], op: str) -> Expression:
     if "cond" not in spec:
         _fail(28650, "Missing 'cond' parameter to $filter")
     input_f = _compile(spec["input"], defined)
-    name = _bind(op, spec, defined)
+    name = _bind(spec)
     cond = _compile(spec["cond"], defined | {name})
     limit_f = _compile(spec["limit"], defined) if "limit" in spec else None
 
@@ -3847,6 +3837,202 @@ for _name in ("$sum", "$avg", "$min", "$max", "$mergeObjects", "$stdDevPop", "$s
     _operator(_name)(_accumulator_expression(_ACCUMULATORS[_name]))
 
 
+# -- the n-accumulators: $firstN, $lastN, $maxN, $minN, $top, $bottom, $topN, $bottomN -----------------
+
+
+def _valid_n(x: Any) -> int:
+    """AccumulatorN::validateN: a positive integral number."""
+    if not _is_number(x):
+        _fail(5787902, f"Value for 'n' must be of integral type, but found {_show(x)}")
+    n = _exact_int(x)
+    if n is None:
+        _fail(5787903, f"Value for 'n' must be of integral type, but found {_show(x)}")
+    if n <= 0:
+        _fail(5787908, f"'n' must be greater than 0, found {n}")
+    return n
+
+
+class _StateN(_State):
+    """An accumulator that keeps n values; `n` is evaluated with the group's first document."""
+
+    __slots__ = ("n_expr", "n", "items")
+
+    def __init__(self, expr: Expression, n_expr: Expression) -> None:
+        super().__init__(expr)
+        self.n_expr = n_expr
+        self.n = 0
+        self.items: list[Any] = []
+
+    def add(self, doc: dict[str, Any], variables: Variables) -> None:
+        if not self.n:
+            self.n = _valid_n(self.n_expr(doc, variables))
+        self.feed(self.expr(doc, variables))
+
+    def start(self, n: Any) -> None:
+        self.n = _valid_n(n)
+
+
+class _FirstN(_StateN):
+    __slots__ = ()
+
+    def feed(self, x: Any) -> None:
+        if len(self.items) < self.n:
+            self.items.append(None if x is MISSING else x)
+
+    def value(self) -> Any:
+        return self.items
+
+
+class _LastN(_StateN):
+    __slots__ = ()
+
+    def feed(self, x: Any) -> None:
+        self.items.append(None if x is MISSING else x)
+        if len(self.items) > 2 * self.n:
+            del self.items[: -self.n]
+
+    def value(self) -> Any:
+        return self.items[-self.n :] if self.n else []
+
+
+class _MinMaxN(_StateN):
+    """$minN/$maxN: the n smallest (ascending) or largest (descending); nulls take no part."""
+
+    __slots__ = ("sign",)
+
+    def __init__(self, expr: Expression, n_expr: Expression, sign: int) -> None:
+        super().__init__(expr, n_expr)
+        self.sign = sign
+
+    def feed(self, x: Any) -> None:
+        if _nullish(x):
+            return
+        self.items.append(x)
+        if len(self.items) > 2 * self.n:
+            self.items = self._best()
+
+    def _best(self) -> list[Any]:
+        ordered = sorted(self.items, key=functools.cmp_to_key(compare), reverse=self.sign > 0)
+        return ordered[: self.n]
+
+    def value(self) -> Any:
+        return self._best()
+
+
+class _TopBottomN(_StateN):
+    """$top/$bottom(N): the outputs of the first or last n documents in `sortBy` order (sort
+    keys as $sort makes them, from the document's fields); ties keep the first seen."""
+
+    __slots__ = ("keys", "spec", "bottom", "single")
+
+    def __init__(
+        self,
+        expr: Expression,
+        n_expr: Expression,
+        keys: list[tuple[Expression, int]],
+        bottom: bool,
+        single: bool,
+    ) -> None:
+        super().__init__(expr, n_expr)
+        self.keys = keys
+        self.spec = parse_sort({f"k{i}": d for i, (_, d) in enumerate(keys)})
+        self.bottom = bottom
+        self.single = single
+
+    def add(self, doc: dict[str, Any], variables: Variables) -> None:
+        if not self.n:
+            self.n = _valid_n(self.n_expr(doc, variables))
+        output = self.expr(doc, variables)
+        key = {f"k{i}": f(doc, variables) for i, (f, _) in enumerate(self.keys)}
+        self.items.append(({k: x for k, x in key.items() if x is not MISSING}, output))
+        if len(self.items) > 2 * self.n:
+            self.items = self._kept()
+
+    def _kept(self) -> list[Any]:
+        assert self.spec is not None
+        ordered = sort_documents([(key, (key, out)) for key, out in self.items], self.spec)
+        return ordered[-self.n :] if self.bottom else ordered[: self.n]
+
+    def value(self) -> Any:
+        outputs = [None if out is MISSING else out for _, out in self._kept()]
+        if self.single:
+            return outputs[0] if outputs else None
+        return outputs
+
+
+def _n_args(
+    op: str, arg: Any, not_object_code: int, defined: frozenset[str]
+) -> tuple[Expression, Expression]:
+    if not isinstance(arg, Mapping):
+        _fail(not_object_code, f"specification must be an object; found {op}: {_show_bson(arg)}")
+    parts: dict[str, Expression] = {}
+    for key, sub in arg.items():
+        if key not in ("input", "n"):
+            _fail(5787901, f"Unknown argument for 'n' operator: {key}")
+        parts[key] = _compile(sub, defined)
+    if "n" not in parts:
+        _fail(5787906, "Missing value for 'n'")
+    if "input" not in parts:
+        _fail(5787907, "Missing value for 'input'")
+    return parts["input"], parts["n"]
+
+
+_N_ACCUMULATORS: dict[str, tuple[int, Callable[[Expression, Expression], _StateN]]] = {
+    "$firstN": (5787801, _FirstN),
+    "$lastN": (5787801, _LastN),
+    "$minN": (5787900, lambda e, n: _MinMaxN(e, n, -1)),
+    "$maxN": (5787900, lambda e, n: _MinMaxN(e, n, 1)),
+}
+
+
+@_operator(*_N_ACCUMULATORS)
+def _n_expression(spec: Any, defined: frozenset[str], op: str) -> Expression:
+    code, make = _N_ACCUMULATORS[op]
+    input_f, n_f = _n_args(op, spec, code, defined)
+
+    def evaluate(doc: dict[str, Any], v: Variables) -> Any:
+        state = make(_no_expression, n_f)
+        state.start(n_f(doc, v))
+        x = input_f(doc, v)
+        if type(x) is not list:
+            _fail(5788200, "Input must be an array")
+        for element in x:
+            state.feed(element)
+        return state.value()
+
+    return evaluate
+
+
+def _top_bottom(op: str, arg: Any, defined: frozenset[str]) -> Callable[[], Accumulator]:
+    single = op in ("$top", "$bottom")
+    if not isinstance(arg, Mapping):
+        _fail(5788001, f"specification must be an object; found {op}: {_show_bson(arg)}")
+    parts: dict[str, Any] = {}
+    for key, sub in arg.items():
+        if key == "output" or key == "sortBy" or (key == "n" and not single):
+            parts[key] = sub
+        else:
+            _fail(5788002, f"Unknown argument to {op} '{key}'")
+    n_f = _const(1) if single else _compile(parts["n"], defined) if "n" in parts else None
+    if n_f is None:
+        _fail(5788003, "Missing value for 'n'")
+    if "output" not in parts:
+        _fail(5788004, "Missing value for 'output'")
+    if "sortBy" not in parts:
+        _fail(5788005, "Missing value for 'sortBy'")
+    sort_by = parts["sortBy"]
+    if not isinstance(sort_by, Mapping) or not sort_by:
+        _fail(15976, "$sort stage must have at least one sort key")
+    keys: list[tuple[Expression, int]] = []
+    for field, direction in sort_by.items():
+        if not _is_number(direction) or _to_float(direction) not in (1.0, -1.0):
+            _fail(15975, _SORT_CLAUSE_MESSAGE)
+        keys.append((_compile_path("$" + field, defined), int(_to_float(direction))))
+    output_f = _compile(parts["output"], defined)
+    bottom = op in ("$bottom", "$bottomN")
+    return lambda: _TopBottomN(output_f, n_f, keys, bottom, single)
+
+
 def compile_accumulator(
     op: str, arg: Any, defined: frozenset[str] = frozenset()
 ) -> Callable[[], Accumulator]:
@@ -3860,6 +4046,12 @@ def compile_accumulator(
         return lambda: _Sum(one)
     if type(arg) is list:
         _fail(40237, f"The {op} accumulator is a unary operator")
+    if op in _N_ACCUMULATORS:
+        code, make_n = _N_ACCUMULATORS[op]
+        input_f, n_f = _n_args(op, arg, code, defined)
+        return lambda: make_n(input_f, n_f)
+    if op in ("$top", "$bottom", "$topN", "$bottomN"):
+        return _top_bottom(op, arg, defined)
     make = _ACCUMULATORS.get(op)
     if make is None:
         _fail(15952, f"unknown group operator '{op}'")

@@ -157,3 +157,113 @@ EXPRESSION_FORMS: list[tuple[str, Any, Any]] = [
 )
 def test_expression_form(spec: Any, expected: Any) -> None:
     assert typed(run(spec, {"a": [1, 2, 3]})) == typed(expected)
+
+
+RANKED: list[Doc] = [
+    {"s": 3, "v": "c"},
+    {"s": 1, "v": "a"},
+    {"s": 2, "v": "b"},
+    {"v": "none"},
+    {"s": 1, "v": "a2"},
+]
+
+N_CASES: list[tuple[str, str, Any, Any]] = [
+    ("firstN", "$firstN", {"input": "$v", "n": 2}, ["c", "a"]),
+    ("firstN keeps null for missing", "$firstN", {"input": "$s", "n": 4}, [3, 1, 2, None]),
+    ("lastN", "$lastN", {"input": "$v", "n": 2}, ["none", "a2"]),
+    ("lastN more than there are", "$lastN", {"input": "$s", "n": 9}, [3, 1, 2, None, 1]),
+    ("maxN descending, nulls left out", "$maxN", {"input": "$s", "n": 2}, [3, 2]),
+    ("minN ascending", "$minN", {"input": "$s", "n": 3}, [1, 1, 2]),
+    ("top: missing sorts first", "$top", {"output": "$v", "sortBy": {"s": 1}}, "none"),
+    ("bottom", "$bottom", {"output": "$v", "sortBy": {"s": 1}}, "c"),
+    (
+        "topN descending",
+        "$topN",
+        {"output": ["$v", "$s"], "sortBy": {"s": -1}, "n": 2},
+        [["c", 3], ["b", 2]],
+    ),
+    ("bottomN", "$bottomN", {"output": "$v", "sortBy": {"s": 1}, "n": 2}, ["b", "c"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "arg", "expected"), [c[1:] for c in N_CASES], ids=[c[0] for c in N_CASES]
+)
+def test_n_accumulator(op: str, arg: Any, expected: Any) -> None:
+    acc = compile_accumulator(op, arg)()
+    for doc in RANKED:
+        acc.add(doc, {})
+    assert typed(acc.result()) == typed(expected)
+
+
+N_ERRORS: list[tuple[str, str, Any, str, str]] = [
+    (
+        "firstN not an object",
+        "$firstN",
+        5,
+        "Location5787801",
+        "specification must be an object; found $firstN: 5",
+    ),
+    ("maxN without n", "$maxN", {"input": "$s"}, "Location5787906", "Missing value for 'n'"),
+    (
+        "lastN unknown",
+        "$lastN",
+        {"input": 1, "n": 1, "x": 1},
+        "Location5787901",
+        "Unknown argument for 'n' operator: x",
+    ),
+    (
+        "top with n",
+        "$top",
+        {"output": 1, "sortBy": {"a": 1}, "n": 1},
+        "Location5788002",
+        "Unknown argument to $top 'n'",
+    ),
+    (
+        "topN without sortBy",
+        "$topN",
+        {"output": 1, "n": 1},
+        "Location5788005",
+        "Missing value for 'sortBy'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "arg", "code_name", "message"), [e[1:] for e in N_ERRORS], ids=[e[0] for e in N_ERRORS]
+)
+def test_n_accumulator_errors(op: str, arg: Any, code_name: str, message: str) -> None:
+    with pytest.raises(QueryError) as info:
+        compile_accumulator(op, arg)
+    assert (info.value.code_name, info.value.message) == (code_name, message)
+
+
+def test_n_must_be_positive() -> None:
+    acc = compile_accumulator("$firstN", {"input": "$v", "n": 0})()
+    with pytest.raises(QueryError) as info:
+        acc.add({"v": 1}, {})
+    assert info.value.code_name == "Location5787908"
+
+
+N_EXPRESSIONS: list[tuple[str, Any, Any]] = [
+    ("firstN", {"$firstN": {"input": [1, 2, 3], "n": 2}}, [1, 2]),
+    ("lastN", {"$lastN": {"input": "$a", "n": 5}}, [1, 2, 3]),
+    ("maxN", {"$maxN": {"input": [1, None, 3, 2], "n": 2}}, [3, 2]),
+    ("minN", {"$minN": {"input": [3, 1, 2], "n": Int64(1)}}, [1]),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [c[1:] for c in N_EXPRESSIONS], ids=[c[0] for c in N_EXPRESSIONS]
+)
+def test_n_expression(spec: Any, expected: Any) -> None:
+    assert typed(run(spec, {"a": [1, 2, 3]})) == typed(expected)
+
+
+def test_n_expression_needs_an_array() -> None:
+    with pytest.raises(QueryError) as info:
+        run({"$firstN": {"input": 1, "n": 1}})
+    assert (info.value.code_name, info.value.message) == (
+        "Location5788200",
+        "Input must be an array",
+    )

@@ -125,6 +125,14 @@ def test_false_options_are_left_out_and_the_simple_collation_is_not_listed() -> 
             "CannotCreateIndex",
         ),
         ({"key": {"a": 1}, "partialFilterExpression": {"a": {"$bogus": 1}}}, "BadValue"),
+        (
+            {"key": {"a": 1}, "partialFilterExpression": {"$expr": {"$gt": ["$a", 1]}}},
+            "CannotCreateIndex",
+        ),
+        (
+            {"key": {"a": 1}, "partialFilterExpression": {"$and": [{"$expr": True}]}},
+            "CannotCreateIndex",
+        ),
         ({"key": {"a": 1}, "expireAfterSeconds": -1}, "CannotCreateIndex"),
         ({"key": {"a": 1, "b": 1}, "expireAfterSeconds": 5}, "CannotCreateIndex"),
         ({"name": "x"}, "FailedToParse"),
