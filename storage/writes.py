@@ -139,9 +139,12 @@ def update(
     matched = modified = 0
     rids = _matches(engine, db, name, spec, now_ms, 0 if multi else 1)
     for batch in _batches(rids):
-
-        def run(view: CollectionWrites, batch: list[int] = batch) -> StorageError | None:
-            nonlocal matched, modified
+        # Counts are returned, not accumulated in place: the engine may run `run` again from
+        # the start (a fresh transaction) when the map has to grow.
+        def run(
+            view: CollectionWrites, batch: list[int] = batch
+        ) -> tuple[int, int, StorageError | None]:
+            n = changed = 0
             for rid in batch:
                 found = _recheck(view, rid, spec)
                 if found is None:
@@ -150,12 +153,14 @@ def update(
                 try:
                     wrote = _store(view, rid, value, _apply(change, doc, spec, now_ms))
                 except StorageError as exc:
-                    return exc
-                matched += 1
-                modified += wrote
-            return None
+                    return n, changed, exc
+                n += 1
+                changed += wrote
+            return n, changed, None
 
-        error = engine.modify(db, name, run, now_ms)
+        n, changed, error = engine.modify(db, name, run, now_ms)
+        matched += n
+        modified += changed
         if error is not None:
             return UpdateResult(matched, modified, error=error)
     if matched or not upsert:

@@ -233,3 +233,18 @@ def test_find_and_modify_skips_expired(expiring: Engine) -> None:
 
     assert fam(LATER) == {"_id": 4, "g": 1}
     assert fam(T0)["_id"] == 1
+
+
+def test_counts_exact_when_the_map_grows_mid_update(tmp_path: Any) -> None:
+    """A write transaction that fills the map is run again from the start in a bigger one; the
+    statement's counts must not count the abandoned attempt."""
+    eng = Engine.open(str(tmp_path / "small"), map_size=1 << 20)
+    try:
+        eng.insert(DB, "c", [enc({"_id": i}) for i in range(200)], now_ms=T0)
+        start = eng.map_size
+        r = update(eng, {}, {"$set": {"pad": "x" * 20_000}}, multi=True)
+        assert eng.map_size > start
+        assert (r.matched, r.modified, r.error) == (200, 200, None)
+        assert stats(eng) == (200, stored_sizes(eng))
+    finally:
+        eng.close()
