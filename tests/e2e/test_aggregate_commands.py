@@ -1,0 +1,126 @@
+"""aggregate through real drivers: results, cursors and getMore, `let`, $lookup, $expr in find,
+count_documents, and the command's own errors with MongoDB's codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, MongoClient
+from pymongo.errors import OperationFailure
+
+from tests.e2e.ttl_helpers import error_code
+
+Client = MongoClient[dict[str, Any]]
+
+
+@pytest.fixture
+def orders(client: Client) -> Any:
+    coll = client.shop.orders
+    coll.insert_many(
+        [
+            {"_id": i, "item": ["tea", "coffee", "juice"][i % 3], "qty": i, "price": 1.5 * i}
+            for i in range(1, 13)
+        ]
+    )
+    client.shop.items.insert_many(
+        [{"_id": "tea", "origin": "india"}, {"_id": "coffee", "origin": "brazil"}]
+    )
+    return coll
+
+
+def test_group_sort_project(orders: Any) -> None:
+    out = list(
+        orders.aggregate(
+            [
+                {"$match": {"qty": {"$gte": 3}}},
+                {"$group": {"_id": "$item", "n": {"$sum": 1}, "qty": {"$sum": "$qty"}}},
+                {"$sort": {"qty": -1}},
+                {"$project": {"_id": 0, "item": "$_id", "n": 1, "avg": {"$divide": ["$qty", "$n"]}}},
+            ]
+        )
+    )
+    assert out == [
+        {"n": 4, "item": "tea", "avg": 7.5},
+        {"n": 3, "item": "juice", "avg": 8.0},
+        {"n": 3, "item": "coffee", "avg": 7.0},
+    ]
+
+
+def test_cursor_batches_through_get_more(orders: Any) -> None:
+    cursor = orders.aggregate([{"$sort": {"_id": -1}}], batchSize=5)
+    assert [d["_id"] for d in cursor] == list(range(12, 0, -1))
+
+
+def test_raw_reply_shape_and_batch_size_zero(client: Client, orders: Any) -> None:
+    reply = client.shop.command(
+        "aggregate", "orders", pipeline=[{"$match": {"_id": 1}}, {"$project": {"qty": 1}}], cursor={}
+    )
+    assert reply == {
+        "cursor": {"firstBatch": [{"_id": 1, "qty": 1}], "id": 0, "ns": "shop.orders"},
+        "ok": 1.0,
+    }
+    reply = client.shop.command("aggregate", "orders", pipeline=[], cursor={"batchSize": 0})
+    assert reply["cursor"]["firstBatch"] == [] and reply["cursor"]["id"] != 0
+    more = client.shop.command("getMore", reply["cursor"]["id"], collection="orders")
+    assert len(more["cursor"]["nextBatch"]) == 12 and more["cursor"]["id"] == 0
+
+
+def test_lookup_and_let(orders: Any) -> None:
+    out = list(
+        orders.aggregate(
+            [
+                {"$match": {"_id": {"$in": [1, 2, 3]}}},
+                {"$lookup": {"from": "items", "localField": "item", "foreignField": "_id", "as": "info"}},
+                {"$project": {"origin": {"$first": "$info.origin"}, "big": {"$gt": ["$qty", "$$min"]}}},
+            ],
+            let={"min": 1},
+        )
+    )
+    # $first of an empty array is missing, so the field is left out.
+    assert out == [
+        {"_id": 1, "origin": "brazil", "big": False},
+        {"_id": 2, "big": True},
+        {"_id": 3, "origin": "india", "big": True},
+    ]
+
+
+def test_expr_in_find_and_count_documents(orders: Any) -> None:
+    flt = {"$expr": {"$gt": [{"$multiply": ["$qty", 2]}, "$price"]}, "item": "tea"}
+    assert [d["_id"] for d in orders.find(flt)] == [3, 6, 9, 12]
+    assert orders.count_documents({"item": "tea"}) == 4
+    assert orders.count_documents({"item": "tea"}, skip=1, limit=2) == 2
+
+
+def test_collectionless_documents(client: Client) -> None:
+    out = list(client.admin.aggregate([{"$documents": [{"x": 1}, {"x": 2}]}, {"$match": {"x": 2}}]))
+    assert out == [{"x": 2}]
+
+
+def test_aggregate_errors(client: Client, orders: Any) -> None:
+    db = client.shop
+    assert error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$bogus": 1}], cursor={})) == 40324
+    assert error_code(lambda: db.command("aggregate", "orders", pipeline=[])) == 9
+    assert error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$limit": -1}], cursor={})) > 0
+    with pytest.raises(OperationFailure) as info:
+        list(orders.aggregate([{"$project": {"x": {"$divide": [1, 0]}}}]))
+    assert info.value.code == 2
+    # The server still serves after pipeline errors.
+    assert orders.count_documents({}) == 12
+
+
+@pytest.mark.asyncio
+async def test_async_client_aggregate(async_client: AsyncMongoClient[dict[str, Any]]) -> None:
+    coll = async_client.shop.async_orders
+    await coll.insert_many([{"_id": i, "g": i % 2} for i in range(10)])
+    cursor = await coll.aggregate([{"$group": {"_id": "$g", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}])
+    assert await cursor.to_list() == [{"_id": 0, "n": 5}, {"_id": 1, "n": 5}]
+    assert await coll.count_documents({"g": 1}) == 5
+
+
+@pytest.mark.asyncio
+async def test_motor_aggregate(motor_client: Any) -> None:
+    coll = motor_client.shop.motor_orders
+    await coll.insert_many([{"_id": i} for i in range(7)])
+    docs = await coll.aggregate([{"$match": {"_id": {"$gt": 2}}}, {"$count": "n"}]).to_list(None)
+    assert docs == [{"n": 4}]
