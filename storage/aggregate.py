@@ -44,8 +44,8 @@ from storage.query.match import Predicate, compile_filter
 from storage.query.paths import MISSING
 
 # The projection module already prints values and type names exactly as MongoDB's messages do.
+from storage.query.projection import EXCLUDE, INCLUDE, type_name
 from storage.query.projection import render_value as render
-from storage.query.projection import type_name
 from storage.query.sort import SortSpec, parse_sort, sort_documents
 
 Doc = dict[str, Any]
@@ -586,18 +586,9 @@ class _Tree:
         self.computed = False  # whether the subtree holds computed fields
 
 
-class _Flag:
-    __slots__ = ("label",)
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def __repr__(self) -> str:
-        return self.label
-
-
-_INCLUDE = _Flag("INCLUDE")
-_EXCLUDE = _Flag("EXCLUDE")
+# A field of a $project/$addFields tree included or excluded whole (the projection's own markers).
+_INCLUDE = INCLUDE
+_EXCLUDE = EXCLUDE
 
 
 @dataclass(frozen=True)

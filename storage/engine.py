@@ -574,6 +574,22 @@ class Engine:
         at `now_ms` is taken over (that document is deleted in this transaction)."""
         rid_bytes = _U64.pack(rid)
         entries, flags = self._index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
+        return self._put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
+
+    def _put_record(
+        self,
+        txn: Any,
+        info: CollectionInfo,
+        rid: int,
+        raw: bytes,
+        doc: dict[str, Any],
+        entries: list[bytes],
+        flags: _IndexFlags,
+        now_ms: int,
+    ) -> CollectionInfo:
+        """Store a record (header for `now_ms`, then `raw`), its index entries and its expiry
+        entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
+        rid_bytes = _U64.pack(rid)
         meta = ttl.meta_for(info, doc, now_ms)
         txn.put(_record_key(info.id, rid), meta.pack() + raw, db=self._records)
         for key in entries:
@@ -674,16 +690,7 @@ class Engine:
         rid_bytes = _U64.pack(rid)
         entries, flags = self._index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
         self._delete_entries(txn, info, value, rid_bytes, keep=frozenset(entries))
-        for key in entries:
-            txn.put(key, rid_bytes, db=self._index)
-        meta = ttl.meta_for(info, doc, now_ms)
-        txn.put(_record_key(info.id, rid), meta.pack() + raw, db=self._records)
-        for key in ttl.expiry_keys(info, meta, rid_bytes):
-            txn.put(key, b"", db=self._expiry)
-        if flags:
-            info = info.with_indexes(_flagged(info.indexes, flags))
-            self._put_collection(txn, info)
-        return info
+        return self._put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
 
     def modify(self, db: str, name: str, fn: Callable[[CollectionWrites], T], now_ms: int) -> T:
         """Run `fn` with a view of one collection inside one write transaction, committed durably

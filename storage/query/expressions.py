@@ -41,6 +41,7 @@ from storage.errors import QueryError
 from storage.query import dates
 from storage.query.compare import UNDEFINED, SortKey, compare, date_ms, regex_flags
 from storage.query.paths import MISSING, split
+from storage.query.regex import pcre_to_python
 from storage.query.sort import parse_sort, sort_documents
 
 Variables = Mapping[str, Any]
@@ -1635,46 +1636,6 @@ _operator("$replaceOne", "$replaceAll")(_replace_compiler)
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 
 
-def _pcre_to_python(pattern: str) -> str:
-    """The PCRE spellings Python's re lacks: named groups `(?<name>...)`, `\\z`, and PCRE's `\\Z`
-    (end, or before a final newline)."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            d = pattern[i + 1]
-            if not in_class and d == "z":
-                out.append("\\Z")
-            elif not in_class and d == "Z":
-                out.append("(?=\\n?\\Z)")
-            else:
-                out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if pattern.startswith("^", i):
-                out.append("^")
-                i += 1
-            if pattern.startswith("]", i):
-                out.append("]")
-                i += 1
-            continue
-        elif pattern.startswith("(?<", i) and i + 3 < n and pattern[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 @functools.lru_cache(maxsize=256)
 def _compile_regex(op: str, pattern: str, options: str) -> re.Pattern[str]:
     flags = 0
@@ -1683,7 +1644,7 @@ def _compile_regex(op: str, pattern: str, options: str) -> re.Pattern[str]:
             _fail(51108, f"{op} invalid flag in regex options: {ch}")
         flags |= _REGEX_FLAGS[ch]
     try:
-        return re.compile(_pcre_to_python(pattern), flags)
+        return re.compile(pcre_to_python(pattern), flags)
     except (re.error, OverflowError, RecursionError, ValueError) as exc:
         _fail(51111, f"Invalid Regex in {op}: {exc}")
 

@@ -31,6 +31,7 @@ from storage.query.compare import (
     regex_flags,
 )
 from storage.query.paths import MISSING, split, values_at
+from storage.query.regex import pcre_to_python
 
 Predicate = Callable[[dict[str, Any]], bool]
 _Test = Callable[[Any], bool]
@@ -767,47 +768,6 @@ def _regex_document(context: Mapping[str, Any]) -> tuple[str, str]:
     return pattern, options
 
 
-def _pcre_to_python(pattern: str) -> str:
-    """The few PCRE spellings Python's re lacks: named groups `(?<name>...)`, `\\z`, and PCRE's
-    `\\Z` (end, or before a final newline)."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            d = pattern[i + 1]
-            if not in_class and d == "z":
-                out.append("\\Z")
-            elif not in_class and d == "Z":
-                out.append("(?=\\n?\\Z)")
-            else:
-                out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            # A ']' first in a class (after an optional '^') is a literal.
-            if pattern.startswith("^", i):
-                out.append("^")
-                i += 1
-            if pattern.startswith("]", i):
-                out.append("]")
-                i += 1
-            continue
-        elif pattern.startswith("(?<", i) and i + 3 < n and pattern[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def _regex_test(pattern: str, options: str) -> _Test:
     """Matches strings the pattern finds a match in, and regex values with the same pattern and
     options (MongoDB's RegexMatchExpression)."""
@@ -820,7 +780,7 @@ def _regex_test(pattern: str, options: str) -> _Test:
     if "\0" in pattern:
         raise QueryError("BadValue", "Regular expression cannot contain an embedded null byte")
     try:
-        compiled = re.compile(_pcre_to_python(pattern), py_flags)
+        compiled = re.compile(pcre_to_python(pattern), py_flags)
     except (re.error, OverflowError, RecursionError, ValueError) as exc:
         raise QueryError("Location51091", f"Regular expression is invalid: {exc}") from None
     search = compiled.search
