@@ -4,8 +4,9 @@ are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from server.commands.crud import check_collation
 from server.commands.handshake import MAX_WRITE_BATCH_SIZE
@@ -28,6 +29,25 @@ def _check_batch(n: int) -> None:
             ErrorCode.InvalidLength,
             f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {n} operations.",
         )
+
+
+S = TypeVar("S")
+
+
+async def _each_statement(
+    statements: list[S], ordered: bool, run: Callable[[int, S], Awaitable[None]]
+) -> list[dict[str, Any]]:
+    """Run statements in order; a statement's failure becomes a writeErrors entry, and stops
+    the rest when the command is ordered."""
+    errors: list[dict[str, Any]] = []
+    for i, statement in enumerate(statements):
+        try:
+            await run(i, statement)
+        except (StorageError, CommandError) as exc:
+            errors.append(write_error(i, exc))
+            if ordered:
+                break
+    return errors
 
 
 def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Update:
@@ -81,36 +101,29 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
         check_collation(s.collation)
     n = modified = 0
     upserted: list[dict[str, Any]] = []
-    errors: list[dict[str, Any]] = []
-    for i, s in enumerate(statements):
-        try:
-            spec = QuerySpec.parse(s.q, hint=s.hint)
-            change = _parse_change(s.u, s.array_filters, s.multi)
-            result = await ctx.app.gateway.write(
-                writes.update,
-                ctx.app.engine,
-                ctx.db,
-                p.collection,
-                spec,
-                change,
-                s.multi,
-                s.upsert,
-                ctx.app.clock.now_ms(),
-            )
-        except (StorageError, CommandError) as exc:
-            errors.append(write_error(i, exc))
-            if p.ordered:
-                break
-            continue
+
+    async def run(i: int, s: UpdateStatement) -> None:
+        nonlocal n, modified
+        result = await ctx.app.gateway.write(
+            writes.update,
+            ctx.app.engine,
+            ctx.db,
+            p.collection,
+            QuerySpec.parse(s.q, hint=s.hint),
+            _parse_change(s.u, s.array_filters, s.multi),
+            s.multi,
+            s.upsert,
+            ctx.app.clock.now_ms(),
+        )
         n += result.matched
         modified += result.modified
         if result.upserted_id is not MISSING:
             n += 1
             upserted.append({"index": i, "_id": result.upserted_id})
         if result.error is not None:
-            errors.append(write_error(i, result.error))
-            if p.ordered:
-                break
+            raise result.error  # after its earlier changes are counted: they stay
+
+    errors = await _each_statement(statements, p.ordered, run)
     ctx.app.stats.count_documents("update", modified + len(upserted))
     reply: dict[str, Any] = {"n": n, "nModified": modified}
     if upserted:
@@ -154,25 +167,21 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
             )
         check_collation(s.collation)
     n = 0
-    errors: list[dict[str, Any]] = []
-    for i, s in enumerate(statements):
-        try:
-            spec = QuerySpec.parse(s.q, hint=s.hint)
-            result = await ctx.app.gateway.write(
-                writes.delete,
-                ctx.app.engine,
-                ctx.db,
-                p.collection,
-                spec,
-                s.limit == 1,
-                ctx.app.clock.now_ms(),
-            )
-        except StorageError as exc:
-            errors.append(write_error(i, exc))
-            if p.ordered:
-                break
-            continue
+
+    async def run(_i: int, s: DeleteStatement) -> None:
+        nonlocal n
+        result = await ctx.app.gateway.write(
+            writes.delete,
+            ctx.app.engine,
+            ctx.db,
+            p.collection,
+            QuerySpec.parse(s.q, hint=s.hint),
+            s.limit == 1,
+            ctx.app.clock.now_ms(),
+        )
         n += result.deleted
+
+    errors = await _each_statement(statements, p.ordered, run)
     ctx.app.stats.count_documents("delete", n)
     reply: dict[str, Any] = {"n": n}
     if errors:
