@@ -38,3 +38,15 @@ def typed(value: Any) -> Any:
     if isinstance(value, list):
         return ("array", [typed(v) for v in value])
     return (t.__name__, value)
+
+
+def raises(spec: Any, doc: Doc | None = None) -> tuple[str, str]:
+    """(codeName, message) of the QueryError evaluating `spec` over `doc` raises (compiling
+    included); fails the test if none is raised."""
+    import pytest
+
+    from storage.errors import QueryError
+
+    with pytest.raises(QueryError) as info:
+        run(spec, doc)
+    return info.value.code_name, info.value.message
