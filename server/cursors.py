@@ -78,6 +78,10 @@ class Cursor:
     run: QueryRun | PipelineRun
     no_timeout: bool = False
     last_used: float = field(default_factory=time.monotonic)
+    #: A getMore is producing a batch (a second one at the same time is refused).
+    in_use: bool = False
+    #: Closed by killCursors (or the reaper) while a getMore was producing a batch.
+    killed: bool = False
 
 
 class CursorManager:
@@ -103,7 +107,12 @@ class CursorManager:
         return cursor
 
     def close(self, cid: int) -> bool:
-        return self._cursors.pop(cid, None) is not None
+        """Forget a cursor; a getMore producing a batch for it learns from `killed`."""
+        cursor = self._cursors.pop(cid, None)
+        if cursor is None:
+            return False
+        cursor.killed = True
+        return True
 
     def reap(self, idle_seconds: float, now: float | None = None) -> int:
         """Close cursors idle longer than `idle_seconds` (unless noCursorTimeout); returns how many."""
@@ -111,7 +120,7 @@ class CursorManager:
         stale = [
             c.id
             for c in self._cursors.values()
-            if not c.no_timeout and t - c.last_used > idle_seconds
+            if not c.no_timeout and not c.in_use and t - c.last_used > idle_seconds
         ]
         for cid in stale:
             del self._cursors[cid]

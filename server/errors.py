@@ -48,10 +48,12 @@ class ErrorCode(enum.IntEnum):
     DBPathInUse = 98
     CannotIndexParallelArrays = 171
     NotExactValueField = 111
+    CursorInUse = 143
     ExceededMemoryLimit = 146
     InvalidPipelineOperator = 168
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197
+    CursorKilled = 237
     NotImplemented = 238
     ConversionFailure = 241
     UnsupportedOpQueryCommand = 352

@@ -52,6 +52,10 @@ _NEXT_ID = b"next_id"
 T = TypeVar("T")
 _CatalogChanges = dict[tuple[str, str], CollectionInfo | None]
 _IndexFlags = dict[int, set[str]]
+#: A TTL index on `_ts` is the collection's one default time to live (Cosmos DefaultTimeToLive).
+_ONE_COSMOS_DEFAULT = (
+    "a collection can have only one TTL index on _ts: it sets the collection's default time to live"
+)
 
 
 class DataDirLocked(StorageError):
@@ -790,6 +794,8 @@ class Engine:
                 new.append(IndexInfo(self._next_id(txn), spec.name, spec.key, dict(spec.options)))
             if not new:
                 return CreateIndexesResult(before, before, created, "all indexes already exist")
+            if sum(map(ttl.is_cosmos_index, (*info.indexes, *new))) > 1:
+                raise QueryError("CannotCreateIndex", _ONE_COSMOS_DEFAULT)
             if before + len(new) > MAX_INDEXES:
                 raise QueryError(
                     "CannotCreateIndex",
@@ -956,6 +962,9 @@ class Engine:
                 if was != hidden:
                     change = replace(change, hidden_old=was, hidden_new=hidden)
             updated = replace(ix, options=options)
+            others = (i for i in info.indexes if i.id != ix.id)
+            if ttl.is_cosmos_index(updated) and any(map(ttl.is_cosmos_index, others)):
+                raise QueryError("InvalidOptions", _ONE_COSMOS_DEFAULT)
             info = info.with_indexes(tuple(updated if i.id == ix.id else i for i in info.indexes))
             if convert:
                 self._convert_to_ttl(txn, info, updated)

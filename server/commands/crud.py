@@ -190,9 +190,22 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             f"Requested getMore on namespace '{ns}', but cursor belongs to a different namespace "
             f"{cursor.ns}",
         )
-    docs = await fill_batch(
-        ctx.app.engine, cursor.run, p.batch_size or None, ctx.app.clock.now_ms()
-    )
+    if cursor.in_use:
+        raise CommandError(
+            ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
+        )
+    cursor.in_use = True
+    try:
+        docs = await fill_batch(
+            ctx.app.engine, cursor.run, p.batch_size or None, ctx.app.clock.now_ms()
+        )
+    except BaseException:
+        ctx.app.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
+        raise
+    finally:
+        cursor.in_use = False
+    if cursor.killed:
+        raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
     cid = cursor.id
     if cursor.run.exhausted:
         ctx.app.cursors.close(cid)

@@ -115,13 +115,15 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             s.upsert,
             ctx.app.clock.now_ms(),
         )
+        if result.error is not None:
+            # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
+            # though the documents it changed before failing stay changed.
+            raise result.error
         n += result.matched
         modified += result.modified
         if result.upserted_id is not MISSING:
             n += 1
             upserted.append({"index": i, "_id": result.upserted_id})
-        if result.error is not None:
-            raise result.error  # after its earlier changes are counted: they stay
 
     errors = await _each_statement(statements, p.ordered, run)
     ctx.app.stats.count_documents("update", modified + len(upserted))

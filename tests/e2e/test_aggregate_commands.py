@@ -3,10 +3,12 @@ count_documents, and the command's own errors with MongoDB's codes."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import AsyncMongoClient, MongoClient, monitoring
 from pymongo.errors import OperationFailure
 
 from tests.e2e.ttl_helpers import error_code
@@ -36,7 +38,14 @@ def test_group_sort_project(orders: Any) -> None:
                 {"$match": {"qty": {"$gte": 3}}},
                 {"$group": {"_id": "$item", "n": {"$sum": 1}, "qty": {"$sum": "$qty"}}},
                 {"$sort": {"qty": -1}},
-                {"$project": {"_id": 0, "item": "$_id", "n": 1, "avg": {"$divide": ["$qty", "$n"]}}},
+                {
+                    "$project": {
+                        "_id": 0,
+                        "item": "$_id",
+                        "n": 1,
+                        "avg": {"$divide": ["$qty", "$n"]},
+                    }
+                },
             ]
         )
     )
@@ -54,7 +63,10 @@ def test_cursor_batches_through_get_more(orders: Any) -> None:
 
 def test_raw_reply_shape_and_batch_size_zero(client: Client, orders: Any) -> None:
     reply = client.shop.command(
-        "aggregate", "orders", pipeline=[{"$match": {"_id": 1}}, {"$project": {"qty": 1}}], cursor={}
+        "aggregate",
+        "orders",
+        pipeline=[{"$match": {"_id": 1}}, {"$project": {"qty": 1}}],
+        cursor={},
     )
     assert reply == {
         "cursor": {"firstBatch": [{"_id": 1, "qty": 1}], "id": 0, "ns": "shop.orders"},
@@ -71,8 +83,20 @@ def test_lookup_and_let(orders: Any) -> None:
         orders.aggregate(
             [
                 {"$match": {"_id": {"$in": [1, 2, 3]}}},
-                {"$lookup": {"from": "items", "localField": "item", "foreignField": "_id", "as": "info"}},
-                {"$project": {"origin": {"$first": "$info.origin"}, "big": {"$gt": ["$qty", "$$min"]}}},
+                {
+                    "$lookup": {
+                        "from": "items",
+                        "localField": "item",
+                        "foreignField": "_id",
+                        "as": "info",
+                    }
+                },
+                {
+                    "$project": {
+                        "origin": {"$first": "$info.origin"},
+                        "big": {"$gt": ["$qty", "$$min"]},
+                    }
+                },
             ],
             let={"min": 1},
         )
@@ -99,9 +123,15 @@ def test_collectionless_documents(client: Client) -> None:
 
 def test_aggregate_errors(client: Client, orders: Any) -> None:
     db = client.shop
-    assert error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$bogus": 1}], cursor={})) == 40324
+    assert (
+        error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$bogus": 1}], cursor={}))
+        == 40324
+    )
     assert error_code(lambda: db.command("aggregate", "orders", pipeline=[])) == 9
-    assert error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$limit": -1}], cursor={})) > 0
+    assert (
+        error_code(lambda: db.command("aggregate", "orders", pipeline=[{"$limit": -1}], cursor={}))
+        > 0
+    )
     with pytest.raises(OperationFailure) as info:
         list(orders.aggregate([{"$project": {"x": {"$divide": [1, 0]}}}]))
     assert info.value.code == 2
@@ -113,7 +143,9 @@ def test_aggregate_errors(client: Client, orders: Any) -> None:
 async def test_async_client_aggregate(async_client: AsyncMongoClient[dict[str, Any]]) -> None:
     coll = async_client.shop.async_orders
     await coll.insert_many([{"_id": i, "g": i % 2} for i in range(10)])
-    cursor = await coll.aggregate([{"$group": {"_id": "$g", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}])
+    cursor = await coll.aggregate(
+        [{"$group": {"_id": "$g", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]
+    )
     assert await cursor.to_list() == [{"_id": 0, "n": 5}, {"_id": 1, "n": 5}]
     assert await coll.count_documents({"g": 1}) == 5
 
@@ -124,3 +156,106 @@ async def test_motor_aggregate(motor_client: Any) -> None:
     await coll.insert_many([{"_id": i} for i in range(7)])
     docs = await coll.aggregate([{"$match": {"_id": {"$gt": 2}}}, {"$count": "n"}]).to_list(None)
     assert docs == [{"n": 4}]
+
+
+# -- cursor life: failures, concurrent getMores, kills ---------------------------------------------
+
+# Each document costs the server tens of milliseconds: long enough for another request to arrive
+# while a batch is being produced.
+SLOW = [
+    {
+        "$project": {
+            "s": {
+                "$reduce": {
+                    "input": {"$range": [0, 100_000]},
+                    "initialValue": 0,
+                    "in": {"$add": ["$$value", 1]},
+                }
+            }
+        }
+    }
+]
+
+
+def test_failed_get_more_ends_the_cursor(client: Client) -> None:
+    client.shop.nums.insert_many([{"_id": i, "a": i} for i in range(100)])
+    first = client.shop.command(
+        "aggregate",
+        "nums",
+        pipeline=[{"$project": {"x": {"$divide": [1, {"$subtract": ["$a", 50]}]}}}],
+        cursor={"batchSize": 10},
+    )
+    cid = first["cursor"]["id"]
+    codes = []
+    for _ in range(6):
+        try:
+            client.shop.command("getMore", cid, collection="nums", batchSize=10)
+        except OperationFailure as exc:
+            codes.append(exc.code)
+            if exc.code == 43:
+                break
+    assert codes == [2, 43]
+
+
+class _Sent(monitoring.CommandListener):
+    """Sets `sent` once the client has sent its getMore."""
+
+    def __init__(self) -> None:
+        self.sent = threading.Event()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "getMore":
+            self.sent.set()
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def _get_more_in_thread(uri: str, cid: Any, out: dict[str, Any]) -> threading.Thread:
+    """Start a getMore of 30 slow documents (seconds of work) on another connection; return once
+    it has been sent and the server has had a moment to start on it."""
+    listener = _Sent()
+
+    def run() -> None:
+        with MongoClient(uri, event_listeners=[listener]) as c:
+            try:
+                out["reply"] = c.shop.command("getMore", cid, collection="slow", batchSize=30)
+            except OperationFailure as exc:
+                out["code"] = exc.code
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert listener.sent.wait(10)
+    time.sleep(0.3)
+    return t
+
+
+def test_concurrent_get_more_is_refused(client: Client, uri: str) -> None:
+    client.shop.slow.insert_many([{"_id": i} for i in range(100)])
+    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
+    cid = first["cursor"]["id"]
+    out: dict[str, Any] = {}
+    t = _get_more_in_thread(uri, cid, out)
+    with pytest.raises(OperationFailure) as info:
+        client.shop.command("getMore", cid, collection="slow", batchSize=1)
+    assert info.value.code == 143
+    t.join(60)
+    assert len(out["reply"]["cursor"]["nextBatch"]) == 30
+
+
+def test_kill_during_get_more(client: Client, uri: str) -> None:
+    client.shop.slow.insert_many([{"_id": i} for i in range(100)])
+    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
+    cid = first["cursor"]["id"]
+    out: dict[str, Any] = {}
+    t = _get_more_in_thread(uri, cid, out)
+    killed = client.shop.command("killCursors", "slow", cursors=[cid])
+    assert killed["cursorsKilled"] == [cid]
+    t.join(60)
+    assert out.get("code") == 237
+    with pytest.raises(OperationFailure) as info:
+        client.shop.command("getMore", cid, collection="slow")
+    assert info.value.code == 43

@@ -110,6 +110,7 @@ def test_ordered_bulk_stops_at_first_error(items: Any) -> None:
         )
     details = info.value.details
     assert details["nModified"] == 1
+    assert details["nMatched"] == 1
     (err,) = details["writeErrors"]
     assert (err["index"], err["code"]) == (1, 14)
     assert items.find_one({"_id": 3}).get("a") is None
@@ -257,3 +258,13 @@ def test_updates_survive_restart(start_server: Any, dbpath: str) -> None:
     with MongoClient(again.uri) as c:
         assert list(c.db.t.find()) == [{"_id": 1, "v": "changed"}]
         assert c.db.t.count_documents({}) == 1
+
+
+def test_failed_multi_update_counts_nothing_but_keeps_its_changes(client: Client) -> None:
+    coll = client.shop.mixed
+    coll.insert_many([{"_id": i, "s": "x" if i == 2 else 1} for i in range(5)])
+    reply = client.shop.command(
+        "update", "mixed", updates=[{"q": {}, "u": {"$inc": {"s": 1}}, "multi": True}]
+    )
+    assert (reply["n"], reply["nModified"], reply["writeErrors"][0]["code"]) == (0, 0, 14)
+    assert [d["s"] for d in coll.find(sort=[("_id", 1)])] == [2, 2, "x", 1, 1]

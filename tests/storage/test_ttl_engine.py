@@ -343,6 +343,24 @@ def test_collmod_converts_a_plain_ts_index_to_the_cosmos_default(engine: Engine)
     )
 
 
+
+def test_one_cosmos_default_per_collection(engine: Engine) -> None:
+    """A second TTL index on `_ts` (another direction, or a plain one made TTL) is refused: the
+    collection has one default time to live, and its expiry entries follow that one index."""
+    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": 10})
+    with pytest.raises(QueryError) as info:
+        create(engine, "c", {"key": {"_ts": -1}, "expireAfterSeconds": 20})
+    assert info.value.code_name == "CannotCreateIndex"
+    create(engine, "c", {"key": {"_ts": -1}})  # a plain index on a client `_ts` field is fine
+    with pytest.raises(QueryError) as info:
+        engine.modify_index(DB, "c", None, "_ts_-1", 20, None)
+    assert info.value.code_name == "InvalidOptions"
+    assert ttl.rules_for(coll_of(engine)).cosmos == 10
+    # Once the default is dropped, another may take its place.
+    engine.drop_indexes(DB, "c", "_ts_1")
+    assert engine.modify_index(DB, "c", None, "_ts_-1", 20, None) == Change(None, 20)
+
+
 # -- hiding ----------------------------------------------------------------------------------------
 
 
