@@ -81,7 +81,7 @@ class App:
         self._log_handlers = logsetup.setup(self.config.quiet, self.log_ring)
         try:
             self._engine = Engine.open(self.config.dbpath)
-            self._gateway = Gateway(self._engine)
+            self._gateway = Gateway(self._engine, self.clock.now_ms)
             await self._listen()
         except BaseException:
             await self._close_storage()

@@ -17,8 +17,9 @@ T = TypeVar("T")
 
 
 class Gateway:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: Callable[[], int]) -> None:
         self.engine = engine
+        self._clock = clock
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ebbdb-writer")
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-reader")
 
@@ -26,6 +27,16 @@ class Gateway:
         """Run a storage write method on the writer thread and wait for its durable commit."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer, functools.partial(fn, *args, **kwargs))
+
+    async def write_now(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Like write, passing `now_ms=` the expiry clock's time when the write starts on the
+        writer thread (not when it was queued: a write waiting behind another must not match,
+        or stamp, documents as of an earlier time than readers already see)."""
+
+        def stamped() -> T:
+            return fn(*args, now_ms=self._clock(), **kwargs)
+
+        return await self.write(stamped)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a long read-only computation on a reader thread."""

@@ -7,7 +7,7 @@ be served in batches across any number of requests while other clients write.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +51,10 @@ class QuerySpec:
         skip: int = 0,
         limit: int = 0,
         hint: Any = None,
+        variables: Mapping[str, Any] | None = None,
     ) -> QuerySpec:
-        """Raises QueryError for a malformed filter, projection, sort, skip or limit."""
+        """Raises QueryError for a malformed filter, projection, sort, skip or limit.
+        `variables` are the command's `let` (for `$expr`)."""
         if skip < 0:
             raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
@@ -60,7 +62,7 @@ class QuerySpec:
         flt = filter or {}
         return cls(
             flt,
-            compile_filter(flt),
+            compile_filter(flt, variables),
             parse_projection(projection, filter=flt),
             parse_sort(sort),
             skip,
@@ -200,13 +202,11 @@ class QueryRun:
                     continue
                 yield (i, key), rid, ttl.body(stored)
 
-    def records(
-        self, engine: Engine, now_ms: int, limit: int = 0
-    ) -> list[tuple[int, dict[str, Any]]]:
-        """(record id, decoded document) of the matching documents not expired at `now_ms`, in
-        sort order (or the plan's), after `skip`, at most `limit` (0: all); projection ignored.
-        Reads in one transaction: for the write commands, which run on the writer thread and
-        re-check each record inside their write transaction."""
+    def record_ids(self, engine: Engine, now_ms: int, limit: int = 0) -> list[int]:
+        """Record ids of the matching documents not expired at `now_ms`, in sort order (or the
+        plan's), after `skip`, at most `limit` (0: all). Reads in one transaction: for the write
+        commands, which run on the writer thread and re-check each record inside their write
+        transaction. Documents are kept in memory only when they must be sorted."""
         current = engine.collection(self.coll.db, self.coll.name)
         if current is None or current.id != self.coll.id:
             return []
@@ -214,7 +214,8 @@ class QueryRun:
         self._now = now_ms
         sorting = self._sorting
         want = limit + self.spec.skip if limit and not sorting else 0
-        found: list[tuple[int, dict[str, Any]]] = []
+        found: list[int] = []
+        to_sort: list[tuple[dict[str, Any], int]] = []
         seen: set[int] = set()
         with engine.read() as reader:
             for _pos, rid, raw in self._candidates(reader):
@@ -223,13 +224,17 @@ class QueryRun:
                 seen.add(rid)
                 self.docs_examined += 1
                 ok, doc = self._decode_and_match(raw)
-                if ok and doc is not None:
-                    found.append((rid, doc))
-                    if want and len(found) >= want:
-                        break
+                if not ok or doc is None:
+                    continue
+                if sorting:
+                    to_sort.append((doc, rid))
+                    continue
+                found.append(rid)
+                if want and len(found) >= want:
+                    break
         if sorting:
             assert self.spec.sort is not None
-            found = sort_documents([(doc, (rid, doc)) for rid, doc in found], self.spec.sort)
+            found = sort_documents(to_sort, self.spec.sort)
         found = found[self.spec.skip :]
         return found[:limit] if limit else found
 

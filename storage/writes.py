@@ -59,7 +59,7 @@ def _matches(
     coll = engine.collection(db, name)
     if coll is None:
         return []
-    return [rid for rid, _doc in QueryRun(coll, spec).records(engine, now_ms, limit)]
+    return QueryRun(coll, spec).record_ids(engine, now_ms, limit)
 
 
 def _recheck(
@@ -104,12 +104,15 @@ def _apply(change: Update, doc: dict[str, Any], spec: QuerySpec, now_ms: int) ->
 
 
 def _store(view: CollectionWrites, rid: int, value: bytes, new_doc: dict[str, Any]) -> bool:
-    """Write the new version unless it is byte for byte the old one; True if it wrote."""
+    """Write the new version; True if the document changed. An update that changes nothing is
+    no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
+    it is still a write that refreshes the last-modified time (spec/ttl.md section 2)."""
     raw = bson.encode(new_doc, codec_options=CODEC)
-    if raw == ttl.body(value):
-        return False  # a no-op update writes nothing (and leaves last-modified alone)
-    view.replace(rid, value, raw, new_doc)
-    return True
+    changed = raw != ttl.body(value)
+    assert view.info is not None
+    if changed or ttl.rules_for(view.info).cosmos is not None:
+        view.replace(rid, value, raw, new_doc)
+    return changed
 
 
 def _upsert_document(change: Update, spec: QuerySpec, now_ms: int) -> dict[str, Any]:

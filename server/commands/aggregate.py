@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bson.datetime_ms import DatetimeMS
-
 from server.commands.crud import check_collation, cursor_reply
 from server.context import CommandContext
 from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
@@ -17,7 +15,7 @@ from server.params import COMMAND_VALUE, Kind, arg
 from server.registry import REGISTRY
 from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from storage.catalog import validate_collection_name
-from storage.query.expressions import compile_expression
+from storage.query.expressions import command_variables
 
 
 @dataclass(frozen=True)
@@ -74,9 +72,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     first = _batch_size(p.cursor)
     check_collation(p.collation)
     now = ctx.app.clock.now_ms()
-    variables: dict[str, Any] = {"NOW": DatetimeMS(now)}
-    for name, spec in (p.let or {}).items():
-        variables[name] = compile_expression(spec)({}, variables)
+    variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
     source = EngineSource(ctx.app.engine, ctx.db, now)
 

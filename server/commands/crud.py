@@ -15,6 +15,7 @@ from server.params import COMMAND_VALUE, Kind, arg
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name
 from storage.execute import QueryRun, QuerySpec
+from storage.query.expressions import command_variables
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,8 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
             f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. "
             f"Got {len(p.documents)} operations.",
         )
-    result = await ctx.app.gateway.write(
-        ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered, ctx.app.clock.now_ms()
+    result = await ctx.app.gateway.write_now(
+        ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered
     )
     ctx.app.stats.count_documents("insert", result.inserted)
     reply: dict[str, Any] = {"n": result.inserted}
@@ -135,7 +136,8 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
             ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}"
         )
     limit = abs(p.limit)
-    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint)
+    variables = command_variables(p.let, ctx.app.clock.now_ms())
+    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables)
     coll = ctx.app.engine.collection(ctx.db, p.collection)
     return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit)
 

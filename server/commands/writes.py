@@ -18,6 +18,7 @@ from storage import writes
 from storage.catalog import validate_collection_name
 from storage.errors import StorageError
 from storage.execute import QuerySpec
+from storage.query.expressions import command_variables
 from storage.query.paths import MISSING
 from storage.query.projection import parse_projection
 from storage.query.update import Update, parse_update
@@ -99,21 +100,21 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
                 "Update argument must be either an object or an array",
             )
         check_collation(s.collation)
+    variables = command_variables(p.let, ctx.app.clock.now_ms())
     n = modified = 0
     upserted: list[dict[str, Any]] = []
 
     async def run(i: int, s: UpdateStatement) -> None:
         nonlocal n, modified
-        result = await ctx.app.gateway.write(
+        result = await ctx.app.gateway.write_now(
             writes.update,
             ctx.app.engine,
             ctx.db,
             p.collection,
-            QuerySpec.parse(s.q, hint=s.hint),
+            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
             _parse_change(s.u, s.array_filters, s.multi),
             s.multi,
             s.upsert,
-            ctx.app.clock.now_ms(),
         )
         if result.error is not None:
             # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
@@ -168,18 +169,18 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
                 f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
             )
         check_collation(s.collation)
+    variables = command_variables(p.let, ctx.app.clock.now_ms())
     n = 0
 
     async def run(_i: int, s: DeleteStatement) -> None:
         nonlocal n
-        result = await ctx.app.gateway.write(
+        result = await ctx.app.gateway.write_now(
             writes.delete,
             ctx.app.engine,
             ctx.db,
             p.collection,
-            QuerySpec.parse(s.q, hint=s.hint),
+            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
             s.limit == 1,
-            ctx.app.clock.now_ms(),
         )
         n += result.deleted
 
@@ -240,10 +241,11 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     """Update or remove one document and return it (before, or with `new` after, the change)."""
     validate_collection_name(ctx.db, p.collection)
     _check_find_and_modify(p)
-    spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint)
+    variables = command_variables(p.let, ctx.app.clock.now_ms())
+    spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
-    result = await ctx.app.gateway.write(
+    result = await ctx.app.gateway.write_now(
         writes.find_and_modify,
         ctx.app.engine,
         ctx.db,
@@ -254,7 +256,6 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
         upsert=p.upsert,
         return_new=p.new,
         fields=fields,
-        now_ms=ctx.app.clock.now_ms(),
     )
     last: dict[str, Any] = {"n": result.matched}
     if not p.remove:

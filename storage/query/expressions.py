@@ -4020,10 +4020,22 @@ def compile_accumulator(
     return lambda: make(expr)
 
 
+def command_variables(let: Mapping[str, Any] | None, now_ms: int) -> dict[str, Any]:
+    """The variables a command's `let` defines, each a constant expression evaluated once (it may
+    use $$NOW and the variables before it), with NOW, the command's time."""
+    variables: dict[str, Any] = {"NOW": DatetimeMS(now_ms)}
+    for name, spec in (let or {}).items():
+        _check_variable_name(name, write=True)
+        value = compile_expression(spec, frozenset(variables))({}, variables)
+        variables[name] = None if value is MISSING else value
+    return variables
+
+
 __all__ = [
     "Accumulator",
     "Expression",
     "Variables",
+    "command_variables",
     "compile_accumulator",
     "compile_expression",
     "truthy",

@@ -38,7 +38,11 @@ def test_update_one_and_many_counts(items: Any) -> None:
     r = items.update_many({}, {"$set": {"seen": True}})
     assert (r.matched_count, r.modified_count) == (3, 3)
     assert items.find_one({"_id": 1}) == {
-        "_id": 1, "name": "tea", "qty": 6, "tags": ["hot"], "seen": True
+        "_id": 1,
+        "name": "tea",
+        "qty": 6,
+        "tags": ["hot"],
+        "seen": True,
     }
 
 
@@ -134,7 +138,10 @@ def test_bad_updates_are_write_errors(items: Any, update: dict[str, Any], code: 
 
 def test_update_command_errors(client: Client, items: Any) -> None:
     db = client.shop
-    assert error_code(lambda: db.command("update", "items", updates=[{"u": {"$set": {"a": 1}}}])) == 40414
+    assert (
+        error_code(lambda: db.command("update", "items", updates=[{"u": {"$set": {"a": 1}}}]))
+        == 40414
+    )
     assert (
         error_code(lambda: db.command("update", "items", updates=[{"q": {}, "u": {}, "bogus": 1}]))
         == 40415
@@ -176,7 +183,10 @@ def test_find_one_and_update_before_and_after(items: Any) -> None:
     before = items.find_one_and_update({"_id": 1}, {"$inc": {"qty": 1}})
     assert before["qty"] == 5
     after = items.find_one_and_update(
-        {"_id": 1}, {"$inc": {"qty": 1}}, return_document=ReturnDocument.AFTER, projection={"qty": 1}
+        {"_id": 1},
+        {"$inc": {"qty": 1}},
+        return_document=ReturnDocument.AFTER,
+        projection={"qty": 1},
     )
     assert after == {"_id": 1, "qty": 7}
 
@@ -268,3 +278,25 @@ def test_failed_multi_update_counts_nothing_but_keeps_its_changes(client: Client
     )
     assert (reply["n"], reply["nModified"], reply["writeErrors"][0]["code"]) == (0, 0, 14)
     assert [d["s"] for d in coll.find(sort=[("_id", 1)])] == [2, 2, "x", 1, 1]
+
+
+# -- let -------------------------------------------------------------------------------------------
+
+
+def test_let_variables_in_find_update_delete_and_find_and_modify(
+    client: Client, items: Any
+) -> None:
+    over = {"$expr": {"$gt": ["$qty", "$$min"]}}
+    assert [d["_id"] for d in items.find(over, let={"min": 4})] == [1, 3]
+    r = items.update_many(over, {"$set": {"big": True}}, let={"min": 6})
+    assert (r.matched_count, r.modified_count) == (1, 1)
+    doc = items.find_one_and_update(
+        over, {"$inc": {"qty": 1}}, let={"min": 8}, return_document=True
+    )
+    assert doc is not None and (doc["_id"], doc["qty"]) == (3, 10)
+    assert items.delete_many(over, let={"min": 4}).deleted_count == 2
+    # Without the variable, MongoDB's undefined-variable error.
+    with pytest.raises(OperationFailure) as info:
+        list(items.find(over))
+    assert info.value.code == 17276
+    assert error_code(lambda: list(items.find({}, let={"Bad": 1}))) == 16867
