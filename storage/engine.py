@@ -41,6 +41,7 @@ from storage.errors import (
 )
 from storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
 from storage.indexes import MAX_INDEXES, IndexSpec, conflict
+from storage.query.compare import UNDEFINED
 
 INITIAL_MAP_SIZE = 1 << 30
 LOCK_FILE = "ebbdb.lock"
@@ -630,7 +631,7 @@ class Engine:
                     held = txn.get(key, db=self._index)
                     if held is not None and held != rid_bytes:
                         if now_ms is None or not self._take_over_expired(txn, info, held, now_ms):
-                            raise DuplicateKey(info.ns, ix.name, dict(ix.key), values)
+                            raise DuplicateKey(info.ns, ix.name, dict(ix.key), _shown(values))
                 else:
                     key, shortened = keys.fit(prefix, body, rid_bytes)
                 if shortened and not ix.long_keys:
@@ -1108,6 +1109,12 @@ def _check_size(raw: bytes) -> None:
             "Location17419",
             f"Resulting document after update is larger than {MAX_DOCUMENT_SIZE}",
         )
+
+
+def _shown(values: dict[str, Any]) -> dict[str, Any]:
+    """Key values as a duplicate-key error reports them: an empty array's key is BSON undefined,
+    which drivers decode as null (and Python's BSON encoder cannot write)."""
+    return {k: None if v is UNDEFINED else v for k, v in values.items()}
 
 
 def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:

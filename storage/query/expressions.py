@@ -1044,6 +1044,14 @@ def _divide(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return divide
 
 
+def _fmod(a: float, b: float) -> float:
+    """C's fmod, which MongoDB uses: an infinite dividend gives NaN (Python's raises)."""
+    try:
+        return math.fmod(a, b)
+    except ValueError:
+        return math.nan
+
+
 @_operator("$mod")
 def _mod(spec: Any, defined: frozenset[str], op: str) -> Expression:
     left, right = _fixed(spec, defined, op, 2)
@@ -1061,7 +1069,7 @@ def _mod(spec: Any, defined: frozenset[str], op: str) -> Expression:
             if bf == 0:
                 _fail(16610, "can't $mod by zero")
             if ka == _DOUBLE or (kb == _DOUBLE and not _integral(b)):
-                return math.fmod(_to_float(a), bf)
+                return _fmod(_to_float(a), bf)
             if ka == _LONG or kb == _LONG:
                 return Int64(_c_remainder(_coerce_long(a), _coerce_long(b)))
             return _c_remainder(_coerce_int(a), _coerce_int(b))

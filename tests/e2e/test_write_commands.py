@@ -300,3 +300,18 @@ def test_let_variables_in_find_update_delete_and_find_and_modify(
         list(items.find(over))
     assert info.value.code == 17276
     assert error_code(lambda: list(items.find({}, let={"Bad": 1}))) == 16867
+
+
+def test_duplicate_empty_array_key_reports_null(items: Any) -> None:
+    items.create_index("tags", unique=True)  # document 2 holds tags: []
+    with pytest.raises(DuplicateKeyError) as info:
+        items.insert_one({"_id": 50, "tags": []})
+    assert info.value.details is not None
+    assert info.value.details["keyValue"] == {"tags": None}
+    with pytest.raises(DuplicateKeyError):
+        items.update_one({"_id": 1}, {"$set": {"tags": []}})
+
+
+def test_mod_of_infinity_is_nan(client: Client, items: Any) -> None:
+    (doc,) = items.aggregate([{"$limit": 1}, {"$project": {"m": {"$mod": [float("inf"), 3]}}}])
+    assert doc["m"] != doc["m"]
