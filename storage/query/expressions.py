@@ -1143,8 +1143,12 @@ def _exp(x: Any) -> Any:
 
 def _log_of(name: str, code: int, fn: Callable[[float], float], dec: Callable[[Any], Any]) -> Any:
     def apply(x: Any) -> Any:
-        if type(x) is Decimal128 and x.to_decimal() > 0:
-            return _mkdec(dec(x.to_decimal()))
+        if type(x) is Decimal128:
+            d = x.to_decimal()
+            if d.is_nan():
+                return x  # NaN in, NaN out (an ordered comparison with NaN would raise)
+            if d > 0:
+                return _mkdec(dec(d))
         f = _to_float(x)
         if not (f > 0 or math.isnan(f)):
             _fail(code, f"{name}'s argument must be a positive number, but is {_fmt_double(f)}")
@@ -1156,6 +1160,8 @@ def _log_of(name: str, code: int, fn: Callable[[float], float], dec: Callable[[A
 def _sqrt(x: Any) -> Any:
     if type(x) is Decimal128:
         d = x.to_decimal()
+        if d.is_nan():
+            return x
         if d < 0:
             _fail(28714, "$sqrt's argument must be greater than or equal to 0")
         return _mkdec(_DEC.sqrt(d))
@@ -1188,6 +1194,8 @@ def _log(spec: Any, defined: frozenset[str], op: str) -> Expression:
             _fail(28757, f"$log's base must be numeric, not {type_name(base)}")
         if type(x) is Decimal128 or type(base) is Decimal128:
             dx, db = _to_dec(x), _to_dec(base)
+            if dx.is_nan() or db.is_nan():
+                return _mkdec(decimal.Decimal("NaN"))
             if dx > 0 and db > 0 and db != 1:
                 return _mkdec(_DEC.divide(_DEC.ln(dx), _DEC.ln(db)))
         fx, fb = _to_float(x), _to_float(base)
@@ -1218,7 +1226,7 @@ def _pow(spec: Any, defined: frozenset[str], op: str) -> Expression:
         kb, ke = _kind(base), _kind(exp)
         if kb == _DECIMAL or ke == _DECIMAL:
             db, de = _to_dec(base), _to_dec(exp)
-            if db.is_zero() and de < 0:
+            if db.is_zero() and not de.is_nan() and de < 0:
                 _fail(28764, "$pow cannot take a base of 0 and a negative exponent")
             return _mkdec(_DEC.power(db, de))
         fb, fe = _to_float(base), _to_float(exp)

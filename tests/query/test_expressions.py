@@ -536,3 +536,41 @@ def test_literal_results_are_not_shared() -> None:
     first = expr({}, {})
     first["a"].append(2)
     assert expr({}, {}) == {"a": [1]}
+
+
+# Found by fuzzing: NaN and infinities must give MongoDB's results or errors, never a Python
+# exception (decimal's ordered comparisons with NaN raise under the default context).
+_ODD = [
+    Decimal128("NaN"),
+    Decimal128("-Infinity"),
+    Decimal128("0"),
+    float("nan"),
+    float("inf"),
+    Int64(-(2**63)),
+    0,
+    -1,
+]
+
+
+@pytest.mark.parametrize("op", ["$sqrt", "$ln", "$log10", "$exp", "$abs", "$ceil", "$floor"])
+@pytest.mark.parametrize("value", _ODD, ids=repr)
+def test_single_numeric_operators_on_odd_values(op: str, value: Any) -> None:
+    try:
+        run({op: {"$literal": value}})
+    except QueryError:
+        pass
+
+
+@pytest.mark.parametrize("op", ["$pow", "$log", "$mod", "$divide", "$add", "$multiply"])
+@pytest.mark.parametrize("a", _ODD, ids=repr)
+@pytest.mark.parametrize("b", _ODD, ids=repr)
+def test_binary_numeric_operators_on_odd_values(op: str, a: Any, b: Any) -> None:
+    try:
+        run({op: [{"$literal": a}, {"$literal": b}]})
+    except QueryError:
+        pass
+
+
+def test_decimal_nan_flows_through() -> None:
+    assert str(run({"$sqrt": {"$literal": Decimal128("NaN")}})) == "NaN"
+    assert str(run({"$log": [{"$literal": Decimal128("NaN")}, 10]})) == "NaN"
