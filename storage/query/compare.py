@@ -32,6 +32,32 @@ RANK_CODE = 60
 RANK_CODEWSCOPE = 65
 RANK_MAXKEY = 127
 
+
+#: BSON type names (as `$type` and `$convert` spell them) and their type codes.
+BSON_TYPE_CODES: dict[str, int] = {
+    "double": 1,
+    "string": 2,
+    "object": 3,
+    "array": 4,
+    "binData": 5,
+    "undefined": 6,
+    "objectId": 7,
+    "bool": 8,
+    "date": 9,
+    "null": 10,
+    "regex": 11,
+    "dbPointer": 12,
+    "javascript": 13,
+    "symbol": 14,
+    "javascriptWithScope": 15,
+    "int": 16,
+    "timestamp": 17,
+    "long": 18,
+    "decimal": 19,
+    "minKey": -1,
+    "maxKey": 127,
+}
+
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 

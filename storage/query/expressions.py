@@ -39,7 +39,14 @@ from bson.raw_bson import RawBSONDocument
 
 from storage.errors import QueryError
 from storage.query import dates
-from storage.query.compare import UNDEFINED, SortKey, compare, date_ms, regex_flags
+from storage.query.compare import (
+    BSON_TYPE_CODES,
+    UNDEFINED,
+    SortKey,
+    compare,
+    date_ms,
+    regex_flags,
+)
 from storage.query.paths import MISSING, split
 from storage.query.regex import pcre_to_python
 from storage.query.sort import parse_sort, sort_documents
@@ -2483,30 +2490,7 @@ def _is_number_op(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return lambda doc, v: _is_number(arg(doc, v))
 
 
-_TYPE_CODES = {
-    "missing": 0,
-    "double": 1,
-    "string": 2,
-    "object": 3,
-    "array": 4,
-    "binData": 5,
-    "undefined": 6,
-    "objectId": 7,
-    "bool": 8,
-    "date": 9,
-    "null": 10,
-    "regex": 11,
-    "dbPointer": 12,
-    "javascript": 13,
-    "symbol": 14,
-    "javascriptWithScope": 15,
-    "int": 16,
-    "timestamp": 17,
-    "long": 18,
-    "decimal": 19,
-    "minKey": -1,
-    "maxKey": 127,
-}
+_TYPE_CODES = {**BSON_TYPE_CODES, "missing": 0}
 _CODE_TYPES = {code: name for name, code in _TYPE_CODES.items()}
 _NO_ON_ERROR = "in $convert with no onError value"
 

@@ -20,6 +20,7 @@ from bson.raw_bson import RawBSONDocument
 from storage.errors import QueryError
 from storage.query import expressions
 from storage.query.compare import (
+    BSON_TYPE_CODES,
     RANK_MAXKEY,
     RANK_MINKEY,
     RANK_NUMBER,
@@ -799,29 +800,7 @@ def _regex_test(pattern: str, options: str) -> _Test:
 
 # -- $type ----------------------------------------------------------------------------------------
 
-_TYPE_ALIASES = {
-    "double": 1,
-    "string": 2,
-    "object": 3,
-    "array": 4,
-    "binData": 5,
-    "undefined": 6,
-    "objectId": 7,
-    "bool": 8,
-    "date": 9,
-    "null": 10,
-    "regex": 11,
-    "dbPointer": 12,
-    "javascript": 13,
-    "symbol": 14,
-    "javascriptWithScope": 15,
-    "int": 16,
-    "timestamp": 17,
-    "long": 18,
-    "decimal": 19,
-    "minKey": -1,
-    "maxKey": 127,
-}
+_TYPE_ALIASES = BSON_TYPE_CODES
 _TYPE_CODES = frozenset(_TYPE_ALIASES.values())
 _NUMBER_CODES = frozenset({1, 16, 18, 19})
 
