@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bson
+import bson.errors
 
 from storage.documents import CODEC, MAX_DOCUMENT_SIZE
 from storage.engine import Engine
@@ -20,6 +21,17 @@ from storage.execute import QueryRun
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
 MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024
 DEFAULT_FIRST_BATCH = 101
+
+
+def _encode_result(doc: dict[str, Any]) -> bytes:
+    """A pipeline result as BSON; a value BSON cannot hold (an integer past 64 bits from date
+    arithmetic, a string past 2 GiB) is the client's error, not an internal one."""
+    try:
+        return bson.encode(doc, codec_options=CODEC)
+    except OverflowError:
+        raise QueryError("Overflow", "a result holds an integer outside the 64-bit range") from None
+    except (bson.errors.InvalidStringData, bson.errors.InvalidDocument) as exc:
+        raise QueryError("BadValue", f"a result cannot be stored as BSON: {exc}") from None
 
 
 class PipelineRun:
@@ -51,7 +63,7 @@ class PipelineRun:
                 if doc is None:
                     self.exhausted = True
                     break
-                raw = bson.encode(doc, codec_options=CODEC)
+                raw = _encode_result(doc)
                 if len(raw) > MAX_DOCUMENT_SIZE:
                     raise QueryError(
                         "BSONObjectTooLarge",

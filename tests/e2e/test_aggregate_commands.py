@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from bson import Int64
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 from pymongo.errors import OperationFailure
 
@@ -259,3 +260,13 @@ def test_kill_during_get_more(client: Client, uri: str) -> None:
     with pytest.raises(OperationFailure) as info:
         client.shop.command("getMore", cid, collection="slow")
     assert info.value.code == 43
+
+
+def test_result_past_64_bits_is_an_overflow_error(client: Client) -> None:
+    far = {"$toDate": Int64(2**63 - 1)}
+    near = {"$toDate": Int64(-(2**63))}
+    pipeline = [{"$documents": [{}]}, {"$project": {"r": {"$subtract": [far, near]}}}]
+    with pytest.raises(OperationFailure) as info:
+        list(client.admin.aggregate(pipeline))
+    assert info.value.code == 15
+    assert client.admin.command("ping")["ok"] == 1.0
