@@ -44,7 +44,7 @@ from storage.query.match import Predicate, compile_filter
 from storage.query.paths import MISSING
 
 # The projection module already prints values and type names exactly as MongoDB's messages do.
-from storage.query.projection import EXCLUDE, INCLUDE, type_name
+from storage.query.projection import EXCLUDE, INCLUDE, field_path, type_name
 from storage.query.projection import render_value as render
 from storage.query.sort import SortSpec, parse_sort, sort_documents
 
@@ -433,22 +433,9 @@ def _parse(raw: Any, defined: frozenset[str], within: str | None) -> Pipeline:
 
 
 def _field_path(path: str, fail: Callable[[int, str], QueryError] = _error) -> tuple[str, ...]:
-    """MongoDB's FieldPath checks, with its codes."""
-    if not path:
-        raise fail(40352, "FieldPath cannot be constructed with empty string")
-    if path.endswith("."):
-        raise fail(40353, "FieldPath must not end with a '.'.")
-    parts = tuple(path.split("."))
-    for part in parts:
-        if not part:
-            raise fail(15998, "FieldPath field names may not be empty strings.")
-        if part.startswith("$") and part not in _DOLLAR_FIELDS:
-            raise fail(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or"
-                " $setField.",
-            )
-    return parts
+    """MongoDB's FieldPath checks, with its codes (the projection's, with the `$` names a
+    pipeline accepts)."""
+    return field_path(path, fail, _DOLLAR_FIELDS)
 
 
 def _dollar_path(path: str) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 import zoneinfo
+from collections.abc import Container
 from dataclasses import dataclass
 
 from storage.errors import QueryError
@@ -230,13 +231,18 @@ _TO_STRING_SPECIFIERS = frozenset("bBdGHjLmMSwuUVYzZ")
 
 
 def validate_format(fmt: str) -> None:
+    _check_format(fmt, _TO_STRING_SPECIFIERS)
+
+
+def _check_format(fmt: str, specifiers: Container[str]) -> None:
+    """A format string's `%` specifiers must be `%%` or one of `specifiers`."""
     i, n = 0, len(fmt)
     while i < n:
         if fmt[i] == "%":
             if i + 1 == n:
                 raise QueryError("Location18535", "Unmatched '%' at end of format string")
             c = fmt[i + 1]
-            if c != "%" and c not in _TO_STRING_SPECIFIERS:
+            if c != "%" and c not in specifiers:
                 raise QueryError(
                     "Location18536", f"Invalid format character '%{c}' in format string"
                 )
@@ -410,19 +416,7 @@ _FORMAT_PATTERNS = {
 
 
 def validate_parse_format(fmt: str) -> None:
-    i, n = 0, len(fmt)
-    while i < n:
-        if fmt[i] == "%":
-            if i + 1 == n:
-                raise QueryError("Location18535", "Unmatched '%' at end of format string")
-            c = fmt[i + 1]
-            if c != "%" and c not in _FORMAT_PATTERNS:
-                raise QueryError(
-                    "Location18536", f"Invalid format character '%{c}' in format string"
-                )
-            i += 2
-        else:
-            i += 1
+    _check_format(fmt, _FORMAT_PATTERNS)
 
 
 def _check_fields(text: str, fields: dict[str, int]) -> None:

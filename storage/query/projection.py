@@ -228,7 +228,7 @@ class _Parser:
     def inclusion_field(self, name: str, parent: _Node) -> None:
         top_level_id = name == "_id" and parent is self.root
         if not name.endswith(".$"):
-            _add(parent, _field_path(name), INCLUDE)
+            _add(parent, field_path(name), INCLUDE)
             if top_level_id:
                 self.id_included = True
         else:
@@ -240,7 +240,7 @@ class _Parser:
                 raise _error(51050, "Projections with a positional operator require a matcher")
             if name == ".$":
                 raise _error(5392900, f"Projection on field {name} is invalid")
-            _add(parent, _field_path(name[:-2]), POSITIONAL)
+            _add(parent, field_path(name[:-2]), POSITIONAL)
             self.has_positional = True
         if not top_level_id:
             if self.inclusion is False:
@@ -248,7 +248,7 @@ class _Parser:
             self.inclusion = True
 
     def exclusion_field(self, name: str, parent: _Node) -> None:
-        _add(parent, _field_path(name), EXCLUDE)
+        _add(parent, field_path(name), EXCLUDE)
         if name == "_id" and parent is self.root:
             return
         if self.inclusion is True:
@@ -256,7 +256,7 @@ class _Parser:
         self.inclusion = False
 
     def literal_field(self, name: str, value: Any, parent: _Node) -> None:
-        path = _field_path(name)
+        path = field_path(name)
         _add(parent, path, _Literal(value))
         if self.inclusion is False:
             raise _error(
@@ -276,7 +276,7 @@ class _Parser:
             raise _error(
                 51270, "An empty sub-projection is not a valid value. Found empty object at path"
             )
-        path = _field_path(name)
+        path = field_path(name)
         first = next(iter(obj))
         if len(obj) == 1 and first.startswith("$") and first not in _DOLLAR_FIELDS:
             self.expression(name, path, first, obj[first], parent)
@@ -380,18 +380,23 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _field_path(name: str) -> tuple[str, ...]:
-    """MongoDB's FieldPath validation, with its codes."""
+def field_path(
+    name: str,
+    fail: Callable[[int, str], QueryError] = _error,
+    dollar_fields: frozenset[str] = _DOLLAR_FIELDS,
+) -> tuple[str, ...]:
+    """MongoDB's FieldPath validation, with its codes: the path's parts. `fail` builds the error
+    (a caller may word it for its stage); `dollar_fields` are the `$` names a part may have."""
     if not name:
-        raise _error(40352, "FieldPath cannot be constructed with empty string")
+        raise fail(40352, "FieldPath cannot be constructed with empty string")
     if name.endswith("."):
-        raise _error(40353, "FieldPath must not end with a '.'.")
+        raise fail(40353, "FieldPath must not end with a '.'.")
     parts = tuple(name.split("."))
     for part in parts:
         if not part:
-            raise _error(15998, "FieldPath field names may not be empty strings.")
-        if part.startswith("$") and part not in _DOLLAR_FIELDS:
-            raise _error(
+            raise fail(15998, "FieldPath field names may not be empty strings.")
+        if part.startswith("$") and part not in dollar_fields:
+            raise fail(
                 16410,
                 "FieldPath field names may not start with '$'. Consider using $getField or"
                 " $setField.",
