@@ -78,10 +78,12 @@ class App:
         # batch, a large insert) from holding the interpreter for the default 5 ms at a time
         # while clients wait on the event loop.
         sys.setswitchinterval(_SWITCH_INTERVAL)
-        self._log_handlers = logsetup.setup(self.config.quiet, self.log_ring)
+        self._log_handlers = logsetup.setup(
+            self.config.quiet, self.log_ring, self.config.logpath, self.config.logappend
+        )
         try:
             self._engine = Engine.open(self.config.dbpath)
-            self._gateway = Gateway(self._engine, self.clock.now_ms)
+            self._gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
             await self._listen()
         except BaseException:
             await self._close_storage()
@@ -99,6 +101,13 @@ class App:
             self.config.dbpath,
         )
         self.log_ring.starting = False
+
+    def _sync_interval_ms(self) -> float:
+        """The background sync's period: journalCommitInterval, or syncdelay if that is shorter
+        (never, with mongod's ranges, unless syncdelay is below half a second)."""
+        interval = float(self.parameters.get("journalCommitInterval"))
+        delay = float(self.parameters.get("syncdelay")) * 1000
+        return min(interval, delay) if delay > 0 else interval
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
@@ -147,9 +156,7 @@ class App:
             self._engine.close()
 
     def _detach_logging(self) -> None:
-        logger = logging.getLogger("ebbdb")
-        for h in self._log_handlers:
-            logger.removeHandler(h)
+        logsetup.detach(self._log_handlers)
         self._log_handlers = []
 
     async def _reap_cursors(self) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import bson
 
 from protocol import Msg, Query, Reply, decode_message, encode_msg, encode_reply
+from server import write_concern
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, error_reply
 from server.params import DocSequence, extract, extract_lenient
@@ -130,8 +131,13 @@ class Dispatcher:
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
+            concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
             self.app.stats.count_command(cmd.name)
             reply = await cmd.handler(CommandContext(self.app, conn, db, name), params)
+            if concern.journal:
+                # j, fsync or majority: answer once a sync covers this write (shared with every
+                # other waiter of that sync).
+                await self.app.gateway.wait_durable()
         except CommandError as exc:
             log.debug("[conn%d] %s failed: %s", conn.id, name, exc.message)
             return error_reply(exc)

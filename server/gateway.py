@@ -1,12 +1,19 @@
-"""The gateway between the event loop and storage: reads run on the loop in short bounded calls;
-writes (whose durable commit waits on the disk) run on one writer thread, so the loop never syncs;
+"""The gateway between the event loop and storage. Reads run on the loop in short bounded calls;
 aggregation pipelines, whose stages compute in Python for as long as they need, run on reader
-threads."""
+threads. Writes are jobs for the one writer thread, which runs every job queued at that moment in
+one LMDB write transaction and commits once (group commit); one loop callback then answers them
+all. A commit does not wait for the disk: the syncer thread makes commits durable every
+journalCommitInterval ms, and at once for a write that asks (`j: true`, `fsync`, "majority"),
+one sync shared by every waiter that arrived before it started."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -14,22 +21,60 @@ from typing import Any, TypeVar
 from storage.engine import Engine
 
 T = TypeVar("T")
+log = logging.getLogger("ebbdb.storage")
+
+#: How long one group of writes may run before it commits and answers what it holds, so that a
+#: long job (a big insert_many, an update of many documents) does not hold back many short ones.
+GROUP_BUDGET_SECONDS = 0.005
+#: At most this many jobs in one group.
+MAX_GROUP = 1000
+
+_Job = tuple[Callable[[], Any], "asyncio.Future[Any]"]
+#: A job that runs even under an fsync lock (the lock's own barrier).
+_BARRIER: Callable[[], Any] = lambda: None  # noqa: E731
 
 
 class Gateway:
-    def __init__(self, engine: Engine, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Callable[[], int],
+        sync_interval_ms: Callable[[], float] = lambda: 100.0,
+    ) -> None:
         self.engine = engine
         self._clock = clock
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ebbdb-writer")
+        self._sync_interval_ms = sync_interval_ms
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-reader")
+        self._jobs: deque[_Job] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._closing = False
+        self._locks = 0  # fsync lock count: while above 0 the writer takes no job
+        self._sync_wanted = threading.Event()
+        self._sync_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._sync_lock = threading.Lock()
+        self.groups = 0  # commits by the writer (for serverStatus)
+        self.syncs = 0
+        self._writer = threading.Thread(target=self._write_loop, name="ebbdb-writer", daemon=True)
+        self._syncer = threading.Thread(target=self._sync_loop, name="ebbdb-syncer", daemon=True)
+        self._writer.start()
+        self._syncer.start()
+
+    # -- writes ----------------------------------------------------------------------------------
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a storage write method on the writer thread and wait for its durable commit."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, functools.partial(fn, *args, **kwargs))
+        """Run a storage write (a function calling the engine's write methods; it may be run again
+        if its group has to be redone) on the writer thread; returns once it is committed."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        job = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the server is shutting down")
+            self._jobs.append((job, fut))
+            self._cond.notify()
+        return await fut
 
     async def write_now(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Like write, passing `now_ms=` the expiry clock's time when the write starts on the
+        """Like write, passing `now_ms=` the expiry clock's time when the job starts on the
         writer thread (not when it was queued: a write waiting behind another must not match,
         or stamp, documents as of an earlier time than readers already see)."""
 
@@ -38,12 +83,146 @@ class Gateway:
 
         return await self.write(stamped)
 
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs or (self._locks and self._jobs[0][0] is not _BARRIER):
+                    if self._closing and not self._jobs:
+                        return
+                    self._cond.wait()
+                count = 1 if self._locks else min(len(self._jobs), MAX_GROUP)
+                group = [self._jobs.popleft() for _ in range(count)]
+            while group:
+                try:
+                    outcomes = self.engine.run_batch(
+                        [job for job, _ in group], GROUP_BUDGET_SECONDS
+                    )
+                except BaseException as exc:  # a failure of the group itself (the disk, a bug)
+                    log.error("a group of %d writes failed", len(group), exc_info=exc)
+                    outcomes = [(False, exc)] * len(group)
+                self.groups += 1
+                done, group = group[: len(outcomes)], group[len(outcomes) :]
+                self._answer(done, outcomes)
+
+    @staticmethod
+    def _answer(done: list[_Job], outcomes: list[tuple[bool, Any]]) -> None:
+        """Resolve the futures of a committed group with one callback on their loop."""
+        if not done:
+            return
+
+        def resolve() -> None:
+            for (_job, fut), (ok, value) in zip(done, outcomes):
+                if fut.done():
+                    continue  # the request was cancelled (its connection closed)
+                if ok:
+                    fut.set_result(value)
+                else:
+                    fut.set_exception(value)
+
+        loop = done[0][1].get_loop()
+        try:
+            loop.call_soon_threadsafe(resolve)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    # -- fsync lock ------------------------------------------------------------------------------
+
+    async def fsync_lock(self) -> int:
+        """Stop taking writes (those queued wait), after the group in progress; sync; returns the
+        lock count."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._cond:
+            self._locks += 1
+            count = self._locks
+            # The barrier goes first and runs despite the lock: once it has, the group that was
+            # in progress is committed and no other starts.
+            self._jobs.appendleft((_BARRIER, fut))
+            self._cond.notify()
+        await fut
+        await self.wait_durable(force=True)
+        return count
+
+    def fsync_unlock(self) -> int | None:
+        """Drop one lock; returns the count left, or None if there was no lock."""
+        with self._cond:
+            if not self._locks:
+                return None
+            self._locks -= 1
+            self._cond.notify()
+            return self._locks
+
+    # -- durability ------------------------------------------------------------------------------
+
+    async def wait_durable(self, force: bool = False) -> None:
+        """Return once a sync covers every commit made so far. Waiters that arrive together
+        share one sync."""
+        target = self.engine.commits
+        if target <= self.engine.durable and not force:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._sync_lock:
+            self._sync_waiters.append((target, fut))
+        self._sync_wanted.set()
+        await fut
+
+    def _sync_loop(self) -> None:
+        while True:
+            self._sync_wanted.wait(timeout=self._sync_interval_ms() / 1000)
+            self._sync_wanted.clear()
+            closing = self._closing
+            try:
+                started = time.perf_counter()
+                covered = self.engine.sync()
+                self.syncs += 1
+                if time.perf_counter() - started > 1.0:
+                    log.warning("a sync took %.1f s", time.perf_counter() - started)
+            except Exception as exc:  # the disk failed: waiters get the error, nothing is lost
+                log.error("sync failed", exc_info=exc)
+                self._release_waiters(None, exc)
+            else:
+                self._release_waiters(covered, None)
+            if closing:
+                return
+
+    def _release_waiters(self, covered: int | None, error: BaseException | None) -> None:
+        with self._sync_lock:
+            if covered is None:
+                ready, self._sync_waiters = self._sync_waiters, []
+            else:
+                ready = [w for w in self._sync_waiters if w[0] <= covered]
+                self._sync_waiters = [w for w in self._sync_waiters if w[0] > covered]
+        if not ready:
+            return
+
+        def resolve() -> None:
+            for _target, fut in ready:
+                if fut.done():
+                    continue
+                if error is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(error)
+
+        try:
+            ready[0][1].get_loop().call_soon_threadsafe(resolve)
+        except RuntimeError:
+            pass
+
+    # -- reads -----------------------------------------------------------------------------------
+
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a long read-only computation on a reader thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, functools.partial(fn, *args))
 
     def close(self) -> None:
-        """Wait for the write in progress, if any, then stop the writer and reader threads."""
-        self._writer.shutdown(wait=True)
+        """Finish the queued writes, stop the writer, the syncer and the reader threads (the
+        engine's close makes the last sync)."""
+        with self._cond:
+            self._closing = True
+            self._locks = 0
+            self._cond.notify_all()
+        self._writer.join()
+        self._sync_wanted.set()
+        self._syncer.join()
         self._readers.shutdown(wait=True)

@@ -37,6 +37,30 @@ def _bool(value: Any) -> bool:
     raise CommandError(ErrorCode.BadValue, f"expected a boolean, got {value!r}")
 
 
+def _journal_interval(value: Any) -> int:
+    """journalCommitInterval: whole milliseconds in mongod's range, 1 to 500."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise CommandError(ErrorCode.BadValue, f"expected an integer, got {value!r}")
+    if not 1 <= value <= 500:
+        raise CommandError(
+            ErrorCode.BadValue,
+            f"journalCommitInterval must be between 1 and 500, but attempted to set to: {value}",
+        )
+    return int(value)
+
+
+def _syncdelay(value: Any) -> float:
+    """syncdelay: seconds between data-file flushes, 0 to mongod's maximum of 9,999,999."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandError(ErrorCode.BadValue, f"expected a number, got {value!r}")
+    if not 0 <= value <= 9_999_999:
+        raise CommandError(
+            ErrorCode.BadValue,
+            f"syncdelay must be between 0 and 9999999, but attempted to set to: {value}",
+        )
+    return float(value)
+
+
 @dataclass(frozen=True)
 class ParamDef:
     name: str
@@ -53,6 +77,11 @@ PARAMS: dict[str, ParamDef] = {
         ParamDef("ttlMonitorSleepSecs", 60, int, _positive_int),
         ParamDef("ttlMonitorEnabled", True, _parse_bool, _bool),
         ParamDef("enableTestCommands", False, _parse_bool, _bool, runtime=False),
+        # How often commits are made durable (ms); j/fsync/majority writes do not wait for it.
+        ParamDef("journalCommitInterval", 100, int, _journal_interval),
+        # mongod's data-file flush interval (s): a sync at least this often; 0 leaves it to
+        # journalCommitInterval alone, which is always shorter here.
+        ParamDef("syncdelay", 60.0, float, _syncdelay),
         ParamDef(
             "cursorTimeoutMillis",
             Int64(600_000),

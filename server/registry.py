@@ -22,6 +22,7 @@ class Command:
     lenient: bool = False  # ignore unknown fields (handshake/diagnostics)
     test_only: bool = False  # exists only with enableTestCommands=1
     aliases: tuple[str, ...] = ()
+    writes: bool = False  # changes data: takes a writeConcern (others refuse one, as MongoDB)
 
 
 class Registry:
@@ -37,12 +38,15 @@ class Registry:
         admin_only: bool = False,
         lenient: bool = False,
         test_only: bool = False,
+        writes: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Register `async def handler(ctx, params) -> reply` under `name` and its aliases."""
 
         def register(handler: Handler) -> Handler:
             help_text = inspect.getdoc(handler) or ""
-            cmd = Command(name, handler, params, help_text, admin_only, lenient, test_only, aliases)
+            cmd = Command(
+                name, handler, params, help_text, admin_only, lenient, test_only, aliases, writes
+            )
             taken = [n for n in (name, *aliases) if n in self._by_name]
             if taken:
                 raise ValueError(f"command {taken[0]!r} registered twice")

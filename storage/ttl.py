@@ -218,6 +218,11 @@ def expiry_prefix(space: int, kind: int) -> bytes:
     return _U64.pack(space) + bytes((kind,))
 
 
+def expiry_rid(key: bytes) -> int:
+    """The record id an expiry-index entry names."""
+    return int(_U64.unpack_from(key, 17)[0])
+
+
 def expiry_keys(coll: CollectionInfo, meta: RecordMeta, rid_bytes: bytes) -> list[bytes]:
     """The expiry-index entries of one record under the collection's current TTL indexes."""
     rules = rules_for(coll)

@@ -1,8 +1,10 @@
-"""Server administration and diagnostics: parameters, logs, command line, host, status, commands."""
+"""Server administration and diagnostics: parameters, logs, command line, host, status, commands,
+and fsync (with its lock)."""
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import platform
 import socket
@@ -16,6 +18,8 @@ from server.errors import CommandError, ErrorCode
 from server.params import REST, Kind, NoParams, arg
 from server.registry import REGISTRY
 from server.version import EBBDB_VERSION, MONGODB_VERSION
+
+log = logging.getLogger("ebbdb.storage")
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,15 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
                 "deletedDocuments": Int64(app.ttl_monitor.deleted_documents),
             },
         },
-        "ebbdb": {"version": EBBDB_VERSION},
+        "ebbdb": {
+            "version": EBBDB_VERSION,
+            "writes": {
+                "commits": Int64(app.engine.commits),
+                "durableCommits": Int64(app.engine.durable),
+                "groups": Int64(app.gateway.groups),
+                "syncs": Int64(app.gateway.syncs),
+            },
+        },
         "ok": 1.0,
     }
 
@@ -174,3 +186,38 @@ async def list_commands(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "deprecatedApiVersions": [],
         }
     return {"commands": commands, "ok": 1.0}
+
+
+@dataclass(frozen=True)
+class FsyncParams:
+    lock: bool = arg("lock", Kind.BOOL, False)
+    timeout: int | None = arg("fsyncLockAcquisitionTimeoutMillis", Kind.INT)
+
+
+_FSYNC_SEE_ALSO = "http://dochub.mongodb.org/core/fsynccommand"
+
+
+@REGISTRY.command("fsync", params=FsyncParams, admin_only=True)
+async def fsync(ctx: CommandContext, p: FsyncParams) -> dict[str, Any]:
+    """Flush every write to disk; with lock: true, also block writes until fsyncUnlock."""
+    if p.lock:
+        count = await ctx.app.gateway.fsync_lock()
+        log.warning("fsync lock taken (lock count %d): writes wait until fsyncUnlock", count)
+        return {
+            "info": "now locked against writes, use db.fsyncUnlock() to unlock",
+            "lockCount": Int64(count),
+            "seeAlso": _FSYNC_SEE_ALSO,
+            "ok": 1.0,
+        }
+    await ctx.app.gateway.wait_durable(force=True)
+    return {"numFiles": 1, "ok": 1.0}
+
+
+@REGISTRY.command("fsyncUnlock", admin_only=True)
+async def fsync_unlock(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
+    """Release one fsync lock; writes resume when none is left."""
+    left = ctx.app.gateway.fsync_unlock()
+    if left is None:
+        raise CommandError(ErrorCode.IllegalOperation, "fsyncUnlock called when not locked")
+    log.warning("fsyncUnlock completed, lock count %d", left)
+    return {"info": "fsyncUnlock completed", "lockCount": Int64(left), "ok": 1.0}

@@ -109,7 +109,7 @@ class CreateParams:
     options: dict[str, Any] | None = arg("*", Kind.ANY)
 
 
-@REGISTRY.command("create", params=CreateParams)
+@REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
     options = dict(p.options or {})
@@ -144,7 +144,7 @@ class DropParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
 
 
-@REGISTRY.command("drop", params=DropParams)
+@REGISTRY.command("drop", params=DropParams, writes=True)
 async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
     """Drop a collection with its indexes (dropping a missing one succeeds, as in MongoDB 7)."""
     validate_collection_name(ctx.db, p.collection)
@@ -155,7 +155,7 @@ async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
     return {"nIndexesWas": len(info.indexes), "ns": info.ns, "ok": 1.0}
 
 
-@REGISTRY.command("dropDatabase", lenient=True)
+@REGISTRY.command("dropDatabase", lenient=True, writes=True)
 async def drop_database(ctx: CommandContext, p: Any) -> dict[str, Any]:
     """Drop every collection of the database."""
     validate_db_name(ctx.db)
@@ -201,7 +201,7 @@ def _index_ttl(value: Any) -> int:
     return int(value)
 
 
-@REGISTRY.command("collMod", params=CollModParams)
+@REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
     hidden, by name or key pattern."""

@@ -25,7 +25,7 @@ class InsertParams:
     ordered: bool = arg("ordered", Kind.BOOL, True)
 
 
-@REGISTRY.command("insert", params=InsertParams)
+@REGISTRY.command("insert", params=InsertParams, writes=True)
 async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     """Insert documents; per-document failures are reported in writeErrors."""
     if not 1 <= len(p.documents) <= MAX_WRITE_BATCH_SIZE:

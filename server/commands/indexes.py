@@ -22,7 +22,7 @@ class CreateIndexesParams:
     commit_quorum: Any = arg("commitQuorum", Kind.ANY)
 
 
-@REGISTRY.command("createIndexes", params=CreateIndexesParams)
+@REGISTRY.command("createIndexes", params=CreateIndexesParams, writes=True)
 async def create_indexes(ctx: CommandContext, p: CreateIndexesParams) -> dict[str, Any]:
     """Create indexes, building them over the existing documents."""
     validate_collection_name(ctx.db, p.collection)
@@ -73,7 +73,7 @@ class DropIndexesParams:
     index: Any = arg("index", Kind.ANY, required=True)
 
 
-@REGISTRY.command("dropIndexes", "deleteIndexes", params=DropIndexesParams)
+@REGISTRY.command("dropIndexes", "deleteIndexes", params=DropIndexesParams, writes=True)
 async def drop_indexes(ctx: CommandContext, p: DropIndexesParams) -> dict[str, Any]:
     """Drop indexes by name, key pattern, a list of names, or "*" (all but _id_)."""
     validate_collection_name(ctx.db, p.collection)

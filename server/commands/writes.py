@@ -4,7 +4,7 @@ are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,15 +35,15 @@ def _check_batch(n: int) -> None:
 S = TypeVar("S")
 
 
-async def _each_statement(
-    statements: list[S], ordered: bool, run: Callable[[int, S], Awaitable[None]]
+def _each_statement(
+    statements: list[S], ordered: bool, run: Callable[[int, S], None]
 ) -> list[dict[str, Any]]:
-    """Run statements in order; a statement's failure becomes a writeErrors entry, and stops
-    the rest when the command is ordered."""
+    """Run statements in order (inside one writer job); a statement's failure becomes a
+    writeErrors entry, and stops the rest when the command is ordered."""
     errors: list[dict[str, Any]] = []
     for i, statement in enumerate(statements):
         try:
-            await run(i, statement)
+            run(i, statement)
         except (StorageError, CommandError) as exc:
             errors.append(write_error(i, exc))
             if ordered:
@@ -87,7 +87,7 @@ class UpdateParams:
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
-@REGISTRY.command("update", params=UpdateParams)
+@REGISTRY.command("update", params=UpdateParams, writes=True)
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
     validate_collection_name(ctx.db, p.collection)
@@ -101,39 +101,47 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             )
         check_collation(s.collation)
     variables = command_variables(p.let, ctx.app.clock.now_ms())
-    n = modified = 0
-    upserted: list[dict[str, Any]] = []
+    engine = ctx.app.engine
 
-    async def run(i: int, s: UpdateStatement) -> None:
-        nonlocal n, modified
-        result = await ctx.app.gateway.write_now(
-            writes.update,
-            ctx.app.engine,
-            ctx.db,
-            p.collection,
-            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
-            _parse_change(s.u, s.array_filters, s.multi),
-            s.multi,
-            s.upsert,
-        )
-        if result.error is not None:
-            # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
-            # though the documents it changed before failing stay changed.
-            raise result.error
-        n += result.matched
-        modified += result.modified
-        if result.upserted_id is not MISSING:
-            n += 1
-            upserted.append({"index": i, "_id": result.upserted_id})
+    def job(now_ms: int) -> dict[str, Any]:
+        # Every statement in one writer job (one commit shared with other clients' writes); the
+        # counts are rebuilt from scratch if the job is run again.
+        n = modified = 0
+        upserted: list[dict[str, Any]] = []
 
-    errors = await _each_statement(statements, p.ordered, run)
-    ctx.app.stats.count_documents("update", modified + len(upserted))
-    reply: dict[str, Any] = {"n": n, "nModified": modified}
-    if upserted:
-        reply["upserted"] = upserted
-    if errors:
-        reply["writeErrors"] = errors
-    reply["ok"] = 1.0
+        def run(i: int, s: UpdateStatement) -> None:
+            nonlocal n, modified
+            result = writes.update(
+                engine,
+                ctx.db,
+                p.collection,
+                QuerySpec.parse(s.q, hint=s.hint, variables=variables),
+                _parse_change(s.u, s.array_filters, s.multi),
+                s.multi,
+                s.upsert,
+                now_ms,
+            )
+            if result.error is not None:
+                # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
+                # though the documents it changed before failing stay changed.
+                raise result.error
+            n += result.matched
+            modified += result.modified
+            if result.upserted_id is not MISSING:
+                n += 1
+                upserted.append({"index": i, "_id": result.upserted_id})
+
+        errors = _each_statement(statements, p.ordered, run)
+        reply: dict[str, Any] = {"n": n, "nModified": modified}
+        if upserted:
+            reply["upserted"] = upserted
+        if errors:
+            reply["writeErrors"] = errors
+        reply["ok"] = 1.0
+        return reply
+
+    reply = await ctx.app.gateway.write_now(job)
+    ctx.app.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
 
@@ -156,7 +164,7 @@ class DeleteParams:
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
-@REGISTRY.command("delete", params=DeleteParams)
+@REGISTRY.command("delete", params=DeleteParams, writes=True)
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
     validate_collection_name(ctx.db, p.collection)
@@ -170,26 +178,25 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
             )
         check_collation(s.collation)
     variables = command_variables(p.let, ctx.app.clock.now_ms())
-    n = 0
+    engine = ctx.app.engine
 
-    async def run(_i: int, s: DeleteStatement) -> None:
-        nonlocal n
-        result = await ctx.app.gateway.write_now(
-            writes.delete,
-            ctx.app.engine,
-            ctx.db,
-            p.collection,
-            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
-            s.limit == 1,
-        )
-        n += result.deleted
+    def job(now_ms: int) -> dict[str, Any]:
+        n = 0
 
-    errors = await _each_statement(statements, p.ordered, run)
-    ctx.app.stats.count_documents("delete", n)
-    reply: dict[str, Any] = {"n": n}
-    if errors:
-        reply["writeErrors"] = errors
-    reply["ok"] = 1.0
+        def run(_i: int, s: DeleteStatement) -> None:
+            nonlocal n
+            spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables)
+            n += writes.delete(engine, ctx.db, p.collection, spec, s.limit == 1, now_ms).deleted
+
+        errors = _each_statement(statements, p.ordered, run)
+        reply: dict[str, Any] = {"n": n}
+        if errors:
+            reply["writeErrors"] = errors
+        reply["ok"] = 1.0
+        return reply
+
+    reply = await ctx.app.gateway.write_now(job)
+    ctx.app.stats.count_documents("delete", reply["n"])
     return reply
 
 
@@ -236,7 +243,7 @@ def _check_find_and_modify(p: FindAndModifyParams) -> None:
     check_collation(p.collation)
 
 
-@REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams)
+@REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams, writes=True)
 async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[str, Any]:
     """Update or remove one document and return it (before, or with `new` after, the change)."""
     validate_collection_name(ctx.db, p.collection)

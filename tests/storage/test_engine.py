@@ -271,8 +271,8 @@ def test_drop_collection_removes_its_documents(engine: Engine) -> None:
     assert result.inserted == 1 and not result.errors
     assert len(stored(engine, "db", "other")) == 1
     # The range delete really removed the records (not just the catalog entry).
-    with engine._env.begin() as txn:
-        assert txn.stat(engine._records)["entries"] == 2
+    with engine.env.env.begin() as txn:
+        assert txn.stat(engine.env.records)["entries"] == 2
 
 
 def test_drop_missing_collection_returns_false(engine: Engine) -> None:

@@ -1,0 +1,140 @@
+"""Write concerns as a standalone MongoDB 7.0 server parses and honours them: the typed WriteConcern,
+MongoDB's parse errors (9 FailedToParse, 14 TypeMismatch), and its refusals for what a standalone
+cannot satisfy (2 BadValue for `w` above 1 or a tag). `j: true`, `fsync: true` and "majority" wait
+for a sync that covers the write (the dispatcher awaits it); everything else is acknowledged after
+the commit."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bson import Decimal128, Int64
+
+from server.errors import CommandError, ErrorCode
+from server.params import bson_type_name
+
+#: MongoDB caps a numeric `w` at the most members a replica set can have.
+MAX_W = 50
+_BOOL_TYPES = "[bool, long, int, decimal, double]"
+
+
+@dataclass(frozen=True)
+class WriteConcern:
+    """`w` is a number of nodes or a mode ("majority"); `journal` says the reply waits for a sync
+    (j, fsync, or majority, which implies the journal on MongoDB 7)."""
+
+    w: int | str = 1
+    journal: bool = False
+    wtimeout: int = 0
+
+
+DEFAULT = WriteConcern()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, Int64, Decimal128)) and not isinstance(value, bool)
+
+
+def _as_float(value: Any) -> float:
+    return float(value.to_decimal()) if isinstance(value, Decimal128) else float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    """A safeBool field of writeConcern (j, fsync)."""
+    if isinstance(value, bool):
+        return value
+    if _number(value):
+        f = _as_float(value)
+        return math.isnan(f) or f != 0
+    raise CommandError(
+        ErrorCode.TypeMismatch,
+        f"BSON field 'writeConcern.{name}' is the wrong type '{bson_type_name(value)}', "
+        f"expected types '{_BOOL_TYPES}'",
+    )
+
+
+def _w(value: Any) -> int | str | None:
+    if _number(value):
+        f = _as_float(value)
+        if math.isnan(f):
+            raise CommandError(ErrorCode.FailedToParse, "w cannot be NaN")
+        n = int(f) if math.isfinite(f) else (-1 if f < 0 else MAX_W + 1)
+        if not 0 <= n <= MAX_W:
+            raise CommandError(
+                ErrorCode.FailedToParse,
+                f"w has to be a non-negative number and not greater than {MAX_W}; found: {n}",
+            )
+        return n
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise CommandError(
+                ErrorCode.FailedToParse, f"w has illegal embedded NUL byte, w: {value}"
+            )
+        return value
+    if isinstance(value, Mapping):
+        if not value:
+            raise CommandError(ErrorCode.FailedToParse, "tagged write concern requires tags")
+        for k, v in value.items():
+            if not _number(v):
+                raise CommandError(
+                    ErrorCode.FailedToParse,
+                    "tags must be a single level document with only number values; "
+                    f"found: {k}: {v!r}",
+                )
+        # A tag set names replica-set members: nothing a standalone can satisfy.
+        raise CommandError(
+            ErrorCode.BadValue,
+            "cannot use non-majority 'w' mode "
+            f"{dict(value)} when a host is not a member of a replica set",
+        )
+    if value is None:
+        return None
+    raise CommandError(ErrorCode.FailedToParse, "w has to be a number or string")
+
+
+def parse(command: str, value: Any, supported: bool) -> WriteConcern:
+    """The write concern a command carries (`value`: its `writeConcern` field, or None).
+    Raises CommandError as a standalone MongoDB 7.0 does: 72 for a command that takes none,
+    14/9 for a malformed one, 2 BadValue for one a standalone cannot satisfy."""
+    if value is None:
+        return DEFAULT
+    if not isinstance(value, Mapping):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            f"BSON field '{command}.writeConcern' is the wrong type '{bson_type_name(value)}', "
+            "expected type 'object'",
+        )
+    if not supported:
+        raise CommandError(ErrorCode.InvalidOptions, "Command does not support writeConcern")
+    if not value:
+        return DEFAULT
+    w = _w(value["w"]) if "w" in value else None
+    j = _flag("j", value["j"]) if "j" in value else False
+    fsync = _flag("fsync", value["fsync"]) if "fsync" in value else False
+    wtimeout = value.get("wtimeout", 0)
+    if wtimeout is not None and not _number(wtimeout):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            f"BSON field 'writeConcern.wtimeout' is the wrong type '{bson_type_name(wtimeout)}', "
+            "expected types '[long, int, decimal, double]'",
+        )
+    if j and fsync:
+        raise CommandError(ErrorCode.FailedToParse, "fsync and j options cannot be used together")
+    if isinstance(w, int) and w > 1:
+        raise CommandError(ErrorCode.BadValue, "cannot use 'w' > 1 when a host is not replicated")
+    if isinstance(w, str) and w != "majority":
+        raise CommandError(
+            ErrorCode.BadValue,
+            f"cannot use non-majority 'w' mode {w} when a host is not a member of a replica set",
+        )
+    millis = (
+        0
+        if wtimeout is None
+        else int(_as_float(wtimeout))
+        if math.isfinite(_as_float(wtimeout))
+        else 0
+    )
+    return WriteConcern(1 if w is None else w, j or fsync or w == "majority", millis)

@@ -1,0 +1,161 @@
+"""The LMDB environment of one data directory: opened once with every sub-database, locked against
+a second process, grown when full, and synced to disk on request.
+
+Durability (MongoDB's model): commits do not sync (MDB_NOSYNC). A commit is visible to every reader
+and survives a kill of the server process at once (its pages are in the OS page cache); a later
+`sync()` (the server's background sync every journalCommitInterval ms, `j: true`, `fsync`) makes it
+survive a machine crash. Per LMDB's documentation, no-sync commits without MDB_WRITEMAP keep
+atomicity, consistency and isolation across a system crash (on a file system that preserves write
+order): a crash may undo the last commits, never corrupt the database. So WRITEMAP stays off.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import lmdb
+
+from storage.errors import StorageError
+
+#: A write or read transaction. lmdb's stubs type every value `bytes | memoryview` (for the
+#: buffers=True mode ebbdb never uses), so the engine names transactions through this alias.
+Txn = Any
+
+INITIAL_MAP_SIZE = 1 << 30
+LOCK_FILE = "ebbdb.lock"
+#: Grow the map before a write when less than this share of it is free, so that a write rarely
+#: meets a full map (which costs re-running the whole group of writes).
+_MIN_FREE_SHARE = 0.25
+
+
+class DataDirLocked(StorageError):
+    """Another process already serves this data directory."""
+
+    code_name = "DBPathInUse"
+
+
+class _Gate:
+    """Readers share; a map resize waits until no reader is inside."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._resizing = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._readers += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if self._resizing and not self._readers:
+                self._cond.notify_all()
+
+    def resize(self, fn: Callable[[], None]) -> None:
+        with self._cond:
+            self._resizing = True
+            while self._readers:
+                self._cond.wait()
+            try:
+                fn()
+            finally:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class Environment:
+    """The environment and its sub-databases. `commits` counts committed write transactions;
+    `durable` is the count a finished sync covered (both only grow)."""
+
+    def __init__(self, path: str, env: lmdb.Environment, lock_fd: int) -> None:
+        self.path = path
+        self.env = env
+        self._lock_fd = lock_fd
+        self.gate = _Gate()
+        self.catalog = env.open_db(b"catalog")
+        self.records = env.open_db(b"records")
+        self.index = env.open_db(b"index")
+        self.stats = env.open_db(b"stats")
+        self.meta = env.open_db(b"meta")
+        self.expiry = env.open_db(b"expiry")
+        self.commits = 0
+        self.durable = 0
+        self._sync_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: str, map_size: int = INITIAL_MAP_SIZE) -> Environment:
+        """Open (creating if needed) the data directory. Raises DataDirLocked if another process
+        has it open."""
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise DataDirLocked(
+                f"Unable to lock the data directory {path}: another ebbdb process is using it"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            # sync=False is MDB_NOSYNC (see the module docstring); writemap stays False.
+            env = lmdb.open(path, map_size=map_size, max_dbs=8, subdir=True, lock=True, sync=False)
+            if env.info()["map_size"] < map_size:
+                env.set_mapsize(map_size)
+            return cls(path, env, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def begin_write(self) -> Txn:
+        return self.env.begin(write=True)
+
+    def committed(self) -> None:
+        """Count a commit (called by the one writer right after it commits)."""
+        self.commits += 1
+
+    @property
+    def map_size(self) -> int:
+        return int(self.env.info()["map_size"])
+
+    def grow(self) -> None:
+        """Double the map (waits until no reader is inside; call with no write open)."""
+        size = self.map_size
+        self.gate.resize(lambda: self.env.set_mapsize(size * 2))
+
+    def make_room(self) -> None:
+        """Grow ahead of need: when less than a quarter of the map is free (call with no write
+        open)."""
+        info = self.env.info()
+        used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
+        if used > info["map_size"] * (1 - _MIN_FREE_SHARE):
+            self.grow()
+
+    def sync(self) -> int:
+        """Flush every commit so far to disk; returns the commit count it covers. Syncs from
+        several threads are serialized; a sync never waits for the writer."""
+        with self._sync_lock:
+            target = self.commits
+            if target > self.durable and not self._closed:
+                self.env.sync(True)
+                self.durable = target
+            return self.durable
+
+    def close(self) -> None:
+        """Sync and close (the caller makes sure no write is open)."""
+        with self._sync_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.env.sync(True)
+            self.durable = self.commits
+            self.env.close()
+            os.close(self._lock_fd)

@@ -1,0 +1,203 @@
+"""The one writer: group commit of write jobs, and the catalog snapshot readers see.
+
+`run_batch(jobs)` runs every job it is given in ONE LMDB write transaction and commits once; each
+job's storage writes (`write(fn)`) see what the jobs before them did. A write that fails is undone
+alone: the group first runs without savepoints (the fast path: engine writes raise their ordinary
+errors before changing anything), and if a write raises after all, the group is run again from the
+start with a nested transaction around every write, so that the failure undoes only that write.
+A full map aborts the group, grows the map, and runs it again; so jobs must be re-runnable
+(functions of the stored state, no effects outside storage until they return).
+
+Readers see an immutable catalog (a dict never changed after it is published), replaced after each
+commit. The writer thread, inside a group, sees that catalog with the group's changes on top.
+A multi-document transaction can later commit as one job; several processes could later share the
+environment, since LMDB's own writer lock already serializes their write transactions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import lmdb
+
+from storage.catalog import CollectionInfo
+from storage.environment import Environment, Txn
+
+T = TypeVar("T")
+CatalogKey = tuple[str, str]
+CatalogChanges = dict[CatalogKey, CollectionInfo | None]
+#: (True, result) or (False, the exception the job raised).
+Outcome = tuple[bool, Any]
+
+
+class _Redo(BaseException):
+    """A write failed without a savepoint (or the map filled): the group must run again. A
+    BaseException, so that no job's `except Exception` swallows it."""
+
+    def __init__(self, map_full: bool) -> None:
+        super().__init__()
+        self.map_full = map_full
+
+
+@dataclass
+class _Group:
+    """The write transaction in progress, its nested transactions, and their catalog changes."""
+
+    txns: list[Txn]
+    savepoints: bool
+    layers: list[CatalogChanges] = field(default_factory=lambda: [{}])
+
+
+class Writer:
+    """Serializes write transactions and publishes the catalog. Thread-safe: any thread may call
+    `write` or `run_batch`; they run one group at a time."""
+
+    def __init__(self, env: Environment, catalog: dict[CatalogKey, CollectionInfo]) -> None:
+        self._env = env
+        self._published: dict[CatalogKey, CollectionInfo] = dict(catalog)
+        self._lock = threading.RLock()
+        self._group: _Group | None = None
+        self._thread = 0
+
+    # -- the catalog ---------------------------------------------------------------------------
+
+    def _active(self) -> _Group | None:
+        group = self._group
+        if group is not None and threading.get_ident() == self._thread:
+            return group
+        return None
+
+    def lookup(self, key: CatalogKey) -> CollectionInfo | None:
+        group = self._active()
+        if group is not None:
+            for layer in reversed(group.layers):
+                if key in layer:
+                    return layer[key]
+        return self._published.get(key)
+
+    def catalog(self) -> dict[CatalogKey, CollectionInfo]:
+        """The catalog as this thread sees it (a snapshot: never changed afterwards)."""
+        group = self._active()
+        if group is None:
+            return self._published
+        merged = dict(self._published)
+        for layer in group.layers:
+            for key, info in layer.items():
+                if info is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = info
+        return merged
+
+    def current_txn(self) -> Txn | None:
+        """The innermost write transaction, on the writer thread inside a group; else None."""
+        group = self._active()
+        return None if group is None else group.txns[-1]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Txn, CatalogChanges], T]) -> T:
+        """Run `fn(txn, changes)` as one storage write: `changes` collects catalog entries it
+        changes (None for dropped), published with the commit. Inside a group it joins the group;
+        elsewhere it is a group of its own, committed before this returns."""
+        group = self._active()
+        if group is None:
+            ok, value = self.run_batch([lambda: self.write(fn)])[0]
+            if not ok:
+                raise value
+            return value  # type: ignore[no-any-return]
+        if not group.savepoints:
+            try:
+                return fn(group.txns[-1], group.layers[-1])
+            except lmdb.MapFullError:
+                raise _Redo(map_full=True) from None
+            except _Redo:
+                raise
+            except BaseException:
+                raise _Redo(map_full=False) from None
+        child = self._env.env.begin(write=True, parent=group.txns[-1])
+        group.txns.append(child)
+        group.layers.append({})
+        try:
+            result = fn(child, group.layers[-1])
+        except lmdb.MapFullError:
+            raise _Redo(map_full=True) from None
+        except BaseException:
+            group.txns.pop()
+            group.layers.pop()
+            child.abort()
+            raise
+        child.commit()
+        group.txns.pop()
+        group.layers[-1].update(group.layers.pop())
+        return result
+
+    def run_batch(
+        self, jobs: Sequence[Callable[[], Any]], budget_seconds: float | None = None
+    ) -> list[Outcome]:
+        """Run jobs in order in one write transaction and commit it: one outcome per job run.
+        With `budget_seconds`, the group stops after the job that used up the budget (so a long
+        job does not hold back the acknowledgement of many short ones); the caller runs the rest
+        in a later group. An exception a job raises is its outcome; the others are unaffected."""
+        with self._lock:
+            if not jobs:
+                return []
+            savepoints = False
+            while True:
+                self._env.make_room()
+                try:
+                    return self._attempt(jobs, savepoints, budget_seconds)
+                except _Redo as redo:
+                    if redo.map_full:
+                        self._env.grow()
+                    else:
+                        savepoints = True
+
+    def _attempt(
+        self, jobs: Sequence[Callable[[], Any]], savepoints: bool, budget: float | None
+    ) -> list[Outcome]:
+        started = time.perf_counter()
+        txn = self._env.begin_write()
+        group = _Group([txn], savepoints)
+        self._group, self._thread = group, threading.get_ident()
+        outcomes: list[Outcome] = []
+        try:
+            for job in jobs:
+                try:
+                    outcomes.append((True, job()))
+                except _Redo:
+                    raise
+                except lmdb.MapFullError:
+                    raise _Redo(map_full=True) from None
+                except BaseException as exc:  # noqa: BLE001 - the job's own outcome
+                    outcomes.append((False, exc))
+                if budget is not None and time.perf_counter() - started > budget:
+                    break
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        finally:
+            self._group = None
+            self._thread = 0
+        self._env.committed()
+        self._publish(group.layers[0])
+        return outcomes
+
+    def _publish(self, changes: CatalogChanges) -> None:
+        if not changes:
+            return
+        catalog = dict(self._published)
+        for key, info in changes.items():
+            if info is None:
+                catalog.pop(key, None)
+            else:
+                catalog[key] = info
+        self._published = catalog
+
+    def collections(self) -> Iterator[CollectionInfo]:
+        return iter(self.catalog().values())
