@@ -100,6 +100,10 @@ class Engine:
         write transaction; see storage/writer.py."""
         return self._writer.run_batch(jobs, budget_seconds)
 
+    def try_run(self, job: Callable[[], Any]) -> Outcome | None:
+        """Run one write job at once if no other write is in progress (see Writer.try_run)."""
+        return self._writer.try_run(job)
+
     def sync(self) -> int:
         """Make every commit so far durable; returns how many commits that covers."""
         return self.env.sync()

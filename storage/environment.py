@@ -87,6 +87,7 @@ class Environment:
         self.expiry = env.open_db(b"expiry")
         self.commits = 0
         self.durable = 0
+        self._page_size = int(env.stat()["psize"])
         self._sync_lock = threading.Lock()
         self._closed = False
 
@@ -131,12 +132,15 @@ class Environment:
         size = self.map_size
         self.gate.resize(lambda: self.env.set_mapsize(size * 2))
 
-    def make_room(self) -> None:
-        """Grow ahead of need: when less than a quarter of the map is free (call with no write
-        open)."""
+    def needs_room(self) -> bool:
+        """Less than a quarter of the map is free."""
         info = self.env.info()
-        used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
-        if used > info["map_size"] * (1 - _MIN_FREE_SHARE):
+        used = (info["last_pgno"] + 1) * self._page_size
+        return bool(used > info["map_size"] * (1 - _MIN_FREE_SHARE))
+
+    def make_room(self) -> None:
+        """Grow ahead of need (call with no write open)."""
+        if self.needs_room():
             self.grow()
 
     def sync(self) -> int:

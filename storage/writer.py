@@ -157,6 +157,25 @@ class Writer:
                     else:
                         savepoints = True
 
+    def try_run(self, job: Callable[[], Any]) -> Outcome | None:
+        """Run one job as its own group now, if that costs no wait: None when another group is
+        in progress or the map would have to grow first (the caller then queues the job)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._env.needs_room():
+                return None
+            savepoints = False
+            while True:
+                try:
+                    return self._attempt([job], savepoints, None)[0]
+                except _Redo as redo:
+                    if redo.map_full:
+                        return None
+                    savepoints = True
+        finally:
+            self._lock.release()
+
     def _attempt(
         self, jobs: Sequence[Callable[[], Any]], savepoints: bool, budget: float | None
     ) -> list[Outcome]:

@@ -17,6 +17,10 @@ from storage.catalog import CollectionInfo, validate_collection_name
 from storage.execute import QueryRun, QuerySpec
 from storage.query.expressions import command_variables
 
+#: An insert this small is a bounded write (see Gateway.write_small).
+SMALL_INSERT_DOCS = 16
+SMALL_BYTES = 256 * 1024
+
 
 @dataclass(frozen=True)
 class InsertParams:
@@ -34,7 +38,9 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
             f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. "
             f"Got {len(p.documents)} operations.",
         )
-    result = await ctx.app.gateway.write_now(
+    gateway = ctx.app.gateway
+    small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+    result = await (gateway.write_small if small else gateway.write_now)(
         ctx.app.engine.insert, ctx.db, p.collection, p.documents, p.ordered
     )
     ctx.app.stats.count_documents("insert", result.inserted)

@@ -51,6 +51,20 @@ def _each_statement(
     return errors
 
 
+#: Statements few enough, each found by `_id`, that a command is a small bounded write.
+SMALL_STATEMENTS = 16
+
+
+def by_id(q: dict[str, Any] | None) -> bool:
+    """The filter pins one document by an `_id` equality (at most one match)."""
+    if not q or "_id" not in q:
+        return False
+    v = q["_id"]
+    if isinstance(v, dict):
+        return len(v) == 1 and "$eq" in v and not isinstance(v["$eq"], dict | list)
+    return not isinstance(v, list) and not hasattr(v, "pattern")
+
+
 def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Update:
     """An update statement's `u`: an update or replacement document (pipelines are not yet
     supported). Raises StorageError (reported per statement) for a malformed one."""
@@ -140,7 +154,11 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
         reply["ok"] = 1.0
         return reply
 
-    reply = await ctx.app.gateway.write_now(job)
+    small = len(statements) <= SMALL_STATEMENTS and all(
+        not s.multi and by_id(s.q) for s in statements
+    )
+    gateway = ctx.app.gateway
+    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
     ctx.app.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
@@ -195,7 +213,11 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
         reply["ok"] = 1.0
         return reply
 
-    reply = await ctx.app.gateway.write_now(job)
+    small = len(statements) <= SMALL_STATEMENTS and all(
+        s.limit == 1 and by_id(s.q) for s in statements
+    )
+    gateway = ctx.app.gateway
+    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
     ctx.app.stats.count_documents("delete", reply["n"])
     return reply
 
@@ -252,7 +274,8 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
-    result = await ctx.app.gateway.write_now(
+    gateway = ctx.app.gateway
+    result = await (gateway.write_small if by_id(p.query) else gateway.write_now)(
         writes.find_and_modify,
         ctx.app.engine,
         ctx.db,
