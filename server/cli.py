@@ -8,12 +8,15 @@ import sys
 
 from server.app import App
 from server.config import Config, parse_args
+from server.log import LogFileError
 from server.version import EBBDB_VERSION
 from storage.engine import DataDirLocked
 
-#: mongod's exit codes for a data directory in use and an address in use.
+#: mongod's exit codes for a data directory in use, an address in use, and a --logpath it cannot
+#: open (its generic EXIT_FAILURE).
 EXIT_DBPATH_IN_USE = 100
 EXIT_ADDRESS_IN_USE = 48
+EXIT_LOGPATH_FAILURE = 1
 
 
 async def serve(config: Config) -> int:
@@ -27,6 +30,9 @@ async def serve(config: Config) -> int:
     except DataDirLocked as exc:
         print(f"ebbdb: {exc}", file=sys.stderr)
         return EXIT_DBPATH_IN_USE
+    except LogFileError as exc:
+        print(f"ebbdb: {exc}", file=sys.stderr)
+        return EXIT_LOGPATH_FAILURE
     except OSError as exc:
         print(
             f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: {exc.strerror or exc}",

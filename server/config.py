@@ -21,6 +21,10 @@ class Config:
     parameters: dict[str, Any] = field(default_factory=dict)
     quiet: bool = False
     argv: tuple[str, ...] = ()
+    #: --logpath: the log goes to this file instead of stderr.
+    logpath: str | None = None
+    #: --logappend: append to an existing --logpath instead of renaming it aside.
+    logappend: bool = False
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
@@ -30,8 +34,16 @@ class Config:
         }
         if self.parameters:
             out["setParameter"] = {k: str(v) for k, v in self.parameters.items()}
+        system_log: dict[str, Any] = {}
+        if self.logpath is not None:
+            system_log["destination"] = "file"
+            if self.logappend:
+                system_log["logAppend"] = True
+            system_log["path"] = self.logpath
         if self.quiet:
-            out["systemLog"] = {"quiet": True}
+            system_log["quiet"] = True
+        if system_log:
+            out["systemLog"] = system_log
         return out
 
 
@@ -75,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="log less (no connection events)")
     p.add_argument(
+        "--logpath",
+        metavar="FILE",
+        help="log to FILE instead of stderr; an existing FILE is first renamed to "
+        "FILE.<UTC time> unless --logappend is given",
+    )
+    p.add_argument("--logappend", action="store_true", help="append to an existing --logpath file")
+    p.add_argument(
         "--version",
         action="version",
         version=f"ebbdb {EBBDB_VERSION} (MongoDB {MONGODB_VERSION} compatible)",
@@ -96,4 +115,15 @@ def parse_args(argv: list[str]) -> Config:
         bind = tuple(part.strip() for part in ns.bind_ip.split(",") if part.strip())
         if not bind:
             parser.error("--bind_ip needs at least one address")
-    return Config(ns.port, bind, ns.dbpath, params, ns.quiet, ("ebbdb", *argv))
+    if ns.logpath is not None and not ns.logpath:
+        parser.error("--logpath needs a file name")
+    return Config(
+        port=ns.port,
+        bind_ip=bind,
+        dbpath=ns.dbpath,
+        parameters=params,
+        quiet=ns.quiet,
+        argv=("ebbdb", *argv),
+        logpath=ns.logpath,
+        logappend=ns.logappend,
+    )

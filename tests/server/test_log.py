@@ -1,0 +1,269 @@
+"""server/log.py without sockets: the queued handler never waits on a stuck sink, counts and reports
+what it drops, stops within its bound, and the --logpath file is appended to or renamed aside as
+mongod does."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server import log as logsetup
+
+WAIT = 5.0
+
+
+class BlockingSink:
+    """Collects what is written; each write waits until `release` is set (a pipe nobody reads)."""
+
+    def __init__(self, blocked: bool = True) -> None:
+        self.release = threading.Event()
+        if not blocked:
+            self.release.set()
+        self.entered = threading.Event()
+        self.texts: list[str] = []
+        self.closed = False
+        self._changed = threading.Condition()
+
+    def write(self, text: str) -> None:
+        self.entered.set()
+        self.release.wait()
+        with self._changed:
+            self.texts.append(text)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def lines(self) -> list[str]:
+        return "".join(self.texts).splitlines()
+
+    def wait_for(self, n: int) -> list[str]:
+        """The lines written once there are at least `n` of them."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.lines) >= n, WAIT), self.lines
+        return self.lines
+
+
+def _record(msg: str, name: str = "ebbdb.network", level: int = logging.INFO) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 0, msg, (), None)
+
+
+@pytest.fixture
+def handlers() -> Iterator[list[logsetup.QueuedHandler]]:
+    """Queued handlers made by a test; closed (and released) at the end whatever happens."""
+    made: list[logsetup.QueuedHandler] = []
+    yield made
+    for h in made:
+        sink = h.sink
+        if isinstance(sink, BlockingSink):
+            sink.release.set()
+        h.close()
+
+
+def _handler(
+    made: list[logsetup.QueuedHandler], sink: logsetup.Sink, capacity: int = 10
+) -> logsetup.QueuedHandler:
+    h = logsetup.QueuedHandler(sink, capacity=capacity, stop_timeout=0.2)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    made.append(h)
+    h.start()
+    return h
+
+
+def test_lines_reach_the_sink_in_order(handlers: list[logsetup.QueuedHandler]) -> None:
+    sink = BlockingSink(blocked=False)
+    h = _handler(handlers, sink, capacity=100)
+    for i in range(50):
+        h.handle(_record(f"line {i}"))
+    assert sink.wait_for(50) == [f"line {i}" for i in range(50)]
+    assert h.dropped == 0
+
+
+def test_emit_does_not_block_when_the_sink_blocks(handlers: list[logsetup.QueuedHandler]) -> None:
+    sink = BlockingSink()
+    h = _handler(handlers, sink, capacity=10)
+    h.handle(_record("first"))
+    assert sink.entered.wait(WAIT), "the writer never called the sink"
+    # The writer is stuck in write("first"): 10 lines fill the queue, the other 990 are dropped.
+    # Were emit to wait for room, the thread below would wait for as long as the sink is blocked.
+    emitter = threading.Thread(target=lambda: [h.handle(_record(f"line {i}")) for i in range(1000)])
+    emitter.start()
+    emitter.join(WAIT)
+    assert not emitter.is_alive(), "emit waited on the blocked sink"
+    assert h.dropped == 990
+    assert sink.texts == []
+
+
+def test_drops_are_reported_once_where_the_gap_is(
+    handlers: list[logsetup.QueuedHandler],
+) -> None:
+    sink = BlockingSink()
+    h = _handler(handlers, sink, capacity=3)
+    h.handle(_record("first"))
+    assert sink.entered.wait(WAIT)
+    for i in range(10):  # 0, 1, 2 are queued; 3..9 are dropped
+        h.handle(_record(f"line {i}"))
+    assert h.dropped == 7
+    sink.release.set()
+    sink.wait_for(4)
+    h.handle(_record("after"))  # the queue has room again: this line carries the gap
+    lines = sink.wait_for(6)
+    assert lines[:4] == ["first", "line 0", "line 1", "line 2"]
+    assert lines[4] == "7 log lines dropped: the log output was not keeping up"
+    assert lines[5:] == ["after"]
+    h.handle(_record("later"))
+    assert sink.wait_for(7)[6:] == ["later"], "the drops are reported once"
+
+
+def test_drops_still_pending_are_reported_on_close(
+    handlers: list[logsetup.QueuedHandler],
+) -> None:
+    sink = BlockingSink()
+    h = _handler(handlers, sink, capacity=2)
+    h.handle(_record("first"))
+    assert sink.entered.wait(WAIT)
+    for i in range(5):
+        h.handle(_record(f"line {i}"))
+    sink.release.set()
+    h.close()
+    assert not h.writer_alive
+    assert sink.lines == [
+        "first",
+        "line 0",
+        "line 1",
+        "3 log lines dropped: the log output was not keeping up",
+    ]
+    assert sink.closed
+
+
+def test_close_is_bounded_when_the_sink_never_returns(
+    handlers: list[logsetup.QueuedHandler],
+) -> None:
+    sink = BlockingSink()
+    h = _handler(handlers, sink, capacity=2)
+    for i in range(10):
+        h.handle(_record(f"line {i}"))
+    assert sink.entered.wait(WAIT)
+    started = time.monotonic()
+    h.close()
+    assert time.monotonic() - started < 2.0  # stop_timeout is 0.2 s; unbounded would be forever
+    assert h.writer_alive, "the writer is still stuck in write()"
+    assert not sink.closed, "a sink is never closed under a writer still using it"
+    sink.release.set()
+
+
+def test_setup_attaches_and_detach_stops(handlers: list[logsetup.QueuedHandler]) -> None:
+    sink = BlockingSink(blocked=False)
+    ring = logsetup.RingHandler()
+    attached = logsetup.setup(quiet=True, ring=ring, sink=sink)
+    logger = logging.getLogger("ebbdb")
+    try:
+        assert ring in attached and all(h in logger.handlers for h in attached)
+        logging.getLogger("ebbdb.network").info("connection accepted")  # quiet: ring only
+        logging.getLogger("ebbdb.control").info("hello %s", "there")
+        logging.getLogger("asyncio").error("Exception in callback")  # the loop's own warnings
+    finally:
+        logsetup.detach(attached)
+    assert not any(h in logger.handlers for h in attached)
+    assert not any(h in logging.getLogger("asyncio").handlers for h in attached)
+    assert len(sink.lines) == 2, sink.lines
+    assert sink.lines[0].endswith(" I CONTROL  hello there")
+    assert sink.lines[1].endswith(" E -        Exception in callback")
+    assert len(ring.lines) == 2
+    assert sink.closed
+
+
+# -- the --logpath file ----------------------------------------------------------------------------
+
+
+def _write(sink: logsetup.FdSink, text: str) -> None:
+    sink.write(text)
+    sink.close()
+
+
+def test_log_file_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "ebbdb.log"
+    _write(logsetup.open_log_file(str(path), append=False), "one\n")
+    assert path.read_text() == "one\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ebbdb.log"]
+
+
+def test_logappend_appends(tmp_path: Path) -> None:
+    path = tmp_path / "ebbdb.log"
+    path.write_text("old\n")
+    _write(logsetup.open_log_file(str(path), append=True), "new\n")
+    assert path.read_text() == "old\nnew\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ebbdb.log"]
+
+
+def test_without_logappend_the_old_file_is_renamed_aside(tmp_path: Path) -> None:
+    path = tmp_path / "ebbdb.log"
+    path.write_text("old\n")
+    now = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    _write(logsetup.open_log_file(str(path), append=False, now=now), "new\n")
+    assert path.read_text() == "new\n"
+    assert (tmp_path / "ebbdb.log.2024-01-02T03-04-05").read_text() == "old\n"
+
+    # A second start within the same second keeps both old files.
+    _write(logsetup.open_log_file(str(path), append=False, now=now), "newer\n")
+    assert path.read_text() == "newer\n"
+    assert (tmp_path / "ebbdb.log.2024-01-02T03-04-05").read_text() == "old\n"
+    assert (tmp_path / "ebbdb.log.2024-01-02T03-04-05-1").read_text() == "new\n"
+
+
+def test_rotated_name_is_in_utc(tmp_path: Path) -> None:
+    east = datetime.timezone(datetime.timedelta(hours=5))
+    now = datetime.datetime(2024, 1, 2, 8, 4, 5, tzinfo=east)
+    path = str(tmp_path / "x.log")
+    assert logsetup.rotated_name(path, now) == f"{path}.2024-01-02T03-04-05"
+
+
+@pytest.mark.parametrize("where", ["missing_dir", "under_a_file", "a_directory"])
+def test_unopenable_log_file_raises_log_file_error(tmp_path: Path, where: str) -> None:
+    (tmp_path / "file").write_text("")
+    (tmp_path / "dir").mkdir()
+    path = {
+        "missing_dir": tmp_path / "no" / "such" / "ebbdb.log",
+        "under_a_file": tmp_path / "file" / "ebbdb.log",
+        "a_directory": tmp_path / "dir",
+    }[where]
+    for append in (False, True):
+        with pytest.raises(logsetup.LogFileError, match="cannot open log file") as info:
+            logsetup.open_log_file(str(path), append=append)
+        assert str(path) in str(info.value)
+    assert (tmp_path / "dir").is_dir(), "a directory is never renamed aside"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "file"]
+
+
+def test_setup_with_an_unopenable_logpath_attaches_nothing(tmp_path: Path) -> None:
+    logger = logging.getLogger("ebbdb")
+    before = list(logger.handlers)
+    with pytest.raises(logsetup.LogFileError):
+        logsetup.setup(False, logsetup.RingHandler(), logpath=str(tmp_path / "no" / "x.log"))
+    assert logger.handlers == before
+
+
+def test_fd_sink_writes_everything_through_a_pipe() -> None:
+    r, w = os.pipe()
+    sink = logsetup.FdSink(w, owned=True)
+    text = "é" * 200_000  # bigger than a pipe's buffer: written in several pieces
+    got = bytearray()
+
+    def read() -> None:
+        while chunk := os.read(r, 65536):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    _write(sink, text)
+    reader.join(WAIT)
+    os.close(r)
+    assert got.decode() == text
