@@ -9,5 +9,6 @@ from server.commands import (  # noqa: F401
     indexes,
     query,
     testing,
+    validate,
     writes,
 )
