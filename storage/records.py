@@ -155,20 +155,24 @@ class Records:
         value: bytes,
         rid_bytes: bytes,
         keep: frozenset[bytes],
-    ) -> None:
+    ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
-        (which its replacement still needs). A unique entry goes only while it names this record."""
+        (which its replacement still needs); returns the kept keys the record had. A unique entry
+        goes only while it names this record."""
         doc = bson.decode(ttl.body(value), CODEC)
+        kept: set[bytes] = set()
         for ix in info.indexes:
             bodies, _multi = index_bodies(ix, doc)
             for body, _values in bodies:
                 key, _ = layout.entry_key(ix.id, body, ix.unique, rid_bytes)
                 if key in keep:
+                    kept.add(key)
                     continue
                 if not ix.unique or txn.get(key, db=self.env.index) == rid_bytes:
                     txn.delete(key, db=self.env.index)
         for key in ttl.expiry_keys(info, ttl.read_meta(value), rid_bytes):
             txn.delete(key, db=self.env.expiry)
+        return kept
 
     def replace_record(
         self,
@@ -186,8 +190,10 @@ class Records:
         `now_ms` is taken over). Returns the catalog entry, updated if an index became multikey."""
         rid_bytes = layout.u64(rid)
         entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
-        self.delete_entries(txn, info, value, rid_bytes, keep=frozenset(entries))
-        return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
+        kept = self.delete_entries(txn, info, value, rid_bytes, keep=frozenset(entries))
+        # Entries the old version already had stay as they are (no rewrite of their pages).
+        changed = [key for key in entries if key not in kept] if kept else entries
+        return self.put_record(txn, info, rid, raw, doc, changed, flags, now_ms)
 
     def last_rid(self, txn: Txn, coll_id: int) -> int:
         cur = txn.cursor(db=self.env.records)

@@ -196,7 +196,10 @@ class Writer:
                     outcomes.append((False, exc))
                 if budget is not None and time.perf_counter() - started > budget:
                     break
-            txn.commit()
+            try:
+                txn.commit()
+            except lmdb.MapFullError:
+                raise _Redo(map_full=True) from None
         except BaseException:
             txn.abort()
             raise

@@ -8,11 +8,14 @@ commits in batches of short transactions, as MongoDB's multi-document writes are
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import bson
+from bson import Decimal128, Int64, ObjectId
+from bson.binary import Binary
 
 from storage import ttl
 from storage.engine import CODEC, CollectionWrites, Engine
@@ -53,12 +56,34 @@ class FindAndModifyResult:
     upserted_id: Any = MISSING
 
 
+#: `_id` values whose equality is one key of the `_id` index (arrays, documents, regular
+#: expressions and null match in other ways, so they go through the planner).
+_POINT_TYPES = (int, float, str, bytes, ObjectId, Int64, datetime.datetime, Binary, Decimal128)
+
+
+def id_point(filter: dict[str, Any] | None) -> Any:
+    """The `_id` value a filter pins by plain equality (at most one document), else MISSING."""
+    if not filter or "_id" not in filter:
+        return MISSING
+    value = filter["_id"]
+    if isinstance(value, dict) and len(value) == 1 and "$eq" in value:
+        value = value["$eq"]
+    return value if isinstance(value, _POINT_TYPES) else MISSING
+
+
 def _matches(
     engine: Engine, db: str, name: str, spec: QuerySpec, now_ms: int, limit: int
 ) -> list[int]:
     coll = engine.collection(db, name)
     if coll is None:
         return []
+    point = id_point(spec.filter) if spec.hint is None else MISSING
+    if point is not MISSING:
+        # One look-up in the `_id` index; the caller's re-check applies the whole filter and
+        # the expiry rules, as for any candidate.
+        with engine.read() as reader:
+            rid = reader.find_unique(coll.id_index, point)
+        return [] if rid is None else [rid]
     return QueryRun(coll, spec).record_ids(engine, now_ms, limit)
 
 
@@ -235,6 +260,7 @@ __all__ = [
     "BATCH",
     "DeleteResult",
     "FindAndModifyResult",
+    "id_point",
     "UpdateResult",
     "delete",
     "find_and_modify",

@@ -57,12 +57,7 @@ SMALL_STATEMENTS = 16
 
 def by_id(q: dict[str, Any] | None) -> bool:
     """The filter pins one document by an `_id` equality (at most one match)."""
-    if not q or "_id" not in q:
-        return False
-    v = q["_id"]
-    if isinstance(v, dict):
-        return len(v) == 1 and "$eq" in v and not isinstance(v["$eq"], dict | list)
-    return not isinstance(v, list) and not hasattr(v, "pattern")
+    return writes.id_point(q) is not MISSING
 
 
 def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Update:
