@@ -1,12 +1,14 @@
-"""What the bench/ scripts (crud.py, query.py) share: naming targets, talking to them, reporting.
+"""What the bench/ scripts share: naming targets, starting servers, talking to them, reporting.
 
 This module owns the command-line plumbing common to every benchmark: the ``[LABEL=]URI``
 target syntax and its checks (well-formed URI, unique labels), the ``targets``/``--rounds``/
-``--quick`` arguments, the base ``Target`` record (label, URI, client, failed steps), the
-single-connection client, recording a failing step once, the floor server's document shape,
-the NaN-aware median, and the lines every script prints the same way (the version banner,
-"cannot reach", "steps that failed"). Each script keeps its own configuration, measurements
-and report layout.
+``--quick`` (and, for the scripts that can start their own servers, ``--spawn``) arguments,
+the base ``Target`` record (label, URI, client, server pid, failed steps), starting ebbdb and
+the floor server and stopping them again, the single-connection client, recording a failing
+step once, the floor server's document shape, the NaN-aware median and percentile, and the
+lines every script prints the same way (the version banner, "cannot reach", "steps that
+failed", "met"/"NOT met"). Each script keeps its own configuration, measurements and report
+layout.
 
 The scripts are run as ``python bench/<name>.py ...``, so Python puts this folder first on
 ``sys.path`` and they import this module as plain ``common``.
@@ -16,13 +18,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import math
 import platform
+import queue
 import re
+import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pymongo
@@ -34,6 +46,10 @@ Client = MongoClient[Doc]
 
 _LABELLED = re.compile(r"^(?P<label>[A-Za-z0-9_.\-]+)=(?P<uri>mongodb(?:\+srv)?://.*)$")
 
+REPO = Path(__file__).resolve().parent.parent
+#: The ceiling server, a sibling of the checkout (see its README there).
+FLOOR_SERVER = REPO.parent / "shared" / "bench" / "floor_server.py"
+
 
 @dataclass
 class Target:
@@ -42,6 +58,7 @@ class Target:
     label: str
     uri: str
     client: Client | None = None
+    pid: int | None = None  # the server's process id, when known (a server started here)
     errors: dict[str, str] = field(default_factory=dict)  # failed step -> first line of error
 
 
@@ -58,14 +75,32 @@ def parse_target(arg: str, index: int) -> tuple[str, str]:
     return f"t{index + 1}", arg
 
 
-def make_parser(description: str, epilog: str, quick_help: str) -> argparse.ArgumentParser:
-    """A parser with the arguments every script takes: targets, --rounds, --quick, --timeout-ms."""
+def make_parser(
+    description: str, epilog: str, quick_help: str, spawn: bool = False
+) -> argparse.ArgumentParser:
+    """A parser with the arguments every script takes: targets, --rounds, --quick, --timeout-ms;
+    with `spawn`, also --spawn (start ebbdb and the floor here), and the targets become optional
+    (see ebbdb_and_floor)."""
     ap = argparse.ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=epilog,
     )
-    ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
+    if spawn:
+        ap.add_argument(
+            "targets",
+            nargs="*",
+            metavar="[LABEL=]URI",
+            help="ebbdb=URI [floor=URI] (bare URIs: ebbdb first, then the floor)",
+        )
+        ap.add_argument(
+            "--spawn",
+            action="store_true",
+            help="start ebbdb (temporary dbpath, test commands on) and the floor server "
+            "here, and stop them at the end, instead of taking URIs",
+        )
+    else:
+        ap.add_argument("targets", nargs="+", metavar="[LABEL=]URI", help="MongoDB URI(s)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds per target (default 3)")
     ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--timeout-ms", type=int, default=5000, help="connect timeout (5000)")
@@ -95,6 +130,203 @@ def parse_targets(
     if len(set(labels)) != len(labels):
         ap.error(f"duplicate target labels: {labels}")
     return targets
+
+
+def ebbdb_and_floor(
+    ap: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    make: Callable[[str, str], T],
+    stack: contextlib.ExitStack,
+    floor_ndocs: int,
+) -> tuple[T, T | None]:
+    """The ebbdb target and the floor target (None: not given) of a parser made with `spawn`:
+    servers started here with --spawn (stopped when `stack` closes; the floor with --raw and
+    `floor_ndocs` documents), else ``ebbdb=URI [floor=URI]`` or two bare URIs in that order.
+    A parser error for anything else; RuntimeError when a server cannot be started."""
+    if args.spawn:
+        if args.targets:
+            ap.error("give either --spawn or URIs, not both")
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that `stack` still stops them
+        ebbdb = spawn_ebbdb(stack)
+        floor = spawn_floor(stack, floor_ndocs)
+        e, f = make("ebbdb", ebbdb.uri), make("floor", floor.uri)
+        e.pid, f.pid = ebbdb.proc.pid, floor.proc.pid
+        return e, f
+    if not args.targets:
+        ap.error("give the servers' URIs (ebbdb=mongodb://... [floor=mongodb://...]) or --spawn")
+    try:
+        pairs = [parse_target(a, i) for i, a in enumerate(args.targets)]
+    except argparse.ArgumentTypeError as exc:
+        ap.error(str(exc))
+    labels = [label for label, _uri in pairs]
+    if all(_LABELLED.match(a) is None for a in args.targets) and len(pairs) <= 2:
+        labels = ["ebbdb", "floor"][: len(pairs)]
+    if len(set(labels)) != len(labels) or "ebbdb" not in labels or set(labels) - {"ebbdb", "floor"}:
+        ap.error(f"label the targets ebbdb=URI [floor=URI], got labels {labels}")
+    by_label = {label: make(label, uri) for label, (_l, uri) in zip(labels, pairs, strict=True)}
+    return by_label["ebbdb"], by_label.get("floor")
+
+
+def is_floor(client: Client) -> bool:
+    """The floor server answers {__stats: 1} with its CPU seconds; real servers refuse it."""
+    try:
+        reply = client.admin.command({"__stats": 1})
+    except PyMongoError:
+        return False
+    return "cpu" in reply
+
+
+# -- starting servers -----------------------------------------------------------------------------
+
+_EBBDB_LISTENING = re.compile(r"listening on (?P<host>\[[^\]]*\]|[^\s:]+):(?P<port>\d+)")
+_FLOOR_LISTENING = re.compile(r"^listening (?P<port>\d+)")
+
+
+def has_uvloop() -> bool:
+    """ebbdb runs on uvloop when it is installed; the floor is started on the same loop."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
+@dataclass
+class Spawned:
+    """A server process started by this script."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    uri: str
+    log: Path  # its stderr (removed with its temporary directory at the end)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _log_tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (ebbdb shuts down cleanly on it), then SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _start(
+    name: str,
+    cmd: Sequence[str],
+    workdir: Path,
+    ready: re.Pattern[str],
+    timeout: float,
+    stack: contextlib.ExitStack,
+) -> tuple[Spawned, re.Match[str]]:
+    """Start `cmd` (stderr to a log in `workdir`) and wait for the stdout line matching `ready`;
+    the process is stopped when `stack` closes. RuntimeError if it exits or stays silent."""
+    log = workdir / f"{name}.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            list(cmd), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
+        )
+    spawned = Spawned(name, proc, "", log)
+    stack.callback(_stop, proc)
+    lines: queue.Queue[str | None] = queue.Queue()
+    listening = threading.Event()
+
+    def drain() -> None:  # keeps reading so the child never blocks on a full pipe
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if not listening.is_set():
+                lines.put(raw.decode(errors="replace"))
+        lines.put(None)
+
+    threading.Thread(target=drain, name=f"{name}-stdout", daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            _stop(proc)
+            raise RuntimeError(
+                f"{name} did not report listening within {timeout:g} s\n{_log_tail(log)}"
+            ) from None
+        if line is None:
+            proc.wait()
+            raise RuntimeError(
+                f"{name} exited with status {proc.returncode} before listening\n{_log_tail(log)}"
+            )
+        m = ready.search(line)
+        if m is not None:
+            listening.set()
+            return spawned, m
+
+
+def _workdir(stack: contextlib.ExitStack, prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    stack.callback(shutil.rmtree, path, ignore_errors=True)  # after the server is stopped
+    return path
+
+
+def spawn_ebbdb(stack: contextlib.ExitStack, timeout: float = 60.0) -> Spawned:
+    """ebbdb from this checkout on a free port, a temporary dbpath and the test commands on,
+    stopped (and its files removed) when `stack` closes."""
+    workdir = _workdir(stack, "ebbdb-bench-")
+    cmd = [
+        sys.executable,
+        "-m",
+        "server",
+        "--port",
+        "0",
+        "--dbpath",
+        str(workdir / "db"),
+        "--quiet",
+        "--setParameter",
+        "enableTestCommands=1",
+    ]
+    spawned, m = _start("ebbdb", cmd, workdir, _EBBDB_LISTENING, timeout, stack)
+    spawned.uri = f"mongodb://{m['host']}:{m['port']}"
+    print(f"  started ebbdb: pid {spawned.proc.pid}, {spawned.uri}, dbpath {workdir / 'db'}")
+    return spawned
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def spawn_floor(stack: contextlib.ExitStack, ndocs: int, timeout: float = 30.0) -> Spawned:
+    """The floor server (--raw, `ndocs` documents for an unfiltered find, uvloop when ebbdb
+    has it too) on a free port, stopped when `stack` closes."""
+    if not FLOOR_SERVER.is_file():
+        raise RuntimeError(f"floor server not found at {FLOOR_SERVER}")
+    workdir = _workdir(stack, "ebbdb-bench-floor-")
+    loop = ["--loop", "uvloop"] if has_uvloop() else []
+    for attempt in range(3):  # the free port may be taken before the floor binds it
+        port = _free_port()
+        cmd = [sys.executable, str(FLOOR_SERVER), "--port", str(port), "--raw"]
+        cmd += ["--ndocs", str(ndocs), *loop]
+        try:
+            spawned, _m = _start("floor", cmd, workdir, _FLOOR_LISTENING, timeout, stack)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+            continue
+        spawned.uri = f"mongodb://127.0.0.1:{port}"
+        print(
+            f"  started floor: pid {spawned.proc.pid}, {spawned.uri}, --raw --ndocs {ndocs} "
+            f"{' '.join(loop)}".rstrip()
+        )
+        return spawned
+    raise AssertionError("unreachable")
 
 
 def versions() -> str:
@@ -178,5 +410,22 @@ def fmt_num(value: float | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2) -> None:
+    """Print rows under a header and a rule: the first `left` columns left-aligned, the rest
+    right-aligned."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+
+
 def verdict(ok: bool | None) -> str:
-    return "-" if ok is None else ("met" if ok else "MISSED")
+    return "-" if ok is None else ("met" if ok else "NOT met")

@@ -26,8 +26,13 @@ What is measured, in database ``bench_ttl`` (several targets are measured one af
 3. what another client sees meanwhile: a thread with its own MongoClient (one connection) runs
    ``find_one({_id: x})`` for random x over a third collection (``--n-find`` documents, no TTL
    index) in a tight loop; every look-up that overlaps the purge of step 2 counts, and their max,
-   p99, p50 latency are reported (target: none waits more than 5 ms, "a few milliseconds"),
-   beside the same figures from a ``--baseline-secs`` window just before, with no purge running.
+   p99, p50 latency are reported, beside the same figures from a ``--baseline-secs`` window just
+   before, with no purge running.
+
+The target of steps 2-3, printed at the end with "met" or "NOT met" line by line: a purge of
+200,000 expired documents at >= 100,000 docs/s (the median over the rounds), while another
+client's find_one keeps p99 under 5 ms and max under 20 ms (over the look-ups of every round's
+purge together).
 
 Steps 2-3 are repeated ``--rounds`` times (default 1; each round reloads the expired documents).
 
@@ -40,7 +45,7 @@ documents (for step 1: young enough that the clock advance of step 2 does not ex
 the database is left in place at the end; without it, they are dropped and reloaded, and the
 database is dropped at the end. The step-2 collection is always reloaded (the purge empties it).
 
-Results are never asserted on: each figure is printed next to its target with "met" or "MISSED",
+Results are never asserted on: each figure is printed next to its target with "met" or "NOT met",
 and a failing step is reported and the rest runs on. Shared machines are noisy.
 """
 
@@ -78,7 +83,10 @@ REUSE_MARGIN = 300  # seconds of slack when deciding whether step-1 documents ma
 
 # Targets from the issue.
 PASS_NET_MS = 5.0  # a pass over the live collection, net of the round trip
-FIND_MAX_MS = 5.0  # the worst find_one another client sees during a purge ("a few ms")
+PURGE_DOCS = 200_000  # the purge the target is stated for (--n-expired)
+PURGE_RATE_MIN = 100_000.0  # docs/s
+FIND_P99_MS = 5.0  # another client's find_one during the purge: p99 under this ...
+FIND_MAX_MS = 20.0  # ... and max under this
 
 
 @dataclass(frozen=True)
@@ -466,11 +474,11 @@ def bench_purge(t: Target, cfg: Config, rnd: int) -> Purge:
 def lat_line(values: Sequence[float]) -> str:
     if not values:
         return "no look-ups recorded"
-    over = sum(1 for v in values if v > FIND_MAX_MS)
+    over = sum(1 for v in values if v > FIND_P99_MS)
     return (
         f"max {common.fmt_num(max(values), 2):>7} ms   p99 {common.fmt_num(common.percentile(values, 99), 3):>6} ms   "
         f"p50 {common.fmt_num(common.percentile(values, 50), 3):>6} ms   {len(values):>7,} ops   "
-        f"> {FIND_MAX_MS:g} ms: {over:,}"
+        f"> {FIND_P99_MS:g} ms: {over:,}"
     )
 
 
@@ -559,13 +567,6 @@ def print_report(targets: Sequence[Target], cfg: Config) -> None:
             print(
                 f"   {tag}during the purge ({common.fmt_num(p.seconds, 1)} s)    {lat_line(p.during)}"
             )
-            if p.during:
-                worst = max(p.during)
-                print(
-                    f"   {tag}worst wait during the purge {common.fmt_num(worst, 2)} ms   "
-                    f'target: <= {FIND_MAX_MS:g} ms ("a few milliseconds")   '
-                    f"{common.verdict(worst <= FIND_MAX_MS)}"
-                )
             if p.during and p.baseline and p.seconds and p.baseline_secs:
                 print(
                     f"   {tag}look-ups/s: baseline {common.fmt_num(len(p.baseline) / p.baseline_secs)}, "
@@ -577,6 +578,49 @@ def print_report(targets: Sequence[Target], cfg: Config) -> None:
             print("   not measured")
         for note in t.notes:
             print(f"   note: {note}")
+        print_purge_targets(t, cfg)
+
+
+def print_purge_targets(t: Target, cfg: Config) -> None:
+    """The target of steps 2-3, one met/NOT met line per figure."""
+    done = [p for p in t.purges if p.deleted is not None and p.seconds]
+    rate = median([p.deleted / p.seconds for p in done if p.deleted is not None and p.seconds])
+    during = [v for p in done for v in p.during]
+    p99 = common.percentile(during, 99) if during else None
+    worst = max(during, default=None)
+    print()
+    print(
+        f"   target: purge of {PURGE_DOCS:,} expired documents at >= {PURGE_RATE_MIN:,.0f} docs/s, "
+        f"while another client's find_one keeps p99 under {FIND_P99_MS:g} ms and max under "
+        f"{FIND_MAX_MS:g} ms"
+    )
+    if cfg.n_expired != PURGE_DOCS:
+        print(
+            f"   (measured on {cfg.n_expired:,} expired documents, not {PURGE_DOCS:,}: "
+            "the figures below are only indicative)"
+        )
+    rounds = f"{len(done)} round{'s' if len(done) != 1 else ''}"
+    for what, value, target, ok in (
+        (
+            f"purge rate, median of {rounds}",
+            f"{common.fmt_num(rate)} docs/s",
+            f">= {PURGE_RATE_MIN:,.0f} docs/s",
+            None if rate is None else rate >= PURGE_RATE_MIN,
+        ),
+        (
+            f"find_one p99 during the purge ({len(during):,} look-ups)",
+            f"{common.fmt_num(p99, 3)} ms",
+            f"< {FIND_P99_MS:g} ms",
+            None if p99 is None else p99 < FIND_P99_MS,
+        ),
+        (
+            "find_one max during the purge",
+            f"{common.fmt_num(worst, 2)} ms",
+            f"< {FIND_MAX_MS:g} ms",
+            None if worst is None else worst < FIND_MAX_MS,
+        ),
+    ):
+        print(f"   {what:<45} {value:>16}   target {target:<20} {common.verdict(ok)}")
 
 
 # -- driving --------------------------------------------------------------------------------------

@@ -1,0 +1,535 @@
+"""Write-path benchmark: ebbdb against the floor server (the ceiling), through pymongo.
+
+Either starts both servers itself (``--spawn``: ebbdb from this checkout on a temporary
+dbpath, the floor from ../shared/bench/floor_server.py with ``--raw --ndocs <find size>``,
+both stopped at the end) or takes their URIs::
+
+    python bench/write.py --spawn
+    python bench/write.py --spawn --quick                     # a smoke run
+    python bench/write.py ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090
+
+A floor started by hand needs ``--raw --ndocs 10000`` (the find size, ``--find-docs``), and
+``--loop uvloop`` when uvloop is installed, since ebbdb runs on it then.
+
+Each target gets one MongoClient with a single connection (maxPoolSize=1). Every round
+measures, on ebbdb and then on the floor (rounds alternate between them), in database
+``bench_write``:
+
+- insert_one   ``--n`` documents in the floor's shape, one call each (ops/s)
+- update_one   by ``_id`` over those documents, ``$inc`` of one field and ``$set`` of another,
+               alternately (ops/s; the floor acknowledges ``n: 1, nModified: 1``)
+- find_one     by ``_id`` over the same documents (ops/s; the floor answers a document of the
+               same shape with the ``_id`` asked for)
+- insert_many  ``--batches`` batches of 1,000 documents (docs/s)
+- find         iterating an unfiltered find over ``--find-docs`` documents (docs/s; the floor
+               answers its own pre-encoded documents of the same shape)
+
+and, the two targets that compare ebbdb with itself (the floor's figures are printed for
+reference only; it stores nothing and ignores the write concern):
+
+- bulk         a 2,000-document insert_many into an empty collection, then one bulk_write of
+               2,000 UpdateOne by ``_id`` over those documents; the ratio of the median times
+- j: true      insert_one from 8 threads for ``--j-seconds``, each thread with its own
+               MongoClient (maxPoolSize=1), so 8 connections; once with the default write
+               concern and once with ``WriteConcern(j=True)`` (ebbdb only); ops/s ratio
+
+Ratios are of the medians over the rounds. The final table gives each target, the measured
+value, and "met" or "NOT met". Shared machines are noisy: compare ratios, not absolute
+figures. Results are never asserted on; wrong answers (an update that matched nothing, a
+find_one that returned another document or none, a find that returned the wrong number) are
+counted and printed, and a failing step is reported and the rest runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import common
+from common import Client, Doc
+from pymongo import MongoClient, UpdateOne
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import PyMongoError
+from pymongo.write_concern import WriteConcern
+
+DB_NAME = "bench_write"
+Coll = Collection[Doc]
+Db = Database[Doc]
+
+# Targets from the issue.
+SINGLE_RATIO_MIN = 0.90  # insert_one, update_one, find_one: ebbdb / floor ops/s
+BATCH_RATIO_MIN = 0.75  # insert_many, find iteration: ebbdb / floor docs/s
+BULK_TIME_RATIO_MAX = 2.0  # bulk_write of N UpdateOne / insert_many of N documents, time
+J_RATIO_MIN = 0.5  # j: true / default write concern, inserts/s from 8 connections
+
+# Metric keys in display order: compared with the floor, then ebbdb with itself.
+VS_FLOOR = ("insert_one", "update_one", "find_one", "insert_many", "find")
+VS_SELF = ("bulk_insert_ms", "bulk_update_ms", "plain", "journaled")
+
+
+@dataclass(frozen=True)
+class Config:
+    n_single: int  # insert_one / update_one / find_one operations per round
+    batches: int  # insert_many batches per round
+    batch_size: int  # documents per insert_many batch
+    find_docs: int  # documents iterated by the find (and the floor's --ndocs)
+    find_reps: int  # iterations of that find per round
+    bulk_n: int  # UpdateOne in the bulk_write, documents in the insert_many it is compared with
+    bulk_reps: int  # bulk comparisons per round
+    j_threads: int  # connections (threads) of the j: true comparison
+    j_seconds: float  # length of each j / no-j window
+    warmup: int  # untimed operations per target before the first round
+    timeout_ms: int
+
+
+@dataclass
+class Target(common.Target):
+    floor: bool = False
+    results: dict[str, list[float]] = field(default_factory=dict)  # metric -> one per round
+    wrong: dict[str, int] = field(default_factory=dict)  # metric -> wrong answers
+    notes: list[str] = field(default_factory=list)
+    j_clients: list[Client] = field(default_factory=list)
+
+
+def metric(key: str, cfg: Config) -> tuple[str, str]:
+    """(label, unit) of a metric."""
+    return {
+        "insert_one": ("insert_one", "ops/s"),
+        "update_one": ("update_one by _id ($set/$inc)", "ops/s"),
+        "find_one": ("find_one by _id", "ops/s"),
+        "insert_many": (f"insert_many, {cfg.batch_size:,}-doc batches", "docs/s"),
+        "find": (f"find, iterate {cfg.find_docs:,} docs", "docs/s"),
+        "bulk_insert_ms": (f"insert_many {cfg.bulk_n:,} docs", "ms"),
+        "bulk_update_ms": (f"bulk_write {cfg.bulk_n:,} UpdateOne", "ms"),
+        "plain": (f"insert_one, {cfg.j_threads} connections", "ops/s"),
+        "journaled": (f"insert_one j:true, {cfg.j_threads} connections", "ops/s"),
+    }[key]
+
+
+def make_docs(start: int, n: int) -> list[Doc]:
+    """Fresh documents in the floor's shape (insert_one/insert_many add ``_id`` to them)."""
+    return [common.floor_doc(i) for i in range(start, start + n)]
+
+
+def update_for(i: int) -> Doc:
+    """The i-th one-field update: $inc and $set alternately."""
+    return {"$inc": {"age": 1}} if i % 2 == 0 else {"$set": {"score": i * 0.5}}
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    """Seconds fn takes, on a clean heap."""
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("nan")
+
+
+def add_wrong(t: Target, key: str, n: int) -> None:
+    if n:
+        t.wrong[key] = t.wrong.get(key, 0) + n
+
+
+# -- single connection: compared with the floor ---------------------------------------------------
+
+
+def bench_single(t: Target, db: Db, cfg: Config) -> dict[str, float]:
+    """insert_one, then update_one and find_one by _id over the documents just inserted."""
+    coll: Coll = db["single"]
+    coll.drop()
+    docs = make_docs(0, cfg.n_single)
+    updates = [update_for(i) for i in range(cfg.n_single)]
+    out: dict[str, float] = {}
+
+    def insert() -> None:
+        for d in docs:
+            coll.insert_one(d)
+
+    out["insert_one"] = rate(len(docs), timed(insert))
+    ids = [d["_id"] for d in docs]  # set client-side by insert_one
+    unmatched = 0
+
+    def update() -> None:
+        nonlocal unmatched
+        for _id, u in zip(ids, updates, strict=True):
+            if coll.update_one({"_id": _id}, u).matched_count != 1:
+                unmatched += 1
+
+    out["update_one"] = rate(len(ids), timed(update))
+    add_wrong(t, "update_one", unmatched)
+    missing = 0
+
+    def find_one() -> None:
+        nonlocal missing
+        for _id in ids:
+            doc = coll.find_one({"_id": _id})
+            if doc is None or doc["_id"] != _id:
+                missing += 1
+
+    out["find_one"] = rate(len(ids), timed(find_one))
+    add_wrong(t, "find_one", missing)
+    return out
+
+
+def bench_insert_many(db: Db, cfg: Config) -> dict[str, float]:
+    coll: Coll = db["many"]
+    coll.drop()
+    batches = [make_docs(b * cfg.batch_size, cfg.batch_size) for b in range(cfg.batches)]
+
+    def insert() -> None:
+        for batch in batches:
+            coll.insert_many(batch)
+
+    return {"insert_many": rate(cfg.batches * cfg.batch_size, timed(insert))}
+
+
+def load_find(db: Db, cfg: Config) -> None:
+    """The collection the find iterates (untimed; kept over the rounds)."""
+    coll: Coll = db["find_src"]
+    coll.drop()
+    for start in range(0, cfg.find_docs, 1000):
+        coll.insert_many(make_docs(start, min(1000, cfg.find_docs - start)))
+
+
+def bench_find(t: Target, db: Db, cfg: Config) -> dict[str, float]:
+    coll: Coll = db["find_src"]
+    seen = 0
+
+    def iterate() -> None:
+        nonlocal seen
+        for _ in range(cfg.find_reps):
+            for _doc in coll.find():
+                seen += 1
+
+    secs = timed(iterate)
+    if seen != cfg.find_docs * cfg.find_reps:
+        what = f"find returned {seen // cfg.find_reps:,} documents, not {cfg.find_docs:,}"
+        note = f"{what}: start the floor with --ndocs {cfg.find_docs}"
+        if t.floor:  # still a fair docs/s figure, but say so (once)
+            if note not in t.notes:
+                t.notes.append(note)
+        else:
+            add_wrong(t, "find", 1)
+    return {"find": rate(seen, secs)}
+
+
+# -- ebbdb against itself -------------------------------------------------------------------------
+
+
+def bench_bulk(t: Target, db: Db, cfg: Config) -> dict[str, float]:
+    """insert_many of bulk_n documents into an empty collection, then one bulk_write of bulk_n
+    UpdateOne by _id over them; the median time (ms) of each over bulk_reps."""
+    coll: Coll = db["bulk"]
+    inserts: list[float] = []
+    updates: list[float] = []
+    pc = time.perf_counter
+    for _ in range(cfg.bulk_reps):
+        coll.drop()
+        docs = make_docs(0, cfg.bulk_n)
+        gc.collect()
+        t0 = pc()
+        coll.insert_many(docs)
+        inserts.append((pc() - t0) * 1000)
+        ops = [UpdateOne({"_id": d["_id"]}, update_for(i)) for i, d in enumerate(docs)]
+        gc.collect()
+        t0 = pc()
+        result = coll.bulk_write(ops)
+        updates.append((pc() - t0) * 1000)
+        add_wrong(t, "bulk_update_ms", cfg.bulk_n - result.matched_count)
+    return {
+        "bulk_insert_ms": common.median(inserts) or float("nan"),
+        "bulk_update_ms": common.median(updates) or float("nan"),
+    }
+
+
+def open_j_clients(t: Target, cfg: Config) -> None:
+    """One MongoClient (one connection) per thread of the j comparison, warmed up."""
+    for _ in range(cfg.j_threads):
+        client: Client = MongoClient(
+            t.uri,
+            maxPoolSize=1,
+            serverSelectionTimeoutMS=cfg.timeout_ms,
+            connectTimeoutMS=cfg.timeout_ms,
+        )
+        t.j_clients.append(client)
+        client.admin.command("ping")
+        for doc in make_docs(0, 5):
+            client[DB_NAME]["j"].insert_one(doc)
+
+
+def j_window(t: Target, cfg: Config, journaled: bool) -> float:
+    """insert_one from every j client at once, each in its own thread, for j_seconds: ops/s.
+    Raises the first error a thread met."""
+    concern = WriteConcern(j=True) if journaled else WriteConcern()
+    colls = [c[DB_NAME].get_collection("j", write_concern=concern) for c in t.j_clients]
+    counts = [0] * len(colls)
+    errors: list[PyMongoError] = []
+    start = threading.Barrier(len(colls) + 1)
+    stop = threading.Event()
+
+    def work(k: int, coll: Coll) -> None:
+        start.wait()
+        i = 0
+        try:
+            while not stop.is_set():
+                coll.insert_one({"w": k, "i": i, **common.floor_doc(i)})
+                i += 1
+        except PyMongoError as exc:
+            errors.append(exc)
+        counts[k] = i
+
+    threads = [
+        threading.Thread(target=work, args=(k, c), name=f"j{k}", daemon=True)
+        for k, c in enumerate(colls)
+    ]
+    for th in threads:
+        th.start()
+    gc.collect()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(cfg.j_seconds)
+    stop.set()
+    for th in threads:
+        th.join()
+    secs = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return rate(sum(counts), secs)
+
+
+# -- driving --------------------------------------------------------------------------------------
+
+
+def step(t: Target, name: str, fn: Callable[[], dict[str, float] | None]) -> dict[str, float]:
+    """Run one step; a failure is recorded and printed once, not fatal."""
+    try:
+        return fn() or {}
+    except PyMongoError as exc:
+        common.record_error(t, name, exc)
+        return {}
+
+
+def set_up(t: Target, cfg: Config) -> None:
+    """Untimed: the find collection (not on the floor), the j clients, a warm-up."""
+    assert t.client is not None
+    db = t.client[DB_NAME]
+    t.floor = common.is_floor(t.client)
+    if not t.floor:
+        t.client.drop_database(DB_NAME)
+        load_find(db, cfg)
+    else:
+        for _ in db["find_src"].find():
+            pass
+    coll: Coll = db["warmup"]
+    for i, d in enumerate(make_docs(0, cfg.warmup)):
+        coll.insert_one(d)
+        coll.update_one({"_id": d["_id"]}, update_for(i))
+        coll.find_one({"_id": d["_id"]})
+    if not t.floor:
+        open_j_clients(t, cfg)
+
+
+def run_round(t: Target, cfg: Config, rnd: int) -> dict[str, float]:
+    assert t.client is not None
+    db = t.client[DB_NAME]
+    got: dict[str, float] = {}
+    got |= step(t, "single", lambda: bench_single(t, db, cfg))
+    got |= step(t, "insert_many", lambda: bench_insert_many(db, cfg))
+    got |= step(t, "find", lambda: bench_find(t, db, cfg))
+    got |= step(t, "bulk", lambda: bench_bulk(t, db, cfg))
+    if t.j_clients:
+        # Alternate which window goes first, so neither always follows the other.
+        order = (False, True) if rnd % 2 == 0 else (True, False)
+        for journaled in order:
+            key = "journaled" if journaled else "plain"
+            try:
+                got[key] = j_window(t, cfg, journaled)
+            except PyMongoError as exc:
+                common.record_error(t, key, exc)
+    for key, value in got.items():
+        t.results.setdefault(key, []).append(value)
+    return got
+
+
+def med(t: Target | None, key: str) -> float | None:
+    return None if t is None else common.median(t.results.get(key, []))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def fmt_rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return common.fmt_num(value, 0 if value >= 100 else 1)
+
+
+def print_round(t: Target, got: dict[str, float], r: int, rounds: int) -> None:
+    figures = "  ".join(f"{k}={fmt_rate(got[k])}" for k in VS_FLOOR + VS_SELF if k in got)
+    print(f"round {r + 1}/{rounds}  {t.label:<5}  {figures}", flush=True)
+
+
+def goals(
+    ebbdb: Target, floor: Target | None, cfg: Config
+) -> list[tuple[str, float | None, str, float]]:
+    """(what, measured, ">=" or "<=", bound) for each target of the issue."""
+    out: list[tuple[str, float | None, str, float]] = []
+    for key in VS_FLOOR:
+        label, unit = metric(key, cfg)
+        bound = SINGLE_RATIO_MIN if unit == "ops/s" else BATCH_RATIO_MIN
+        out.append(
+            (f"{label}: {unit} ebbdb/floor", ratio(med(ebbdb, key), med(floor, key)), ">=", bound)
+        )
+    out.append(
+        (
+            f"bulk_write {cfg.bulk_n:,} UpdateOne / insert_many {cfg.bulk_n:,}: time, ebbdb",
+            ratio(med(ebbdb, "bulk_update_ms"), med(ebbdb, "bulk_insert_ms")),
+            "<=",
+            BULK_TIME_RATIO_MAX,
+        )
+    )
+    out.append(
+        (
+            f"insert_one j:true / no j, {cfg.j_threads} connections: ops/s, ebbdb",
+            ratio(med(ebbdb, "journaled"), med(ebbdb, "plain")),
+            ">=",
+            J_RATIO_MIN,
+        )
+    )
+    return out
+
+
+def report(ebbdb: Target, floor: Target | None, cfg: Config, rounds: int) -> None:
+    print()
+    print(f"==== median of {rounds} round(s); ratios are ebbdb / floor ====")
+    print()
+    rows = []
+    for key in VS_FLOOR:
+        e, f = med(ebbdb, key), med(floor, key)
+        r = ratio(e, f)
+        rows.append([*metric(key, cfg), fmt_rate(e), fmt_rate(f), "-" if r is None else f"{r:.2f}"])
+    common.table(["compared with the floor", "unit", "ebbdb", "floor", "ebbdb/floor"], rows)
+    print()
+    rows = [
+        [*metric(key, cfg), fmt_rate(med(ebbdb, key)), fmt_rate(med(floor, key))] for key in VS_SELF
+    ]
+    common.table(["ebbdb against itself", "unit", "ebbdb", "floor (reference)"], rows)
+    print(
+        f"(j: {cfg.j_threads} threads, each with its own MongoClient(maxPoolSize=1); "
+        "not run on the floor, which ignores the write concern)"
+    )
+    for t in (ebbdb, floor):
+        if t is None:
+            continue
+        for key, n in t.wrong.items():
+            print(f"{t.label}: WRONG ANSWERS in {key}: {n:,}")
+        for note in t.notes:
+            print(f"{t.label}: note: {note}")
+
+    print()
+    print("==== targets ====")
+    print()
+    rows = []
+    for label, value, op, bound in goals(ebbdb, floor, cfg):
+        ok = None if value is None else (value >= bound if op == ">=" else value <= bound)
+        shown = "-" if value is None else f"{value:.2f}"
+        rows.append([label, shown, f"{op} {bound:.2f}", common.verdict(ok)])
+    common.table(["target", "measured", "target", "verdict"], rows, left=1)
+
+
+def parse_args(
+    argv: Sequence[str] | None,
+) -> tuple[argparse.ArgumentParser, argparse.Namespace, Config]:
+    ap = common.make_parser(
+        description="Write-path throughput of ebbdb against the floor server, via pymongo.",
+        epilog="examples:\n  python bench/write.py --spawn\n"
+        "  python bench/write.py ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090",
+        quick_help="small sizes, one round: a smoke run",
+        spawn=True,
+    )
+    ap.add_argument("--n", type=int, default=None, help="insert_one/update_one/find_one ops (2000)")
+    ap.add_argument("--batches", type=int, default=None, help="insert_many batches (20)")
+    ap.add_argument("--batch-size", type=int, default=1000, help="docs per insert_many (1000)")
+    ap.add_argument("--find-docs", type=int, default=10_000, help="docs the find iterates (10000)")
+    ap.add_argument("--find-reps", type=int, default=None, help="find iterations per round (3)")
+    ap.add_argument("--bulk-n", type=int, default=2000, help="UpdateOne per bulk_write (2000)")
+    ap.add_argument("--bulk-reps", type=int, default=None, help="bulk comparisons per round (3)")
+    ap.add_argument("--j-threads", type=int, default=8, help="connections for j: true (8)")
+    ap.add_argument("--j-seconds", type=float, default=None, help="each j window, s (3)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops (300)")
+    args = ap.parse_args(argv)
+    pick = common.picker(args.quick)
+    cfg = Config(
+        n_single=pick(args.n, 2000, 200),
+        batches=pick(args.batches, 20, 3),
+        batch_size=args.batch_size,
+        find_docs=args.find_docs,
+        find_reps=pick(args.find_reps, 3, 1),
+        bulk_n=args.bulk_n,
+        bulk_reps=pick(args.bulk_reps, 3, 1),
+        j_threads=args.j_threads,
+        j_seconds=args.j_seconds if args.j_seconds is not None else (0.5 if args.quick else 3.0),
+        warmup=pick(args.warmup, 300, 20),
+        timeout_ms=args.timeout_ms,
+    )
+    args.rounds = pick(args.rounds, 3, 1)
+    sizes = [cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_docs, cfg.find_reps]
+    sizes += [cfg.bulk_n, cfg.bulk_reps, cfg.j_threads, args.rounds]
+    if min(sizes) < 1 or cfg.j_seconds <= 0 or cfg.warmup < 0:
+        ap.error("sizes, counts, --j-seconds and --rounds must be positive")
+    return ap, args, cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap, args, cfg = parse_args(argv)
+    print(
+        f"{common.versions()}; single ops N={cfg.n_single:,}, insert_many {cfg.batches}x"
+        f"{cfg.batch_size:,}, find {cfg.find_docs:,} docs x{cfg.find_reps}, bulk {cfg.bulk_n:,} "
+        f"x{cfg.bulk_reps}, j: {cfg.j_threads} connections x {cfg.j_seconds:g} s, "
+        f"rounds={args.rounds}"
+    )
+    with contextlib.ExitStack() as stack:
+        try:
+            ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, cfg.find_docs)
+        except RuntimeError as exc:
+            print(f"cannot start the servers: {exc}", file=sys.stderr)
+            return 2
+        targets = [t for t in (ebbdb, floor) if t is not None]
+        try:
+            for t in targets:
+                print(f"  {t.label}: {t.uri}", flush=True)
+                t.client = common.connect(t, cfg.timeout_ms)
+                if t.client is None:
+                    return 2
+                try:
+                    set_up(t, cfg)
+                except PyMongoError as exc:  # the rounds will report what fails
+                    common.record_error(t, "set-up", exc)
+            if floor is None:
+                print("  no floor given: the ratios against it are not measured")
+            for r in range(args.rounds):
+                for t in targets:  # alternate: ebbdb, floor, ebbdb, floor, ...
+                    print_round(t, run_round(t, cfg, r), r, args.rounds)
+            report(ebbdb, floor, cfg, args.rounds)
+            return common.report_failures(targets)
+        finally:
+            for t in targets:
+                for c in t.j_clients:
+                    c.close()
+                common.close(t, drop_db=None if t.floor else DB_NAME)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
