@@ -8,16 +8,20 @@ not by racing candidates as MongoDB does.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import bson
+from bson import Decimal128, Int64, ObjectId
+from bson.binary import Binary
 
 from storage import keys
 from storage.catalog import CollectionInfo, IndexInfo
 from storage.errors import QueryError
 from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
+from storage.query.paths import MISSING
 from storage.query.sort import SortSpec
 from storage.ttl import is_cosmos_index
 
@@ -311,6 +315,36 @@ def find_hinted(coll: CollectionInfo, hint: Any) -> IndexInfo | None | str:
     raise QueryError("BadValue", "hint provided does not correspond to an existing index")
 
 
+#: `_id` values whose equality is one key of the `_id` index (arrays, documents, regular
+#: expressions and null match in other ways, so they go through the planner).
+_POINT_TYPES = (int, float, str, bytes, ObjectId, Int64, datetime.datetime, Binary, Decimal128)
+
+
+def id_point(flt: Mapping[str, Any] | None) -> Any:
+    """The `_id` value a filter pins by plain equality (at most one document), else MISSING."""
+    if not flt or "_id" not in flt:
+        return MISSING
+    value = flt["_id"]
+    if isinstance(value, Mapping) and len(value) == 1 and "$eq" in value:
+        value = value["$eq"]
+    return value if isinstance(value, _POINT_TYPES) else MISSING
+
+
+def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> IndexScan:
+    """MongoDB's IDHACK: an `_id` equality reads one key of the `_id` index, with no planning.
+    At most one document matches, so any sort is already satisfied."""
+    e = keys.encode(value)
+    hi = keys.successor(e)
+    interval = Interval(_clip(e, upper=False) or e, _clip(hi, upper=True) if hi else None)
+    return IndexScan(
+        coll.id_index,
+        (interval,),
+        False,
+        sort is not None and bool(sort.keys),
+        {"_id": [f"[{_show(value)}, {_show(value)}]"]},
+    )
+
+
 def plan_query(
     coll: CollectionInfo,
     flt: Mapping[str, Any],
@@ -318,6 +352,10 @@ def plan_query(
     hint: Any = None,
 ) -> Plan:
     """Choose how to read the candidates for `flt`. Raises QueryError for a bad hint."""
+    if hint is None or hint == {} or hint == "":
+        point = id_point(flt)
+        if point is not MISSING and not (sort is not None and sort.natural and not sort.keys):
+            return _id_lookup(coll, point, sort)
     bounds: dict[str, _FieldBounds] = {}
     _collect(flt, bounds)
     natural_reverse = bool(sort and not sort.keys and sort.natural < 0)
@@ -391,4 +429,4 @@ def _candidate(
     return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown), points, ranged
 
 
-__all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "plan_query"]
+__all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "id_point", "plan_query"]

@@ -8,19 +8,17 @@ commits in batches of short transactions, as MongoDB's multi-document writes are
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import bson
-from bson import Decimal128, Int64, ObjectId
-from bson.binary import Binary
 
 from storage import ttl
 from storage.engine import CODEC, CollectionWrites, Engine
 from storage.errors import StorageError
 from storage.execute import QueryRun, QuerySpec
+from storage.planner import id_point
 from storage.query.paths import MISSING
 from storage.query.projection import Projection
 from storage.query.update import Update, upsert_seed
@@ -54,21 +52,6 @@ class FindAndModifyResult:
     matched: int
     updated_existing: bool
     upserted_id: Any = MISSING
-
-
-#: `_id` values whose equality is one key of the `_id` index (arrays, documents, regular
-#: expressions and null match in other ways, so they go through the planner).
-_POINT_TYPES = (int, float, str, bytes, ObjectId, Int64, datetime.datetime, Binary, Decimal128)
-
-
-def id_point(filter: dict[str, Any] | None) -> Any:
-    """The `_id` value a filter pins by plain equality (at most one document), else MISSING."""
-    if not filter or "_id" not in filter:
-        return MISSING
-    value = filter["_id"]
-    if isinstance(value, dict) and len(value) == 1 and "$eq" in value:
-        value = value["$eq"]
-    return value if isinstance(value, _POINT_TYPES) else MISSING
 
 
 def _matches(

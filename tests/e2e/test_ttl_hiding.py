@@ -138,7 +138,14 @@ def test_lookup_never_joins_expired(client: Client, sessions: Any) -> None:
     joined = list(
         users.aggregate(
             [
-                {"$lookup": {"from": "sessions", "localField": "session", "foreignField": "_id", "as": "s"}},
+                {
+                    "$lookup": {
+                        "from": "sessions",
+                        "localField": "session",
+                        "foreignField": "_id",
+                        "as": "s",
+                    }
+                },
                 {"$project": {"n": {"$size": "$s"}}},
                 {"$sort": {"_id": 1}},
             ]

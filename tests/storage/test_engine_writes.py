@@ -36,7 +36,9 @@ def load(engine: Engine, *docs: Mapping[str, Any], now: int = T0) -> None:
     assert not result.errors
 
 
-def find(engine: Engine, flt: Mapping[str, Any] | None = None, now: int = T0, **kw: Any) -> list[Any]:
+def find(
+    engine: Engine, flt: Mapping[str, Any] | None = None, now: int = T0, **kw: Any
+) -> list[Any]:
     coll = engine.collection(DB, "c")
     if coll is None:
         return []

@@ -343,7 +343,6 @@ def test_collmod_converts_a_plain_ts_index_to_the_cosmos_default(engine: Engine)
     )
 
 
-
 def test_one_cosmos_default_per_collection(engine: Engine) -> None:
     """A second TTL index on `_ts` (another direction, or a plain one made TTL) is refused: the
     collection has one default time to live, and its expiry entries follow that one index."""
