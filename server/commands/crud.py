@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import struct
 from dataclasses import dataclass
 from typing import Any
 
+import bson
 from bson import Int64
 
 from server.commands.handshake import MAX_WRITE_BATCH_SIZE
@@ -101,11 +104,26 @@ class RawDoc:
         self.raw = raw
 
 
+#: BSON element headers of an array's items: type 3 (document) and the decimal index as name.
+_ITEM_HEADS = [b"\x03%d\x00" % i for i in range(1024)]
+_INT32 = struct.Struct("<i")
+
+
+def _item_heads(n: int) -> list[bytes]:
+    while len(_ITEM_HEADS) < n:
+        _ITEM_HEADS.extend(b"\x03%d\x00" % i for i in range(len(_ITEM_HEADS), 2 * len(_ITEM_HEADS)))
+    return _ITEM_HEADS
+
+
 def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
-    return {
-        "cursor": {batch_field: list(map(RawDoc, docs)), "id": Int64(cid), "ns": ns},
-        "ok": 1.0,
-    }
+    """A cursor reply whose batch is the stored BSON, copied once into the reply (the batch's
+    array is laid out here, not encoded document by document)."""
+    body = b"".join(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
+    array = _INT32.pack(len(body) + 5) + body + b"\x00"
+    rest = bson.encode({"id": Int64(cid), "ns": ns})
+    field = b"\x04" + batch_field.encode() + b"\x00"
+    cursor = field + array + rest[4:-1]
+    return {"cursor": RawDoc(_INT32.pack(len(cursor) + 5) + cursor + b"\x00"), "ok": 1.0}
 
 
 def check_collation(collation: dict[str, Any] | None) -> None:
