@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--logappend", action="store_true", help="append to an existing --logpath file")
     p.add_argument(
+        "--syncdelay",
+        metavar="SECONDS",
+        help="sync data to disk at least this often (mongod's; the journalCommitInterval "
+        "parameter, 100 ms by default, is the usual bound)",
+    )
+    p.add_argument(
         "--version",
         action="version",
         version=f"ebbdb {EBBDB_VERSION} (MongoDB {MONGODB_VERSION} compatible)",
@@ -105,8 +111,11 @@ def parse_args(argv: list[str]) -> Config:
     """Parse a command line (without the program name). Exits with status 2 on bad input."""
     parser = build_parser()
     ns = parser.parse_args(argv)
+    pairs = list(ns.setParameter)
+    if ns.syncdelay is not None:
+        pairs.append(f"syncdelay={ns.syncdelay}")
     try:
-        params = parse_startup(ns.setParameter)
+        params = parse_startup(pairs)
     except ValueError as exc:
         parser.error(str(exc))
     if ns.bind_ip_all:

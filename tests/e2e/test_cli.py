@@ -267,6 +267,41 @@ def test_set_parameter_is_visible_through_get_parameter(launch: Any, tmp_path: P
     assert srv.stop() == 0
 
 
+def test_syncdelay_and_journal_commit_interval_at_startup(launch: Any, tmp_path: Path) -> None:
+    srv = launch(
+        "--port",
+        "0",
+        "--dbpath",
+        str(tmp_path / "data"),
+        "--syncdelay",
+        "30",
+        "--setParameter",
+        "journalCommitInterval=20",
+    )
+    srv.startup_line()
+    with srv.client() as client:
+        reply = client.admin.command(
+            {"getParameter": 1, "syncdelay": 1, "journalCommitInterval": 1}
+        )
+    assert (reply["syncdelay"], reply["journalCommitInterval"]) == (30.0, 20)
+    assert srv.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--syncdelay", "-1"], "syncdelay must be between 0 and 9999999"),
+        (["--setParameter", "journalCommitInterval=501"], "must be between 1 and 500"),
+    ],
+)
+def test_bad_durability_options_exit_with_a_clear_message(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    result = _run(["--port", "0", "--dbpath", str(tmp_path / "never"), *args])
+    assert result.returncode == 2
+    assert words in result.stderr
+
+
 def test_bind_ip(launch: Any, tmp_path: Path) -> None:
     srv = launch(
         "--bind_ip", "127.0.0.1", "--port", "0", "--quiet", "--dbpath", str(tmp_path / "data")
