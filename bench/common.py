@@ -359,6 +359,15 @@ def record_error(target: Target, name: str, exc: PyMongoError) -> None:
     target.errors[name] = msg
 
 
+def step(t: Target, name: str, fn: Callable[[], dict[str, float] | None]) -> dict[str, float]:
+    """Run one step; a failure is recorded and printed once, not fatal."""
+    try:
+        return fn() or {}
+    except PyMongoError as exc:
+        record_error(t, name, exc)
+        return {}
+
+
 def report_failures(targets: Sequence[Target]) -> int:
     """Print the steps that failed, if any; the exit status: 1 if some did, else 0."""
     failed = [f"{t.label}: {name}" for t in targets for name in t.errors]

@@ -395,15 +395,6 @@ def is_floor(target: Target) -> bool:
     return target.label.lower().startswith("floor") or common.is_floor(target.client)
 
 
-def step(t: Target, name: str, fn: Callable[[], dict[str, float] | None]) -> dict[str, float]:
-    """Run one step; a failure is recorded and printed once, not fatal."""
-    try:
-        return fn() or {}
-    except PyMongoError as exc:
-        common.record_error(t, name, exc)
-        return {}
-
-
 def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
     storage = [t for t in targets if not t.floor]
     floors = [t for t in targets if t.floor]
@@ -604,10 +595,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for t in targets:
             if t.floor:
                 continue
-            step(t, "load", functools.partial(setup_storage, t, cfg))
-            step(t, "explain", functools.partial(explain_storage, t, cfg))
+            common.step(t, "load", functools.partial(setup_storage, t, cfg))
+            common.step(t, "explain", functools.partial(explain_storage, t, cfg))
         for t in targets:
-            step(t, "warm-up", functools.partial(warm_up, t, cfg))
+            common.step(t, "warm-up", functools.partial(warm_up, t, cfg))
 
         print("\nrounds", flush=True)
         width = max(len(t.label) for t in targets)
@@ -615,8 +606,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for t in targets:
                 if t.floor:
                     continue
-                got = step(t, "find_one", functools.partial(bench_points, t, cfg, r))
-                got.update(step(t, "selective", functools.partial(bench_selective, t, cfg, r)))
+                got = common.step(t, "find_one", functools.partial(bench_points, t, cfg, r))
+                got.update(
+                    common.step(t, "selective", functools.partial(bench_selective, t, cfg, r))
+                )
                 print(
                     f"round {r + 1}/{args.rounds}  {t.label:<{width}}  "
                     f"find_one large {common.fmt_num(got.get('large_med_us'), 1)} µs  "
@@ -626,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
             for t in targets:  # step 3 back to back: A, B, A, B, ...
-                got = step(t, "iterate", functools.partial(bench_iterate, t, cfg))
+                got = common.step(t, "iterate", functools.partial(bench_iterate, t, cfg))
                 print(
                     f"round {r + 1}/{args.rounds}  {t.label:<{width}}  "
                     f"iterate {common.fmt_num(got.get('iter_docs_s'))} docs/s",

@@ -311,15 +311,6 @@ def j_window(t: Target, cfg: Config, journaled: bool) -> float:
 # -- driving --------------------------------------------------------------------------------------
 
 
-def step(t: Target, name: str, fn: Callable[[], dict[str, float] | None]) -> dict[str, float]:
-    """Run one step; a failure is recorded and printed once, not fatal."""
-    try:
-        return fn() or {}
-    except PyMongoError as exc:
-        common.record_error(t, name, exc)
-        return {}
-
-
 def set_up(t: Target, cfg: Config) -> None:
     """Untimed: the find collection (not on the floor), the j clients, a warm-up."""
     assert t.client is not None
@@ -344,10 +335,10 @@ def run_round(t: Target, cfg: Config, rnd: int) -> dict[str, float]:
     assert t.client is not None
     db = t.client[DB_NAME]
     got: dict[str, float] = {}
-    got |= step(t, "single", lambda: bench_single(t, db, cfg))
-    got |= step(t, "insert_many", lambda: bench_insert_many(db, cfg))
-    got |= step(t, "find", lambda: bench_find(t, db, cfg))
-    got |= step(t, "bulk", lambda: bench_bulk(t, db, cfg))
+    got |= common.step(t, "single", lambda: bench_single(t, db, cfg))
+    got |= common.step(t, "insert_many", lambda: bench_insert_many(db, cfg))
+    got |= common.step(t, "find", lambda: bench_find(t, db, cfg))
+    got |= common.step(t, "bulk", lambda: bench_bulk(t, db, cfg))
     if t.j_clients:
         # Alternate which window goes first, so neither always follows the other.
         order = (False, True) if rnd % 2 == 0 else (True, False)
