@@ -31,15 +31,15 @@ class IndexInfo:
     #: order, so the index cannot deliver a sort.
     long_keys: bool = False
 
-    @property
+    @cached_property
     def unique(self) -> bool:
         return bool(self.options.get("unique")) or self.name == "_id_"
 
-    @property
+    @cached_property
     def sparse(self) -> bool:
         return bool(self.options.get("sparse"))
 
-    @property
+    @cached_property
     def hidden(self) -> bool:
         return bool(self.options.get("hidden"))
 
@@ -54,11 +54,11 @@ class IndexInfo:
         pfe = self.partial_filter
         return None if pfe is None else compile_filter(pfe)
 
-    @property
+    @cached_property
     def directions(self) -> tuple[int, ...]:
         return tuple(-1 if isinstance(d, (int, float)) and d < 0 else 1 for _, d in self.key)
 
-    @property
+    @cached_property
     def fields(self) -> tuple[str, ...]:
         return tuple(f for f, _ in self.key)
 

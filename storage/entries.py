@@ -31,6 +31,18 @@ def index_bodies(
         return [], False  # it indexes the server-kept last-modified time: expiry entries only
     if ix.partial_predicate is not None and not ix.partial_predicate(doc):
         return [], False
+    fields = ix.fields
+    if len(fields) == 1 and "." not in fields[0]:
+        # One top-level field that holds no array: one entry, as the general path below gives.
+        value = doc.get(fields[0], MISSING)
+        if type(value) is not list:
+            if value is MISSING:
+                if ix.sparse:
+                    return [], False
+                value = None
+            asc = ix.directions[0] > 0
+            body = keys.encode(value) if asc else keys.encode_descending(value)
+            return [(body, {fields[0]: value})], False
     per_field: list[list[Any]] = []
     arrays = [path for path in ix.fields if _crosses_array(doc, split(path))]
     all_missing = True
@@ -54,7 +66,6 @@ def index_bodies(
             f"cannot index parallel arrays [{arrays[1]}] [{arrays[0]}]",
         )
     directions = ix.directions
-    fields = ix.fields
     out: dict[bytes, dict[str, Any]] = {}
     for combo in _product(per_field):
         body = keys.encode_compound(tuple(combo), directions)

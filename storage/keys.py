@@ -7,6 +7,7 @@ in exact reverse, and components can be concatenated for compound keys.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import hashlib
 import math
@@ -14,7 +15,7 @@ import re
 import struct
 from typing import Any
 
-from bson import Binary, Code, DBRef, Regex, Timestamp
+from bson import Binary, Code, DBRef, ObjectId, Regex, Timestamp
 
 from storage.query import compare as cmp
 
@@ -88,8 +89,28 @@ def _number_body(value: Any) -> bytes:
     return _FINITE + _double_bits(approx) + _double_bits(tie)
 
 
+_NUMBER_FINITE = _T[cmp.RANK_NUMBER] + _FINITE
+_STRING_T = _T[cmp.RANK_STRING]
+_OBJECTID_T = _T[cmp.RANK_OBJECTID]
+_DATE_T = _T[cmp.RANK_DATE]
+#: Integers of at most this magnitude are exact doubles: their tie-breaker is zero.
+_EXACT_INT = 1 << 53
+
+
 def encode(value: Any) -> bytes:
     """The ascending key encoding of one BSON value, type byte included."""
+    # The usual key types first, with the bytes the general path below gives them.
+    tp = type(value)
+    if tp is int and -_EXACT_INT <= value <= _EXACT_INT:
+        return _NUMBER_FINITE + _double_bits(float(value)) + _ZERO_TIE
+    if tp is float and value == value:  # not NaN
+        return _NUMBER_FINITE + _double_bits(value) + _ZERO_TIE
+    if tp is str:
+        return _STRING_T + _escape(value.encode("utf-8", "surrogatepass"))
+    if tp is ObjectId:
+        return _OBJECTID_T + value.binary
+    if tp is datetime.datetime:
+        return _DATE_T + _U64.pack((cmp.date_ms(value) + _SIGN) & _MASK64)
     r = cmp.rank(value)
     t = _T[r]
     if r == cmp.RANK_NUMBER:

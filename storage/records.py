@@ -85,11 +85,12 @@ class Records:
         """Store a record (header for `now_ms`, then `raw`), its index entries and its expiry
         entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
         rid_bytes = layout.u64(rid)
-        meta = ttl.meta_for(info, doc, now_ms)
-        txn.put(layout.record_key(info.id, rid), meta.pack() + raw, db=self.env.records)
+        header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
+        txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
+        index_db = self.env.index
         for key in entries:
-            txn.put(key, rid_bytes, db=self.env.index)
-        for key in ttl.expiry_keys(info, meta, rid_bytes):
+            txn.put(key, rid_bytes, db=index_db)
+        for key in expiry:
             txn.put(key, b"", db=self.env.expiry)
         if flags:
             info = info.with_indexes(flagged(info.indexes, flags))

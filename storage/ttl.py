@@ -163,6 +163,17 @@ def meta_for(coll: CollectionInfo, doc: dict[str, Any], modified: int) -> Record
     return RecordMeta(modified, valid_doc_ttl(doc), tuple(dates))
 
 
+def header_for(
+    coll: CollectionInfo, doc: dict[str, Any], modified: int, rid_bytes: bytes
+) -> tuple[bytes, list[bytes]]:
+    """The packed header of a document written now, and its expiry-index entries. Without TTL
+    rules there are no dates to find and no entries (the common case, kept cheap)."""
+    if not rules_for(coll).active:
+        return _HEAD.pack(RECORD_FORMAT, modified, valid_doc_ttl(doc), 0), []
+    meta = meta_for(coll, doc, modified)
+    return meta.pack(), expiry_keys(coll, meta, rid_bytes)
+
+
 def expires_at(meta: RecordMeta, rules: Rules) -> int | None:
     """When the document expires under the rules (ms since the epoch), or None: never."""
     best: int | None = None
