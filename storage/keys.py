@@ -108,7 +108,7 @@ def encode(value: Any) -> bytes:
     if tp is str:
         return _STRING_T + _escape(value.encode("utf-8", "surrogatepass"))
     if tp is ObjectId:
-        return _OBJECTID_T + value.binary
+        return _OBJECTID_T + bytes(value.binary)
     if tp is datetime.datetime:
         return _DATE_T + _U64.pack((cmp.date_ms(value) + _SIGN) & _MASK64)
     r = cmp.rank(value)
