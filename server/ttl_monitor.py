@@ -17,9 +17,9 @@ log = logging.getLogger("ebbdb.ttl")
 
 #: Documents one job of a pass deletes at most: a few milliseconds on the writer thread, so other
 #: clients' writes (which share its group) wait little. No commit syncs, so bigger is not faster.
-BATCH = 500
+BATCH = 250
 #: A pause after each batch, so the purge leaves CPU time to the clients it competes with.
-PAUSE_SECONDS = 0.0005
+PAUSE_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
