@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import bson
@@ -120,50 +120,89 @@ def _to_int(v: Any) -> int:
     return int(v)
 
 
-def _convert(command: str, a: Arg, value: Any) -> Any:
-    kind = a.kind
-    ok = True
-    if kind is Kind.ANY:
-        return value
-    if kind is Kind.STRING:
-        ok = isinstance(value, str)
-    elif kind is Kind.INT:
-        if _is_number(value):
-            try:
-                return _to_int(value)
-            except (ValueError, OverflowError):
-                raise CommandError(
-                    ErrorCode.BadValue, f"BSON field '{command}.{a.name}' must be a finite number"
-                ) from None
-        ok = False
-    elif kind is Kind.BOOL:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, Decimal128):
-            d = value.to_decimal()
-            return bool(d.is_nan() or d != 0)
-        if _is_number(value):
-            return bool(value != 0)
-        ok = False
-    elif kind is Kind.DOC:
-        ok = isinstance(value, Mapping)
-    elif kind is Kind.STRING_OR_DOC:
-        ok = isinstance(value, (str, Mapping))
-    elif kind is Kind.ARRAY:
-        ok = isinstance(value, list)
-    elif kind in (Kind.DOCS, Kind.RAW_DOCS):
-        if not isinstance(value, list):
-            ok = False
-        else:
-            return _documents(command, a, value)
-    if not ok:
-        field = a.name if a.name != COMMAND_VALUE else command
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            f"BSON field '{command}.{field}' is the wrong type '{bson_type_name(value)}', "
-            f"expected {_EXPECTED[kind]}",
-        )
+def _wrong_type(command: str, a: Arg, value: Any) -> CommandError:
+    field = a.name if a.name != COMMAND_VALUE else command
+    return CommandError(
+        ErrorCode.TypeMismatch,
+        f"BSON field '{command}.{field}' is the wrong type '{bson_type_name(value)}', "
+        f"expected {_EXPECTED[a.kind]}",
+    )
+
+
+def _as_any(command: str, a: Arg, value: Any) -> Any:
     return value
+
+
+def _as_string(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    raise _wrong_type(command, a, value)
+
+
+def _as_int(command: str, a: Arg, value: Any) -> Any:
+    if _is_number(value):
+        try:
+            return _to_int(value)
+        except (ValueError, OverflowError):
+            raise CommandError(
+                ErrorCode.BadValue, f"BSON field '{command}.{a.name}' must be a finite number"
+            ) from None
+    raise _wrong_type(command, a, value)
+
+
+def _as_bool(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Decimal128):
+        d = value.to_decimal()
+        return bool(d.is_nan() or d != 0)
+    if _is_number(value):
+        return bool(value != 0)
+    raise _wrong_type(command, a, value)
+
+
+def _as_doc(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return value
+    raise _wrong_type(command, a, value)
+
+
+def _as_string_or_doc(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, (str, Mapping)):
+        return value
+    raise _wrong_type(command, a, value)
+
+
+def _as_array(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, list):
+        return value
+    raise _wrong_type(command, a, value)
+
+
+def _as_documents(command: str, a: Arg, value: Any) -> Any:
+    if isinstance(value, list):
+        return _documents(command, a, value)
+    raise _wrong_type(command, a, value)
+
+
+_Converter = Callable[[str, Arg, Any], Any]
+
+#: One converter per kind: checks the type (14 TypeMismatch) and converts as MongoDB's IDL does.
+_CONVERTERS: dict[Kind, _Converter] = {
+    Kind.ANY: _as_any,
+    Kind.STRING: _as_string,
+    Kind.INT: _as_int,
+    Kind.BOOL: _as_bool,
+    Kind.DOC: _as_doc,
+    Kind.DOCS: _as_documents,
+    Kind.RAW_DOCS: _as_documents,
+    Kind.ARRAY: _as_array,
+    Kind.STRING_OR_DOC: _as_string_or_doc,
+}
+
+
+def _convert(command: str, a: Arg, value: Any) -> Any:
+    return _CONVERTERS[a.kind](command, a, value)
 
 
 def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
@@ -191,20 +230,51 @@ def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-_ARGS: dict[type, dict[str, tuple[str, Arg]]] = {}
+#: A declared field: (attribute, Arg, its kind's converter).
+_Entry = tuple[str, Arg, _Converter]
 
 
-def _args_of(cls: type) -> dict[str, tuple[str, Arg]]:
-    """BSON field name -> (attribute, Arg) for a params class, computed once per class."""
-    found = _ARGS.get(cls)
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """What extract needs to know about a params class, computed once per class."""
+
+    by_name: dict[str, _Entry]  # BSON field name -> entry
+    command: _Entry | None  # the command's own (first) field
+    rest: _Entry | None  # the field collecting unknown ones
+    required: tuple[tuple[str, Arg], ...]
+    #: Every field's default, when all have plain ones and nothing runs after __init__: the object
+    #: is then built from these and the values given, without the frozen __init__ (which sets
+    #: every field, given or not, one object.__setattr__ at a time). None: build through __init__.
+    defaults: dict[str, Any] | None
+
+
+_TABLES: dict[type, _Table] = {}
+
+
+def _table(cls: type) -> _Table:
+    found = _TABLES.get(cls)
     if found is None:
-        found = {}
+        by_name: dict[str, _Entry] = {}
+        defaults: dict[str, Any] | None = {}
         for f in dataclasses.fields(cls):
             a = f.metadata.get("arg")
             if a is not None:
-                found[a.name] = (f.name, a)
-        _ARGS[cls] = found
+                by_name[a.name] = (f.name, a, _CONVERTERS[a.kind])
+            if defaults is not None and f.init and f.default is not dataclasses.MISSING:
+                defaults[f.name] = f.default
+            else:
+                defaults = None
+        if hasattr(cls, "__post_init__") or "__slots__" in vars(cls):
+            defaults = None
+        required = tuple((attr, a) for attr, a, _ in by_name.values() if a.required)
+        found = _Table(by_name, by_name.get(COMMAND_VALUE), by_name.get(REST), required, defaults)
+        _TABLES[cls] = found
     return found
+
+
+def _args_of(cls: type) -> dict[str, _Entry]:
+    """BSON field name -> (attribute, Arg, converter) for a params class."""
+    return _table(cls).by_name
 
 
 def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool = False) -> P:
@@ -212,35 +282,43 @@ def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool
     update statement, where `command` is the path to it and no field is the command's own).
     Raises CommandError: 40415 for an unknown field, 40414 for a missing required one,
     14 TypeMismatch for a value of the wrong type."""
-    by_name = _args_of(cls)
+    table = _table(cls)
+    by_name = table.by_name
     values: dict[str, Any] = {}
-    first = not nested
-    for key, value in body.items():
-        if first:
-            first = False
-            entry = by_name.get(COMMAND_VALUE)
+    items = iter(body.items())
+    if not nested:
+        for _key, value in items:
+            entry = table.command
             if entry is not None:
-                values[entry[0]] = _convert(command, entry[1], value)
-            continue
+                values[entry[0]] = entry[2](command, entry[1], value)
+            break
+    for key, value in items:
         entry = by_name.get(key)
         if entry is None:
             if key in GENERIC_FIELDS:
                 continue
-            rest = by_name.get(REST)
+            rest = table.rest
             if rest is not None:
                 values.setdefault(rest[0], {})[key] = value
                 continue
             raise CommandError(
                 ErrorCode.Location40415, f"BSON field '{command}.{key}' is an unknown field."
             )
-        values[entry[0]] = _convert(command, entry[1], value)
-    for attr, a in by_name.values():
-        if a.required and attr not in values:
+        values[entry[0]] = entry[2](command, entry[1], value)
+    for attr, a in table.required:
+        if attr not in values:
             raise CommandError(
                 ErrorCode.Location40414,
                 f"BSON field '{command}.{a.name}' is missing but a required field",
             )
-    return cls(**values)
+    defaults = table.defaults
+    if defaults is None:
+        return cls(**values)
+    obj = object.__new__(cls)
+    fields = obj.__dict__
+    fields.update(defaults)
+    fields.update(values)
+    return obj
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,11 +156,13 @@ class Records:
         value: bytes,
         rid_bytes: bytes,
         keep: frozenset[bytes],
+        doc: dict[str, Any] | None = None,
     ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
         (which its replacement still needs); returns the kept keys the record had. A unique entry
-        goes only while it names this record."""
-        doc = bson.decode(ttl.body(value), CODEC)
+        goes only while it names this record. `doc` is the record's document, if already decoded."""
+        if doc is None:
+            doc = bson.decode(ttl.body(value), CODEC)
         kept: set[bytes] = set()
         for ix in info.indexes:
             bodies, _multi = index_bodies(ix, doc)
@@ -184,6 +186,7 @@ class Records:
         raw: bytes,
         doc: dict[str, Any],
         now_ms: int,
+        old_doc: dict[str, Any] | None = None,
     ) -> CollectionInfo:
         """Replace a stored record's document with `raw` (decoded: `doc`, same `_id`), keeping its
         record id; its last-modified time becomes `now_ms` (every write refreshes the Cosmos `_ts`).
@@ -191,7 +194,7 @@ class Records:
         `now_ms` is taken over). Returns the catalog entry, updated if an index became multikey."""
         rid_bytes = layout.u64(rid)
         entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
-        kept = self.delete_entries(txn, info, value, rid_bytes, keep=frozenset(entries))
+        kept = self.delete_entries(txn, info, value, rid_bytes, frozenset(entries), old_doc)
         # Entries the old version already had stay as they are (no rewrite of their pages).
         changed = [key for key in entries if key not in kept] if kept else entries
         return self.put_record(txn, info, rid, raw, doc, changed, flags, now_ms)
@@ -254,11 +257,20 @@ class CollectionWrites:
         self._size -= self._records.delete_record(self._txn, self.info, rid, value)
         self._count -= 1
 
-    def replace(self, rid: int, value: bytes, raw: bytes, doc: dict[str, Any]) -> None:
+    def replace(
+        self,
+        rid: int,
+        value: bytes,
+        raw: bytes,
+        doc: dict[str, Any],
+        old_doc: dict[str, Any] | None = None,
+    ) -> None:
         """Store a new version (`raw`, decoded `doc`) of a record read with get()."""
         assert self.info is not None
         _check_size(raw)
-        info = self._records.replace_record(self._txn, self.info, rid, value, raw, doc, self.now_ms)
+        info = self._records.replace_record(
+            self._txn, self.info, rid, value, raw, doc, self.now_ms, old_doc
+        )
         self._size += len(raw) - (len(value) - ttl.body_offset(value))
         self._set_info(info)
 

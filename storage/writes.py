@@ -111,7 +111,13 @@ def _apply(change: Update, doc: dict[str, Any], spec: QuerySpec, now_ms: int) ->
     return change.apply(doc, now_ms=now_ms, query=spec.filter)
 
 
-def _store(view: CollectionWrites, rid: int, value: bytes, new_doc: dict[str, Any]) -> bool:
+def _store(
+    view: CollectionWrites,
+    rid: int,
+    value: bytes,
+    new_doc: dict[str, Any],
+    old_doc: dict[str, Any],
+) -> bool:
     """Write the new version; True if the document changed. An update that changes nothing is
     no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
     it is still a write that refreshes the last-modified time (spec/ttl.md section 2)."""
@@ -119,7 +125,7 @@ def _store(view: CollectionWrites, rid: int, value: bytes, new_doc: dict[str, An
     changed = raw != ttl.body(value)
     assert view.info is not None
     if changed or ttl.rules_for(view.info).cosmos is not None:
-        view.replace(rid, value, raw, new_doc)
+        view.replace(rid, value, raw, new_doc, old_doc)
     return changed
 
 
@@ -162,7 +168,7 @@ def update(
                     continue
                 value, doc = found
                 try:
-                    wrote = _store(view, rid, value, _apply(change, doc, spec, now_ms))
+                    wrote = _store(view, rid, value, _apply(change, doc, spec, now_ms), doc)
                 except StorageError as exc:
                     return n, changed, exc
                 n += 1
@@ -222,7 +228,7 @@ def find_and_modify(
                 return FindAndModifyResult(shown(doc), 1, False)
             assert change is not None
             new_doc = _apply(change, doc, spec, now_ms)
-            _store(view, rid, value, new_doc)
+            _store(view, rid, value, new_doc, doc)
             return FindAndModifyResult(shown(new_doc if return_new else doc), 1, True)
 
         result = engine.modify(db, name, run, now_ms)
