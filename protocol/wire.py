@@ -44,6 +44,9 @@ class MsgFlags(enum.IntFlag):
     EXHAUST_ALLOWED = 1 << 16
 
 
+_OP_MSG = int(OpCode.MSG)
+_OP_QUERY = int(OpCode.QUERY)
+
 # Bits 0-15 of OP_MSG flags are "required": a receiver must reject a message with one it doesn't know.
 _KNOWN_REQUIRED = int(MsgFlags.CHECKSUM_PRESENT | MsgFlags.MORE_TO_COME)
 _REQUIRED_MASK = 0xFFFF
@@ -185,20 +188,22 @@ def decode_header(frame: bytes) -> Header:
 def decode_message(frame: bytes) -> Msg | Query:
     """Parse one whole frame (as FrameDecoder returns it). Raises ProtocolError for anything malformed,
     including an unsupported opcode, a wrong checksum, or bytes left over after the last section."""
-    header = decode_header(frame)
-    _check_length(header.message_length)
-    if header.message_length != len(frame):
-        raise ProtocolError(
-            f"header says {header.message_length} bytes but the frame has {len(frame)}"
-        )
-    if header.op_code == OpCode.MSG:
-        return _decode_msg(header, frame)
-    if header.op_code == OpCode.QUERY:
-        return _decode_query(header, frame)
-    raise ProtocolError(f"unsupported opcode {header.op_code}")
+    if len(frame) < HEADER_SIZE:
+        raise ProtocolError(f"message of {len(frame)} bytes is shorter than the header")
+    # The header's fields as plain ints: this runs once per request, and a Header object per
+    # request costs more than the rest of the header's checks together.
+    length, request_id, response_to, op_code = _HEADER.unpack_from(frame)
+    _check_length(length)
+    if length != len(frame):
+        raise ProtocolError(f"header says {length} bytes but the frame has {len(frame)}")
+    if op_code == _OP_MSG:
+        return _decode_msg(request_id, response_to, frame)
+    if op_code == _OP_QUERY:
+        return _decode_query(request_id, response_to, frame)
+    raise ProtocolError(f"unsupported opcode {op_code}")
 
 
-def _decode_msg(header: Header, frame: bytes) -> Msg:
+def _decode_msg(request_id: int, response_to: int, frame: bytes) -> Msg:
     end = len(frame)
     if end < HEADER_SIZE + 4:
         raise ProtocolError("OP_MSG too short for its flags")
@@ -242,10 +247,10 @@ def _decode_msg(header: Header, frame: bytes) -> Msg:
             raise ProtocolError(f"OP_MSG section kind {kind} is not supported")
     if body is None:
         raise ProtocolError("OP_MSG has no body section")
-    return Msg(header.request_id, header.response_to, flags, body, tuple(sequences))
+    return Msg(request_id, response_to, flags, body, tuple(sequences))
 
 
-def _decode_query(header: Header, frame: bytes) -> Query:
+def _decode_query(request_id: int, response_to: int, frame: bytes) -> Query:
     end = len(frame)
     pos = HEADER_SIZE
     if end - pos < 4:
@@ -261,9 +266,7 @@ def _decode_query(header: Header, frame: bytes) -> Query:
         selector, pos = _document(frame, pos, end)
     if pos != end:
         raise ProtocolError("OP_QUERY has trailing bytes")
-    return Query(
-        header.request_id, header.response_to, flags, name, skip, to_return, query, selector
-    )
+    return Query(request_id, response_to, flags, name, skip, to_return, query, selector)
 
 
 def _frame(request_id: int, response_to: int, op: OpCode, payload: bytes) -> bytes:

@@ -61,7 +61,7 @@ class Engine:
         self.path = env.path
         self.env = env
         self._writer = Writer(env, self._load_catalog(env))
-        self._records = Records(env, self._writer)
+        self._records = Records(env)
         self._ddl = Ddl(env, self._records, self._writer)
 
     # -- lifecycle -------------------------------------------------------------------------------

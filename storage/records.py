@@ -19,7 +19,7 @@ from storage.entries import ID_INDEX_KEY, index_bodies
 from storage.environment import Environment, Txn
 from storage.errors import DuplicateKey, QueryError
 from storage.query.compare import UNDEFINED
-from storage.writer import CatalogChanges, Writer
+from storage.writer import CatalogChanges
 
 IndexFlags = dict[int, set[str]]
 
@@ -28,9 +28,8 @@ class Records:
     """The record-level operations the engine's writes are made of (each takes the write
     transaction it runs in)."""
 
-    def __init__(self, env: Environment, writer: Writer) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
-        self._writer = writer
 
     def next_id(self, txn: Txn) -> int:
         raw = txn.get(layout.NEXT_ID, db=self.env.meta)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -220,6 +220,3 @@ class Writer:
             else:
                 catalog[key] = info
         self._published = catalog
-
-    def collections(self) -> Iterator[CollectionInfo]:
-        return iter(self.catalog().values())
