@@ -15,7 +15,8 @@ import re
 import struct
 from typing import Any
 
-from bson import Binary, Code, DBRef, ObjectId, Regex, Timestamp
+from bson import Binary, Code, DBRef, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson.datetime_ms import DatetimeMS
 
 from storage.query import compare as cmp
 
@@ -201,3 +202,126 @@ def successor(prefix: bytes) -> bytes | None:
     if not trimmed:
         return None
     return trimmed[:-1] + bytes((trimmed[-1] + 1,))
+
+
+# -- decoding (for reports: validate shows the values of entries it cannot match) ---------------
+
+_B_MINKEY = _T[cmp.RANK_MINKEY][0]
+_B_UNDEFINED = _T[cmp.RANK_UNDEFINED][0]
+_B_NULL = _T[cmp.RANK_NULL][0]
+_B_NUMBER = _T[cmp.RANK_NUMBER][0]
+_B_STRING = _T[cmp.RANK_STRING][0]
+_B_OBJECT = _T[cmp.RANK_OBJECT][0]
+_B_ARRAY = _T[cmp.RANK_ARRAY][0]
+_B_BINDATA = _T[cmp.RANK_BINDATA][0]
+_B_OBJECTID = _T[cmp.RANK_OBJECTID][0]
+_B_BOOL = _T[cmp.RANK_BOOL][0]
+_B_DATE = _T[cmp.RANK_DATE][0]
+_B_TIMESTAMP = _T[cmp.RANK_TIMESTAMP][0]
+_B_REGEX = _T[cmp.RANK_REGEX][0]
+_B_CODE = _T[cmp.RANK_CODE][0]
+_B_CODEWSCOPE = _T[cmp.RANK_CODEWSCOPE][0]
+_B_MAXKEY = _T[cmp.RANK_MAXKEY][0]
+_CONSTANTS: dict[int, Any] = {
+    _B_MINKEY: MinKey(),
+    _B_UNDEFINED: cmp.UNDEFINED,
+    _B_NULL: None,
+    _B_MAXKEY: MaxKey(),
+}
+
+
+def decode(buf: bytes, i: int = 0) -> tuple[Any, int]:
+    """The value whose ascending encoding starts at `buf[i]`, and the index past it: the inverse
+    of `encode` (numbers come back as int or float; a Decimal128 that its double rounds cannot be
+    told apart, so it raises). Raises ValueError for bytes no value encodes to."""
+    try:
+        return _decode_body(buf[i], buf, i + 1)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a key encoding: {exc}") from None
+
+
+def _decode_body(t: int, buf: bytes, i: int) -> tuple[Any, int]:
+    if t in _CONSTANTS:
+        return _CONSTANTS[t], i
+    if t == _B_NUMBER:
+        return _decode_number(buf, i)
+    if t == _B_STRING:
+        raw, i = _unescape(buf, i)
+        return raw.decode("utf-8", "surrogatepass"), i
+    if t == _B_OBJECTID:
+        return ObjectId(buf[i : i + 12]), _need(buf, i + 12)
+    if t == _B_BOOL:
+        return buf[i] == 1, i + 1
+    if t == _B_DATE:
+        return DatetimeMS(_U64.unpack_from(buf, i)[0] - _SIGN), i + 8
+    if t == _B_TIMESTAMP:
+        return Timestamp(_U32.unpack_from(buf, i)[0], _U32.unpack_from(buf, i + 4)[0]), i + 8
+    if t == _B_BINDATA:
+        n = _U32.unpack_from(buf, i)[0]
+        subtype = buf[i + 4]
+        return Binary(buf[i + 5 : i + 5 + n], subtype), _need(buf, i + 5 + n)
+    if t == _B_OBJECT:
+        doc: dict[str, Any] = {}
+        while buf[i] != 0:
+            et = buf[i]
+            name, i = _unescape(buf, i + 1)
+            doc[name.decode("utf-8", "surrogatepass")], i = _decode_body(et, buf, i)
+        return doc, i + 1
+    if t == _B_ARRAY:
+        items: list[Any] = []
+        while buf[i] != 0:
+            item, i = decode(buf, i)
+            items.append(item)
+        return items, i + 1
+    if t == _B_REGEX:
+        pattern, i = _unescape(buf, i)
+        flags, i = _unescape(buf, i)
+        return Regex(pattern.decode(), flags.decode()), i
+    if t == _B_CODE:
+        code, i = _unescape(buf, i)
+        return Code(code.decode()), i
+    if t == _B_CODEWSCOPE:
+        code, i = _unescape(buf, i)
+        scope, i = decode(buf, i)
+        return Code(code.decode(), scope), i
+    raise ValueError(f"unknown key type byte {t}")
+
+
+def _decode_number(buf: bytes, i: int) -> tuple[Any, int]:
+    if buf[i] == 1:
+        return math.nan, i + 1
+    approx, tie = _double(buf, i + 1), _double(buf, i + 9)
+    end = _need(buf, i + 17)
+    if tie == 0 and math.isfinite(approx) and approx.is_integer() and abs(approx) < 2.0**63:
+        return int(approx), end
+    if tie == 0:
+        return approx, end
+    if tie.is_integer():
+        return int(approx) + int(tie), end  # an int64 its double rounds
+    raise ValueError("a Decimal128 key")  # shown as bytes
+
+
+def _double(buf: bytes, i: int) -> float:
+    bits = _U64.unpack_from(buf, i)[0]
+    bits = bits ^ _SIGN if bits & _SIGN else bits ^ _MASK64
+    return float(_DOUBLE.unpack(_U64.pack(bits))[0])
+
+
+def _unescape(buf: bytes, i: int) -> tuple[bytes, int]:
+    """An escaped string (storage/keys.py: NUL is 00 FF, the end is 00 00)."""
+    out = bytearray()
+    while True:
+        j = buf.index(b"\x00", i)
+        out += buf[i:j]
+        if buf[j + 1] == 0:
+            return bytes(out), j + 2
+        if buf[j + 1] != 0xFF:
+            raise ValueError("bad escape")
+        out += b"\x00"
+        i = j + 2
+
+
+def _need(buf: bytes, end: int) -> int:
+    if end > len(buf):
+        raise ValueError("key body ends early")
+    return end

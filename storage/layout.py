@@ -76,6 +76,11 @@ def entry_key(index_id: int, body: bytes, unique: bool, rid_bytes: bytes) -> tup
     return keys.fit(_U64.pack(index_id), body, rid_bytes)
 
 
+def entry_body(key: bytes) -> bytes:
+    """An entry key without its index prefix: the key body (and record id, if not unique)."""
+    return key[8:]
+
+
 def entry_rid(value: bytes) -> int:
     """The record id an index entry's value names."""
     return int(_U64.unpack(value)[0])

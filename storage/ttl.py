@@ -219,6 +219,7 @@ KIND_MODIFIED = 1
 KIND_ABSOLUTE = 2
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
+_EXPIRY_KEY = struct.Struct(">QBQQ")
 
 
 def _time(ms: int) -> bytes:
@@ -227,6 +228,21 @@ def _time(ms: int) -> bytes:
 
 def expiry_prefix(space: int, kind: int) -> bytes:
     return _U64.pack(space) + bytes((kind,))
+
+
+@dataclass(frozen=True)
+class ExpiryEntry:
+    """An expiry-index key taken apart: TTL index id, kind, time (ms) and record id."""
+
+    space: int
+    kind: int
+    time_ms: int
+    rid: int
+
+
+def parse_expiry_key(key: bytes) -> ExpiryEntry:
+    space, kind, time, rid = _EXPIRY_KEY.unpack(key)
+    return ExpiryEntry(space, kind, time - _SIGN, rid)
 
 
 def expiry_rid(key: bytes) -> int:

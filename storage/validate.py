@@ -4,18 +4,14 @@ entries), and its statistics match its records. Read-only, in one read transacti
 
 from __future__ import annotations
 
-import math
-import struct
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import bson
-from bson import Binary, Code, MaxKey, MinKey, ObjectId, Regex, Timestamp
-from bson.datetime_ms import DatetimeMS
 
-from storage import keys, ttl
+from storage import keys, layout, ttl
 from storage.catalog import CollectionInfo, IndexInfo
 from storage.documents import CODEC
 from storage.entries import index_bodies
@@ -28,11 +24,6 @@ from storage.query import compare as cmp
 MAX_LISTED = 1000
 #: Past every key body of an index (keys are at most keys.MAX_KEY bytes, prefix included).
 _PAST_EVERY_BODY = b"\xff" * keys.MAX_KEY
-_U64 = struct.Struct(">Q")
-_U32 = struct.Struct(">I")
-_DOUBLE = struct.Struct(">d")
-_SIGN = 1 << 63
-_MASK64 = (1 << 64) - 1
 #: Names of the expiry-entry kinds (storage/ttl.py), as results show them.
 EXPIRY_KINDS = {
     ttl.KIND_DATE: "date",
@@ -257,7 +248,7 @@ class _Check:
         self.coll = coll
         self.full = full
         self.enforce_fast_count = enforce_fast_count
-        self.indexes = {ix.id: _IndexState(ix, _U64.pack(ix.id)) for ix in coll.indexes}
+        self.indexes = {ix.id: _IndexState(ix, layout.index_prefix(ix.id)) for ix in coll.indexes}
         self.rules = ttl.rules_for(coll)
         ttl_indexes = [ix for ix, _e in self.rules.native]
         if self.rules.cosmos_index is not None:
@@ -273,7 +264,7 @@ class _Check:
         records = size = 0
         for rid, value in self.r.scan(self.coll):
             records += 1
-            rid_bytes = _U64.pack(rid)
+            rid_bytes = layout.u64(rid)
             meta = _read_meta(value)
             doc = _read_document(value)
             if meta is None or doc is None:
@@ -325,7 +316,7 @@ class _Check:
     def _has_entry(self, ix: IndexInfo, key: bytes, rid: int) -> bool:
         """Whether the index holds exactly this entry key, naming this record (a point read: the
         range [key, key + 00) holds that key and nothing else)."""
-        rest = key[8:]
+        rest = layout.entry_body(key)
         for k, holder in self.r.index_entries(ix, rest, rest + b"\x00", False, None):
             return k == key and holder == rid
         return False
@@ -335,7 +326,8 @@ class _Check:
     ) -> None:
         """The expiry entries the record's header asks for are there."""
         for key in ttl.expiry_keys(self.coll, meta, rid_bytes):
-            space = self.spaces[_U64.unpack_from(key)[0]]
+            entry = ttl.parse_expiry_key(key)
+            space = self.spaces[entry.space]
             if self._has_expiry_entry(key):
                 space.found += 1
                 continue
@@ -347,8 +339,8 @@ class _Check:
                         rid,
                         doc_id=None if doc is None else doc.get("_id"),
                         has_doc_id=doc is not None,
-                        expiry=_kind_name(key[8]),
-                        expiry_ms=_U64.unpack_from(key, 9)[0] - _SIGN,
+                        expiry=_kind_name(entry.kind),
+                        expiry_ms=entry.time_ms,
                     )
                 )
 
@@ -408,13 +400,13 @@ class _Check:
             return None
         if ix.unique:
             return frozenset(keys.fit(prefix, body)[0] for body, _v in bodies)
-        rid_bytes = _U64.pack(rid)
+        rid_bytes = layout.u64(rid)
         return frozenset(keys.fit(prefix, body, rid_bytes)[0] for body, _v in bodies)
 
     def _walk_expiry(self, space: _SpaceState) -> None:
         """Count a TTL index's expiry entries. When there are more than the records found, name the
         extra ones by record id and kind (the reader gives their record ids, not their times)."""
-        start, stop = _U64.pack(space.ix.id), _U64.pack(space.ix.id + 1)
+        start, stop = layout.index_prefix(space.ix.id), layout.index_prefix(space.ix.id + 1)
         space.actual = sum(1 for _ in self.r.expiry_entries(start, stop))
         if space.actual == space.found:
             return
@@ -443,8 +435,9 @@ class _Check:
         meta = _read_meta(value)
         if meta is None:
             return None
-        for key in ttl.expiry_keys(self.coll, meta, _U64.pack(rid)):
-            if _U64.unpack_from(key)[0] == space.ix.id and key[8] == kind:
+        for key in ttl.expiry_keys(self.coll, meta, layout.u64(rid)):
+            entry = ttl.parse_expiry_key(key)
+            if entry.space == space.ix.id and entry.kind == kind:
                 return key
         return b""
 
@@ -560,131 +553,11 @@ def _decode_key(ix: IndexInfo, body: bytes) -> tuple[tuple[str, Any], ...] | Non
     try:
         for d in ix.directions:
             rest = body[i:] if d >= 0 else bytes(b ^ 0xFF for b in body[i:])
-            value, used = _decode_value(rest, 0)
+            value, used = keys.decode(rest)
             values.append(value)
             i += used
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError):
+    except ValueError:
         return None
     if i != len(body) or keys.encode_compound(tuple(values), ix.directions) != body:
         return None
     return tuple((f, _shown(v)) for f, v in zip(ix.fields, values))
-
-
-def _type(rank: int) -> int:
-    return rank + 2  # storage/keys.py: the type byte is the rank + 2
-
-
-_T_MINKEY = _type(cmp.RANK_MINKEY)
-_T_UNDEFINED = _type(cmp.RANK_UNDEFINED)
-_T_NULL = _type(cmp.RANK_NULL)
-_T_NUMBER = _type(cmp.RANK_NUMBER)
-_T_STRING = _type(cmp.RANK_STRING)
-_T_OBJECT = _type(cmp.RANK_OBJECT)
-_T_ARRAY = _type(cmp.RANK_ARRAY)
-_T_BINDATA = _type(cmp.RANK_BINDATA)
-_T_OBJECTID = _type(cmp.RANK_OBJECTID)
-_T_BOOL = _type(cmp.RANK_BOOL)
-_T_DATE = _type(cmp.RANK_DATE)
-_T_TIMESTAMP = _type(cmp.RANK_TIMESTAMP)
-_T_REGEX = _type(cmp.RANK_REGEX)
-_T_CODE = _type(cmp.RANK_CODE)
-_T_CODEWSCOPE = _type(cmp.RANK_CODEWSCOPE)
-_T_MAXKEY = _type(cmp.RANK_MAXKEY)
-_CONSTANTS: dict[int, Any] = {
-    _T_MINKEY: MinKey(),
-    _T_UNDEFINED: cmp.UNDEFINED,
-    _T_NULL: None,
-    _T_MAXKEY: MaxKey(),
-}
-
-
-def _decode_value(buf: bytes, i: int) -> tuple[Any, int]:
-    """One ascending-encoded value at `buf[i]`: (value, index past it)."""
-    return _decode_body(buf[i], buf, i + 1)
-
-
-def _decode_body(t: int, buf: bytes, i: int) -> tuple[Any, int]:
-    if t in _CONSTANTS:
-        return _CONSTANTS[t], i
-    if t == _T_NUMBER:
-        return _decode_number(buf, i)
-    if t == _T_STRING:
-        raw, i = _unescape(buf, i)
-        return raw.decode("utf-8", "surrogatepass"), i
-    if t == _T_OBJECTID:
-        return ObjectId(buf[i : i + 12]), _need(buf, i + 12)
-    if t == _T_BOOL:
-        return buf[i] == 1, i + 1
-    if t == _T_DATE:
-        return DatetimeMS(_U64.unpack_from(buf, i)[0] - _SIGN), i + 8
-    if t == _T_TIMESTAMP:
-        return Timestamp(_U32.unpack_from(buf, i)[0], _U32.unpack_from(buf, i + 4)[0]), i + 8
-    if t == _T_BINDATA:
-        n = _U32.unpack_from(buf, i)[0]
-        subtype = buf[i + 4]
-        return Binary(buf[i + 5 : i + 5 + n], subtype), _need(buf, i + 5 + n)
-    if t == _T_OBJECT:
-        doc: dict[str, Any] = {}
-        while buf[i] != 0:
-            et = buf[i]
-            name, i = _unescape(buf, i + 1)
-            doc[name.decode("utf-8", "surrogatepass")], i = _decode_body(et, buf, i)
-        return doc, i + 1
-    if t == _T_ARRAY:
-        items: list[Any] = []
-        while buf[i] != 0:
-            item, i = _decode_value(buf, i)
-            items.append(item)
-        return items, i + 1
-    if t == _T_REGEX:
-        pattern, i = _unescape(buf, i)
-        flags, i = _unescape(buf, i)
-        return Regex(pattern.decode(), flags.decode()), i
-    if t == _T_CODE:
-        code, i = _unescape(buf, i)
-        return Code(code.decode()), i
-    if t == _T_CODEWSCOPE:
-        code, i = _unescape(buf, i)
-        scope, i = _decode_value(buf, i)
-        return Code(code.decode(), scope), i
-    raise ValueError(f"unknown key type byte {t}")
-
-
-def _decode_number(buf: bytes, i: int) -> tuple[Any, int]:
-    if buf[i] == 1:
-        return math.nan, i + 1
-    approx, tie = _double(buf, i + 1), _double(buf, i + 9)
-    end = _need(buf, i + 17)
-    if tie == 0 and math.isfinite(approx) and approx.is_integer() and abs(approx) < 2.0**63:
-        return int(approx), end
-    if tie == 0:
-        return approx, end
-    if tie.is_integer():
-        return int(approx) + int(tie), end  # an int64 its double rounds
-    raise ValueError("a Decimal128 key")  # shown as bytes
-
-
-def _double(buf: bytes, i: int) -> float:
-    bits = _U64.unpack_from(buf, i)[0]
-    bits = bits ^ _SIGN if bits & _SIGN else bits ^ _MASK64
-    return float(_DOUBLE.unpack(_U64.pack(bits))[0])
-
-
-def _unescape(buf: bytes, i: int) -> tuple[bytes, int]:
-    """An escaped string (storage/keys.py: NUL is 00 FF, the end is 00 00)."""
-    out = bytearray()
-    while True:
-        j = buf.index(b"\x00", i)
-        out += buf[i:j]
-        if buf[j + 1] == 0:
-            return bytes(out), j + 2
-        if buf[j + 1] != 0xFF:
-            raise ValueError("bad escape")
-        out += b"\x00"
-        i = j + 2
-
-
-def _need(buf: bytes, end: int) -> int:
-    if end > len(buf):
-        raise ValueError("key body ends early")
-    return end

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+from typing import Any
 
 import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
@@ -316,3 +317,43 @@ def test_fit_long_values_differing_only_at_the_end() -> None:
     b = keys.encode_compound(("x" * 1000, 2), (1, 1))
     assert keys.fit(PREFIX, a)[0] != keys.fit(PREFIX, b)[0]
     assert keys.fit(PREFIX, a, SUFFIX)[0] != keys.fit(PREFIX, b, SUFFIX)[0]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -7,
+        2**40,
+        1.5,
+        -0.25,
+        float("inf"),
+        "",
+        "a\x00b",
+        True,
+        False,
+        None,
+        [1, ["x"]],
+        {"a": {"b": 2}},
+        ObjectId("0123456789ab0123456789ab"),
+    ],
+)
+def test_decode_inverts_encode(value: Any) -> None:
+    encoded = keys.encode(value)
+    decoded, end = keys.decode(encoded)
+    assert end == len(encoded)
+    assert keys.encode(decoded) == encoded
+
+
+def test_decode_refuses_bytes_no_value_encodes_to() -> None:
+    for bad in (b"", b"\xfe", keys.encode("abc")[:-1]):
+        with pytest.raises(ValueError):
+            keys.decode(bad)
+
+
+def test_expiry_keys_parse_back() -> None:
+    from storage import ttl
+
+    key = ttl.expiry_prefix(7, ttl.KIND_ABSOLUTE) + ttl._time(-1234) + (99).to_bytes(8, "big")
+    assert ttl.parse_expiry_key(key) == ttl.ExpiryEntry(7, ttl.KIND_ABSOLUTE, -1234, 99)
+    assert ttl.expiry_rid(key) == 99
