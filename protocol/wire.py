@@ -45,6 +45,8 @@ class MsgFlags(enum.IntFlag):
 
 
 _OP_MSG = int(OpCode.MSG)
+#: What precedes the body of an OP_MSG with no flags: the flags and the body's section kind.
+_BODY_ONLY = b"\x00\x00\x00\x00\x00"
 _OP_QUERY = int(OpCode.QUERY)
 
 # Bits 0-15 of OP_MSG flags are "required": a receiver must reject a message with one it doesn't know.
@@ -284,6 +286,11 @@ def encode_msg(
 ) -> bytes:
     """Frame an OP_MSG; with CHECKSUM_PRESENT in `flags` the CRC-32C is appended."""
     iflags = int(flags)
+    if not iflags and not sequences:
+        # Nearly every reply: a body alone, no flags.
+        length = HEADER_SIZE + 5 + len(body)
+        _check_length(length)
+        return _HEADER.pack(length, request_id, response_to, _OP_MSG) + _BODY_ONLY + body
     parts = [_UINT32.pack(iflags), b"\x00", body]
     for ident, docs in sequences:
         ident_b = ident.encode("utf-8") + b"\x00"

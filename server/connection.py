@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from protocol import FrameDecoder, ProtocolError
+from server.context import CommandContext
 
 if TYPE_CHECKING:
     from server.app import App
@@ -21,6 +22,8 @@ log = logging.getLogger("ebbdb.network")
 _CONNECTION_IDS = itertools.count(1)
 #: Stop reading from a client that has this many requests queued behind the running one.
 _MAX_QUEUED = 64
+#: Handler contexts a connection keeps (see Connection.context).
+_MAX_CONTEXTS = 64
 
 
 @types.coroutine
@@ -60,6 +63,9 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self.closed = asyncio.Event()
+        #: Handler contexts by (database, command name). A context is immutable, so one is made
+        #: per pair rather than per request; see context().
+        self.contexts: dict[tuple[str, str], CommandContext] = {}
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -162,6 +168,14 @@ class Connection(asyncio.Protocol):
         """Close gracefully: pending replies are flushed first."""
         if self._transport is not None:
             self._transport.close()
+
+    def context(self, db: str, command: str) -> CommandContext:
+        """The context a handler of `command` on `db` gets from this connection (kept for the next
+        request; a client naming ever new databases only empties the table now and then)."""
+        if len(self.contexts) >= _MAX_CONTEXTS:
+            self.contexts.clear()
+        ctx = self.contexts[db, command] = CommandContext(self.app, self, db, command)
+        return ctx
 
     @property
     def busy(self) -> bool:

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import bson
 
-from protocol import Msg, Query, Reply, decode_message, encode_msg, encode_reply
+from protocol import Query, Reply, decode_message, encode_msg, encode_reply
 from server import write_concern
-from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, error_reply
 from server.params import DocSequence, extract, extract_lenient
 from server.registry import REGISTRY, Registry
@@ -39,12 +38,11 @@ class Dispatcher:
     async def handle_frame(self, conn: Connection, frame: bytes) -> bytes | None:
         """The reply frame for one request frame, or None when the client asked for no reply.
         Raises ProtocolError for a frame that cannot be parsed (the connection must be dropped)."""
-        message = decode_message(frame)
-        if isinstance(message, Query):
-            return await self._handle_query(conn, message)
-        return await self._handle_msg(conn, message)
-
-    async def _handle_msg(self, conn: Connection, msg: Msg) -> bytes | None:
+        msg = decode_message(frame)
+        if isinstance(msg, Query):
+            return await self._handle_query(conn, msg)
+        # OP_MSG, every request but a legacy driver's first: handled here rather than in a
+        # coroutine of its own, since each awaited layer costs on every request.
         try:
             body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
@@ -133,7 +131,10 @@ class Dispatcher:
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
             self.app.stats.count_command(cmd.name)
-            reply = await cmd.handler(CommandContext(self.app, conn, db, name), params)
+            ctx = conn.contexts.get((db, name))
+            if ctx is None:
+                ctx = conn.context(db, name)
+            reply = await cmd.handler(ctx, params)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).

@@ -134,12 +134,14 @@ def _as_any(command: str, a: Arg, value: Any) -> Any:
 
 
 def _as_string(command: str, a: Arg, value: Any) -> Any:
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value
     raise _wrong_type(command, a, value)
 
 
 def _as_int(command: str, a: Arg, value: Any) -> Any:
+    if type(value) is int:  # what drivers send
+        return value
     if _is_number(value):
         try:
             return _to_int(value)
@@ -162,7 +164,7 @@ def _as_bool(command: str, a: Arg, value: Any) -> Any:
 
 
 def _as_doc(command: str, a: Arg, value: Any) -> Any:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return value
     raise _wrong_type(command, a, value)
 
@@ -199,10 +201,6 @@ _CONVERTERS: dict[Kind, _Converter] = {
     Kind.ARRAY: _as_array,
     Kind.STRING_OR_DOC: _as_string_or_doc,
 }
-
-
-def _convert(command: str, a: Arg, value: Any) -> Any:
-    return _CONVERTERS[a.kind](command, a, value)
 
 
 def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
@@ -272,16 +270,15 @@ def _table(cls: type) -> _Table:
     return found
 
 
-def _args_of(cls: type) -> dict[str, _Entry]:
-    """BSON field name -> (attribute, Arg, converter) for a params class."""
-    return _table(cls).by_name
-
-
 def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool = False) -> P:
     """Build `cls` from a command document (or, `nested`, from a document inside one, such as an
     update statement, where `command` is the path to it and no field is the command's own).
     Raises CommandError: 40415 for an unknown field, 40414 for a missing required one,
     14 TypeMismatch for a value of the wrong type."""
+    return _extract(cls, command, body, nested, False)
+
+
+def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, lenient: bool) -> P:
     table = _table(cls)
     by_name = table.by_name
     values: dict[str, Any] = {}
@@ -295,7 +292,7 @@ def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool
     for key, value in items:
         entry = by_name.get(key)
         if entry is None:
-            if key in GENERIC_FIELDS:
+            if lenient or key in GENERIC_FIELDS:
                 continue
             rest = table.rest
             if rest is not None:
@@ -330,8 +327,4 @@ class NoParams:
 def extract_lenient(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
     """Like extract, but unknown fields are ignored (handshake and diagnostic commands, which
     drivers and tools send with fields that vary by version)."""
-    known = _args_of(cls)
-    trimmed = {
-        k: v for i, (k, v) in enumerate(body.items()) if i == 0 or k in known or k in GENERIC_FIELDS
-    }
-    return extract(cls, command, trimmed)
+    return _extract(cls, command, body, False, True)

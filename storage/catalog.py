@@ -107,7 +107,7 @@ class CollectionInfo:
     def with_indexes(self, indexes: tuple[IndexInfo, ...]) -> CollectionInfo:
         return CollectionInfo(self.id, self.db, self.name, self.options, indexes, self.uuid)
 
-    @property
+    @cached_property  # read by every `_id` lookup
     def id_index(self) -> IndexInfo:
         ix = self.index_named("_id_")
         assert ix is not None
@@ -146,8 +146,16 @@ def validate_db_name(db: str) -> None:
         raise InvalidNamespace(f"Invalid database name: '{db}'")
 
 
+#: Namespaces that passed validate_collection_name (a client names the same few on every request);
+#: emptied when it grows past _VALID_MAX, so a client inventing names cannot grow it for ever.
+_VALID: set[tuple[str, str]] = set()
+_VALID_MAX = 4096
+
+
 def validate_collection_name(db: str, name: str) -> None:
     """Raises InvalidNamespace unless `db.name` is a namespace a client may create or read."""
+    if (db, name) in _VALID:
+        return
     validate_db_name(db)
     ns = f"{db}.{name}"
     if not name or "\x00" in name or name.startswith(".") or "$" in name:
@@ -156,3 +164,6 @@ def validate_collection_name(db: str, name: str) -> None:
         raise InvalidNamespace(
             f"Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NS_LEN}"
         )
+    if len(_VALID) >= _VALID_MAX:
+        _VALID.clear()
+    _VALID.add((db, name))

@@ -178,6 +178,22 @@ class QueryRun:
                     continue
                 yield rid, rid, ttl.body(value)
             return
+        if plan.point is not None:
+            # IDHACK: one candidate at most, read by its key. Once passed (returned, skipped,
+            # rejected or expired: the position is set), nothing remains.
+            found = reader.unique_entry(plan.index, plan.point) if self._pos is None else None
+            if found is None:
+                return
+            key, rid = found
+            self.keys_examined += 1
+            stored = reader.record(self.coll, rid)
+            if stored is None:
+                return
+            if rules.active and ttl.expired_value(stored, rules, now):
+                self._pos = (0, key)
+                return
+            yield (0, key), rid, ttl.body(stored)
+            return
         resume: tuple[int, bytes] | None = self._pos if isinstance(self._pos, tuple) else None
         order = range(len(plan.intervals))
         if plan.reverse:

@@ -44,6 +44,9 @@ class IndexScan:
     reverse: bool = False
     provides_sort: bool = False
     bounds: dict[str, list[str]] = field(default_factory=dict)  # for explain
+    #: IDHACK: the key body of the one entry a unique index can hold for this equality, read with
+    #: one lookup instead of a range scan (None: scan the intervals).
+    point: bytes | None = None
 
     @property
     def stage(self) -> str:
@@ -318,6 +321,7 @@ def find_hinted(coll: CollectionInfo, hint: Any) -> IndexInfo | None | str:
 #: `_id` values whose equality is one key of the `_id` index (arrays, documents, regular
 #: expressions and null match in other ways, so they go through the planner).
 _POINT_TYPES = (int, float, str, bytes, ObjectId, Int64, datetime.datetime, Binary, Decimal128)
+_POINT_TYPE_SET = frozenset(_POINT_TYPES)  # the same types exactly, without isinstance's walk
 
 
 def id_point(flt: Mapping[str, Any] | None) -> Any:
@@ -325,6 +329,8 @@ def id_point(flt: Mapping[str, Any] | None) -> Any:
     if not flt or "_id" not in flt:
         return MISSING
     value = flt["_id"]
+    if type(value) in _POINT_TYPE_SET:
+        return value
     if isinstance(value, Mapping) and len(value) == 1 and "$eq" in value:
         value = value["$eq"]
     return value if isinstance(value, _POINT_TYPES) else MISSING
@@ -342,6 +348,7 @@ def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> Index
         False,
         sort is not None and bool(sort.keys),
         {"_id": [f"[{_show(value)}, {_show(value)}]"]},
+        e,
     )
 
 

@@ -190,9 +190,15 @@ class Reader:
 
     def find_unique(self, index: IndexInfo, value: Any) -> int | None:
         """The record id a unique single-field index maps `value` to, if any."""
-        key, _ = layout.entry_key(index.id, keys.encode(value), True, b"")
+        found = self.unique_entry(index, keys.encode(value))
+        return None if found is None else found[1]
+
+    def unique_entry(self, index: IndexInfo, body: bytes) -> tuple[bytes, int] | None:
+        """(entry key, record id) of the entry a unique index holds for the key body `body`, if
+        any: one lookup, no cursor."""
+        key, _ = layout.entry_key(index.id, body, True, b"")
         rid = self._txn.get(key, db=self._env.index)
-        return None if rid is None else layout.entry_rid(rid)
+        return None if rid is None else (key, layout.entry_rid(rid))
 
     def stats(self, coll: CollectionInfo) -> tuple[int, int]:
         """(document count, data bytes) of a collection."""

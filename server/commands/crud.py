@@ -7,7 +7,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-import bson
 from bson import Int64
 
 from server.commands.handshake import MAX_WRITE_BATCH_SIZE
@@ -79,16 +78,18 @@ class FindParams:
 
 
 def _unsupported(p: FindParams) -> str | None:
-    for name, on in (
-        ("tailable", p.tailable),
-        ("awaitData", p.await_data),
-        ("returnKey", p.return_key),
-        ("showRecordId", p.show_record_id),
-        ("min", p.min is not None),
-        ("max", p.max is not None),
-    ):
-        if on:
-            return name
+    if p.tailable:
+        return "tailable"
+    if p.await_data:
+        return "awaitData"
+    if p.return_key:
+        return "returnKey"
+    if p.show_record_id:
+        return "showRecordId"
+    if p.min is not None:
+        return "min"
+    if p.max is not None:
+        return "max"
     return None
 
 
@@ -107,6 +108,7 @@ class RawDoc:
 #: BSON element headers of an array's items: type 3 (document) and the decimal index as name.
 _ITEM_HEADS = [b"\x03%d\x00" % i for i in range(1024)]
 _INT32 = struct.Struct("<i")
+_INT64 = struct.Struct("<q")
 
 
 def _item_heads(n: int) -> list[bytes]:
@@ -117,12 +119,28 @@ def _item_heads(n: int) -> list[bytes]:
 
 def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
     """A cursor reply whose batch is the stored BSON, copied once into the reply (the batch's
-    array is laid out here, not encoded document by document)."""
-    body = b"".join(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
-    array = _INT32.pack(len(body) + 5) + body + b"\x00"
-    rest = bson.encode({"id": Int64(cid), "ns": ns})
-    field = b"\x04" + batch_field.encode() + b"\x00"
-    cursor = field + array + rest[4:-1]
+    array is laid out here, not encoded document by document): the cursor document is
+    {<batch_field>: [docs], id: <cid as a long>, ns: <ns>}."""
+    if len(docs) == 1:
+        body = b"\x030\x00" + docs[0]  # a find_one's batch
+    else:
+        body = b"".join(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
+    nsb = ns.encode()
+    cursor = b"".join(
+        (
+            b"\x04",  # the batch: an array
+            batch_field.encode(),
+            b"\x00",
+            _INT32.pack(len(body) + 5),
+            body,
+            b"\x00\x12id\x00",  # the id: an int64
+            _INT64.pack(cid),
+            b"\x02ns\x00",  # the namespace: a string
+            _INT32.pack(len(nsb) + 1),
+            nsb,
+            b"\x00",
+        )
+    )
     return {"cursor": RawDoc(_INT32.pack(len(cursor) + 5) + cursor + b"\x00"), "ok": 1.0}
 
 
@@ -139,6 +157,7 @@ class PreparedFind:
     spec: QuerySpec
     single_batch: bool
     limit: int
+    now_ms: int  # the command's time: $$NOW, and what the first batch hides as expired
 
 
 def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
@@ -160,10 +179,11 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
             ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}"
         )
     limit = abs(p.limit)
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
+    now = ctx.app.clock.now_ms()
+    variables = command_variables(p.let, now)
     spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables)
     coll = ctx.app.engine.collection(ctx.db, p.collection)
-    return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit)
+    return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
 
 
 @REGISTRY.command("find", params=FindParams)
@@ -177,8 +197,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
-    now = ctx.app.clock.now_ms()
-    docs = await fill_batch(ctx.app.engine, run, first, now) if first else []
+    docs = await fill_batch(ctx.app.engine, run, first, q.now_ms) if first else []
     cid = 0
     if not run.exhausted and not single_batch:
         cid = ctx.app.cursors.open(ns, run, p.no_cursor_timeout).id

@@ -176,8 +176,7 @@ def _field_predicate(path: str, node: _Node) -> Predicate:
     parts = split(path)
     terms = _plain_terms(node)
     if terms is not None:
-        positives = tuple(t for t, negated in terms if not negated)
-        negatives = tuple(t for t, negated in terms if negated)
+        positives, negatives = terms
         if len(parts) == 1:
             return _top_field_terms(parts[0], positives, negatives)
         return _dotted_terms(parts, positives, negatives)
@@ -204,19 +203,20 @@ def _field_predicate(path: str, node: _Node) -> Predicate:
     return dotted
 
 
-def _plain_terms(node: _Node) -> list[tuple[_Test, bool]] | None:
-    """The node as a conjunction of leaves that test a value and, if it is an array, its elements
-    (each maybe negated); None for any other shape."""
+def _plain_terms(node: _Node) -> tuple[tuple[_Test, ...], tuple[_Test, ...]] | None:
+    """The node as a conjunction of leaves that test a value and, if it is an array, its elements:
+    (the positive tests, the negated ones); None for any other shape."""
     children = node.children if isinstance(node, _And) else (node,)
-    terms: list[tuple[_Test, bool]] = []
+    positives: list[_Test] = []
+    negatives: list[_Test] = []
     for c in children:
         if isinstance(c, _Leaf) and c.expand:
-            terms.append((c.test, False))
+            positives.append(c.test)
         elif isinstance(c, _Not) and isinstance(c.child, _Leaf) and c.child.expand:
-            terms.append((c.child.test, True))
+            negatives.append(c.child.test)
         else:
             return None
-    return terms
+    return tuple(positives), tuple(negatives)
 
 
 def _holds(
@@ -413,9 +413,17 @@ def _compile_doc(flt: Mapping[str, Any], variables: Mapping[str, Any] | None = N
             pred = _compile_top_operator(key, value, variables)
             if pred is not None:
                 preds.append(pred)
+        elif type(value) in _SCALARS and "." not in key:
+            # {field: value}, the commonest filter of all (an `_id` lookup): straight to the
+            # predicate _field_predicate makes of the leaf _parse_field would give.
+            preds.append(_top_field_terms(key, (_eq_test(value),), ()))
         else:
             preds.append(_field_predicate(key, _parse_field(key, value)))
     return _all_of(preds)
+
+
+#: Values that are neither operator documents nor regular expressions: an equality on a field.
+_SCALARS = frozenset({int, float, str, bool, Int64, ObjectId, datetime.datetime, type(None)})
 
 
 def _compile_top_operator(

@@ -273,3 +273,33 @@ def test_raw_docs_keeps_bytes_unchanged() -> None:
 def test_empty_arrays() -> None:
     p = extract(CmdParams, "cmd", cmd(raw=DocSequence(), docs=[], items=[]))
     assert (p.raw, p.docs, p.items) == ((), (), [])
+
+
+# -- how the object is built -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckedParams:
+    """A class with work after __init__ (and a factory default) is built through __init__."""
+
+    target: str = arg(COMMAND_VALUE, Kind.STRING)
+    tags: list[Any] = dataclasses.field(default_factory=list)
+    count: int = arg("count", Kind.INT, 0)
+
+    def __post_init__(self) -> None:
+        if self.count > 10:
+            raise ValueError("too many")
+
+
+def test_extracted_objects_equal_constructed_ones() -> None:
+    p = extract(CmdParams, "cmd", cmd(count=3, docs=[{"a": 1}]))
+    assert p == CmdParams(target="coll", count=3, docs=({"a": 1},))
+    assert repr(p) == repr(CmdParams(target="coll", count=3, docs=({"a": 1},)))
+    assert hash(extract(NoParams, "ping", {"ping": 1})) == hash(NoParams())
+
+
+def test_classes_with_post_init_or_factories_go_through_init() -> None:
+    p = extract(CheckedParams, "cmd", cmd(count=2))
+    assert p == CheckedParams(target="coll", count=2) and p.tags == []
+    with pytest.raises(ValueError, match="too many"):
+        extract(CheckedParams, "cmd", cmd(count=11))

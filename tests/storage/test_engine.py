@@ -512,3 +512,16 @@ def test_drop_database_validates_the_name(engine: Engine, db: str) -> None:
 def test_valid_edge_namespaces_are_accepted(engine: Engine, db: str, name: str) -> None:
     engine.create_collection(db, name)
     assert engine.collection(db, name) is not None
+
+
+def test_namespace_validation_is_remembered_only_for_valid_names() -> None:
+    from storage import catalog
+
+    catalog.validate_collection_name("db", "ok")
+    assert ("db", "ok") in catalog._VALID
+    for db, name in BAD_NAMESPACES:
+        with pytest.raises(InvalidNamespace):
+            catalog.validate_collection_name(db, name)
+        with pytest.raises(InvalidNamespace):  # asked again: still refused
+            catalog.validate_collection_name(db, name)
+        assert (db, name) not in catalog._VALID

@@ -358,3 +358,31 @@ def test_query_spec_rejects_bad_input(kwargs: dict) -> None:
 
 def test_count_documents(engine: Engine) -> None:
     assert count_documents(engine, engine.collection("db", "c")) == N
+
+
+# -- IDHACK: one lookup of the unique `_id` index ----------------------------------------------
+
+
+def test_id_lookup_reads_one_key_without_a_scan(engine: Engine) -> None:
+    run = make_run(engine, filter={"_id": 5})
+    assert isinstance(run.plan, IndexScan) and run.plan.point is not None
+    assert ids(drain(engine, run)[0]) == [5]
+    assert (run.keys_examined, run.docs_examined) == (1, 1)
+    missing = make_run(engine, filter={"_id": 999})
+    assert drain(engine, missing)[0] == [] and missing.keys_examined == 0
+
+
+def test_id_lookup_is_passed_once_skipped_or_rejected(engine: Engine) -> None:
+    skipped = make_run(engine, filter={"_id": 5}, skip=1)
+    assert drain(engine, skipped, max_docs=1)[0] == []
+    rejected = make_run(engine, filter={"_id": 5, "n": 6})
+    assert drain(engine, rejected, max_docs=1, budget=1)[0] == []
+
+
+def test_id_lookup_of_a_key_too_long_for_lmdb(engine: Engine) -> None:
+    # Such keys are stored shortened (a prefix and a hash): the lookup must shorten them alike.
+    long_ids = ["k" * 600 + "a", "k" * 600 + "b"]
+    assert engine.insert("db", "c", [enc({"_id": i, "n": -1}) for i in long_ids]).inserted == 2
+    for i in long_ids:
+        docs, _ = drain(engine, make_run(engine, filter={"_id": i}))
+        assert [dec(d)["_id"] for d in docs] == [i]
