@@ -153,7 +153,8 @@ class App:
         if self._gateway is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._gateway.close)
         if self._engine is not None:
-            self._engine.close()
+            # Closing syncs the data file: off the loop, like every disk wait.
+            await asyncio.get_running_loop().run_in_executor(None, self._engine.close)
 
     def _detach_logging(self) -> None:
         logsetup.detach(self._log_handlers)
