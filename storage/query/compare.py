@@ -14,6 +14,8 @@ from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectI
 from bson.datetime_ms import DatetimeMS
 from bson.raw_bson import RawBSONDocument
 
+from storage.values import regex_flags
+
 # MongoDB's canonical type ranks (canonicalizeBSONType); equal ranks compare by value.
 RANK_MINKEY = -1
 RANK_UNDEFINED = 0
@@ -166,23 +168,6 @@ def _items(value: Any) -> list[tuple[str, Any]]:
 def _binary_parts(value: Any) -> tuple[int, int, bytes]:
     subtype = value.subtype if type(value) is Binary else 0
     return len(value), subtype, bytes(value)
-
-
-_FLAG_CHARS = (
-    ("i", re.IGNORECASE),
-    ("l", re.LOCALE),
-    ("m", re.MULTILINE),
-    ("s", re.DOTALL),
-    ("u", re.UNICODE),
-    ("x", re.VERBOSE),
-)
-
-
-def regex_flags(flags: int | str) -> str:
-    """A regex's options as BSON stores them: sorted letters."""
-    if isinstance(flags, str):
-        return "".join(sorted(flags))
-    return "".join(ch for ch, bit in _FLAG_CHARS if flags & bit)
 
 
 def _regex_parts(value: Any) -> tuple[str, str]:

@@ -1,0 +1,193 @@
+"""BSON values as MongoDB names, tests and prints them: the one home for type names, number tests,
+numeric conversion and the renderings that error messages quote.
+
+MongoDB has two printers, and its messages use both, so this module has both:
+- `render` is BSONElement/BSONObj::toString (`{ a: "x", b: [ 1, 2.5 ] }`, doubles as `1.0`), the form
+  of `dup key: { _id: 1 }`, of a client's spec quoted back, and of most query and update messages;
+- `render_value` is the aggregation Value's printer (`{a: "x"}`, doubles with six significant
+  digits), the form of expression errors.
+Everything here is pure and total: any value gets a name and a rendering.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson.datetime_ms import DatetimeMS
+from bson.raw_bson import RawBSONDocument
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# -- type names ------------------------------------------------------------------------------------
+
+# Exact Python type -> MongoDB's name for the BSON type ($type's alias, and what messages print).
+_TYPE_NAMES: dict[type, str] = {
+    float: "double",
+    str: "string",
+    dict: "object",
+    RawBSONDocument: "object",
+    DBRef: "object",
+    list: "array",
+    bytes: "binData",
+    Binary: "binData",
+    ObjectId: "objectId",
+    bool: "bool",
+    DatetimeMS: "date",
+    datetime.datetime: "date",
+    type(None): "null",
+    Regex: "regex",
+    Timestamp: "timestamp",
+    Int64: "long",
+    Decimal128: "decimal",
+    MinKey: "minKey",
+    MaxKey: "maxKey",
+}
+
+
+def type_name(value: Any) -> str:
+    """MongoDB's name for a value's BSON type (`int`, `long`, `double`, `string`, `object`, ...)."""
+    t = type(value)
+    name = _TYPE_NAMES.get(t)
+    if name is not None:
+        return name
+    if t is int:
+        return "int" if INT32_MIN <= value <= INT32_MAX else "long"
+    if t is Code:
+        return "javascript" if value.scope is None else "javascriptWithScope"
+    if isinstance(value, re.Pattern):
+        return "regex"
+    if isinstance(value, Binary):
+        return "binData"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+# -- numbers ---------------------------------------------------------------------------------------
+
+
+def is_number(value: Any) -> bool:
+    """int, long, double or decimal; a bool is not a number."""
+    t = type(value)
+    return t is int or t is float or t is Int64 or t is Decimal128
+
+
+def to_float(value: Any) -> float:
+    """A number as a double (a decimal rounded to the nearest one)."""
+    if type(value) is Decimal128:
+        return float(value.to_decimal())
+    return float(value)
+
+
+def to_decimal(value: Any) -> Decimal:
+    """A number as an exact Python Decimal (a double keeps its binary value)."""
+    if type(value) is Decimal128:
+        return value.to_decimal()
+    if type(value) is float:
+        return Decimal(value)
+    return Decimal(int(value))
+
+
+# -- renderings ------------------------------------------------------------------------------------
+
+
+def render_double(x: float) -> str:
+    """A double as BSONElement::toString prints one: %.16g, with `.0` when it would read as an
+    integer."""
+    if math.isnan(x):
+        return "nan.0"
+    text = f"{x:.16g}"
+    return text if any(c in text for c in ".eni") else text + ".0"
+
+
+def render(value: Any) -> str:
+    """A value as BSONObj::toString prints it: `{ a: "x", b: [ 1, 2.5 ] }`."""
+    if value is None:
+        return "null"
+    t = type(value)
+    if t is bool:
+        return "true" if value else "false"
+    if t is int or t is Int64:
+        return str(int(value))
+    if t is float:
+        return render_double(value)
+    if t is str:
+        return f'"{value}"'
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{k}: {render(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[ " + ", ".join(render(v) for v in value) + " ]" if value else "[]"
+    if t is Decimal128:
+        return f'NumberDecimal("{value}")'
+    if t is ObjectId:
+        return f"ObjectId('{value}')"
+    if t is DatetimeMS:
+        return f"new Date({int(value)})"
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return f"new Date({int(value.timestamp() * 1000)})"
+    if t is Timestamp:
+        return f"Timestamp({value.time}, {value.inc})"
+    if t is Regex:
+        return f"/{value.pattern}/{regex_flags(value.flags)}"
+    if isinstance(value, (Binary, bytes)):
+        subtype = value.subtype if isinstance(value, Binary) else 0
+        return f"BinData({subtype}, {bytes(value).hex().upper()})"
+    if t is MinKey:
+        return "MinKey"
+    if t is MaxKey:
+        return "MaxKey"
+    if t is DBRef:
+        return render(dict(value.as_doc()))
+    return str(value)
+
+
+def render_element(name: str, value: Any) -> str:
+    """An element as BSONElement::toString prints it: `a: 1`."""
+    return f"{name}: {render(value)}"
+
+
+_FLAG_CHARS = (
+    ("i", re.IGNORECASE),
+    ("l", re.LOCALE),
+    ("m", re.MULTILINE),
+    ("s", re.DOTALL),
+    ("u", re.UNICODE),
+    ("x", re.VERBOSE),
+)
+
+
+def regex_flags(flags: int | str) -> str:
+    """A regex's options as BSON stores them: sorted letters (from bson's integer flags or a
+    string)."""
+    if isinstance(flags, str):
+        return "".join(sorted(flags))
+    return "".join(ch for ch, bit in _FLAG_CHARS if flags & bit)
+
+
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "INT64_MAX",
+    "INT64_MIN",
+    "is_number",
+    "regex_flags",
+    "render",
+    "render_double",
+    "render_element",
+    "to_decimal",
+    "to_float",
+    "type_name",
+]
