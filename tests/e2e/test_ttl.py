@@ -910,3 +910,18 @@ def test_ttl_clock_refuses_bad_moves_and_keeps_serving(
     assert err.value.code == code
     reply = client.admin.command("ttlClock")
     assert reply["offsetMillis"] == 0 and type(reply["ok"]) is float
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OperationFailure,
+    reason="capped collections are not implemented yet (issue 11): create answers 238 NotImplemented",
+)
+def test_capped_collection_allows_a_ttl_index(client: Client) -> None:
+    """spec/ttl.md: TTL indexes are allowed on capped collections (current MongoDB behaviour)."""
+    db = client.ttl_capped
+    db.create_collection("c", capped=True, size=1 << 20)
+    assert db.c.create_index("t", expireAfterSeconds=10) == "t_1"
+    now = server_now(client)
+    db.c.insert_many([{"_id": 1, "t": now - 20 * MINUTE}, {"_id": 2, "t": now}])
+    assert ids_of(db.c) == [2]

@@ -331,11 +331,6 @@ def test_hidden_ttl_index_still_expires(engine: Engine) -> None:
     assert coll_of(engine, "c").index_named("t_1").hidden  # type: ignore[union-attr]
 
 
-def test_capped_collection_allows_a_ttl_index(engine: Engine) -> None:
-    engine.create_collection(DB, "c", {"capped": True, "size": 1 << 20})
-    run_rows(engine, E10, [("d", {"t": D(T0)}, T0 + 10_000)])
-
-
 def test_predicate_on_hand_built_rules() -> None:
     """The pure predicate without an engine: RecordMeta dates by index id, the earliest expiry
     wins, the boundary is inclusive, and a header survives pack/read."""
