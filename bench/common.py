@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import math
 import platform
@@ -396,6 +397,31 @@ def floor_doc(i: int) -> Doc:
         "score": i / 7.0,
         "group": i % 100,
     }
+
+
+def load(
+    tag: str, coll: Any, n: int, make: Callable[[int, int], list[Doc]], batch_size: int
+) -> None:
+    """Drop the collection and insert `n` documents in insert_many batches of `batch_size`
+    (`make(start, count)` builds one), printing progress for large loads and the rate at the end."""
+    coll.drop()
+    gc.collect()
+    report_every = max(1, n // 10)
+    next_report = report_every
+    t0 = time.perf_counter()
+    for start in range(0, n, batch_size):
+        coll.insert_many(make(start, min(batch_size, n - start)), ordered=True)
+        done = min(n, start + batch_size)
+        if n >= 200_000 and done >= next_report and done < n:
+            print(f"{tag}: {done:,}/{n:,} loaded, {time.perf_counter() - t0:.1f} s", flush=True)
+            next_report += report_every
+    secs = time.perf_counter() - t0
+    print(
+        f"{tag}: loaded {n:,} documents in {secs:.1f} s "
+        f"({fmt_num(n / secs if secs else float('nan'))} docs/s, "
+        f"insert_many batches of {batch_size:,})",
+        flush=True,
+    )
 
 
 def median(values: Sequence[float]) -> float | None:

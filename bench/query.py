@@ -171,25 +171,7 @@ def ensure_collection(
     if cfg.reuse and has_data(coll, n, check):
         print(f"{tag}: reusing {n:,} documents", flush=True)
     else:
-        coll.drop()
-        gc.collect()
-        step = max(1, n // 10)
-        next_report = step
-        t0 = time.perf_counter()
-        for start in range(0, n, cfg.batch_size):
-            coll.insert_many(make(start, min(cfg.batch_size, n - start)), ordered=True)
-            done = min(n, start + cfg.batch_size)
-            if n >= 200_000 and done >= next_report and done < n:
-                secs = time.perf_counter() - t0
-                print(f"{tag}: {done:,}/{n:,} loaded, {secs:.1f} s", flush=True)
-                next_report += step
-        secs = time.perf_counter() - t0
-        print(
-            f"{tag}: loaded {n:,} documents in {secs:.1f} s "
-            f"({common.fmt_num(n / secs if secs else float('nan'))} docs/s, "
-            f"insert_many batches of {cfg.batch_size:,})",
-            flush=True,
-        )
+        common.load(tag, coll, n, make, cfg.batch_size)
     t0 = time.perf_counter()
     coll.create_index(index)
     print(f"{tag}: create_index({index!r}) {time.perf_counter() - t0:.2f} s", flush=True)

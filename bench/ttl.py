@@ -187,26 +187,7 @@ def make_find_docs(start: int, n: int) -> list[Doc]:
 def load(
     label: str, coll: Coll, n: int, make: Callable[[int, int], list[Doc]], cfg: Config
 ) -> None:
-    """Drop the collection and insert `n` documents in insert_many batches, printing progress."""
-    tag = f"  {label} {coll.name}"
-    coll.drop()
-    gc.collect()
-    report_every = max(1, n // 10)
-    next_report = report_every
-    t0 = time.perf_counter()
-    for start in range(0, n, cfg.batch_size):
-        coll.insert_many(make(start, min(cfg.batch_size, n - start)), ordered=True)
-        done = min(n, start + cfg.batch_size)
-        if n >= 200_000 and done >= next_report and done < n:
-            print(f"{tag}: {done:,}/{n:,} loaded, {time.perf_counter() - t0:.1f} s", flush=True)
-            next_report += report_every
-    secs = time.perf_counter() - t0
-    print(
-        f"{tag}: loaded {n:,} documents in {secs:.1f} s "
-        f"({common.fmt_num(n / secs if secs else float('nan'))} docs/s, "
-        f"insert_many batches of {cfg.batch_size:,})",
-        flush=True,
-    )
+    common.load(f"  {label} {coll.name}", coll, n, make, cfg.batch_size)
 
 
 def reusable(coll: Coll, n: int, max_age_s: float | None) -> str | None:
