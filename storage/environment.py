@@ -15,15 +15,22 @@ import fcntl
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeAlias
 
 import lmdb
 
 from storage.errors import StorageError
 
-#: A write or read transaction. lmdb's stubs type every value `bytes | memoryview` (for the
-#: buffers=True mode ebbdb never uses), so the engine names transactions through this alias.
-Txn = Any
+# lmdb's own stubs name the LMDB types. Values are `bytes`: ebbdb never opens a transaction with
+# buffers=True (the memoryview mode), and `lmdb.Environment.begin()` without it is typed
+# `Transaction[bytes]`, so mypy checks that instead of trusting it. (Strings: lmdb's C classes are
+# not subscriptable at run time.)
+#: A write or read transaction.
+Txn: TypeAlias = "lmdb.Transaction[bytes]"
+#: A cursor of a transaction.
+Cursor: TypeAlias = "lmdb.Cursor[bytes]"
+#: A sub-database handle (opened once, at startup).
+Database: TypeAlias = "lmdb._Database"
 
 INITIAL_MAP_SIZE = 1 << 30
 LOCK_FILE = "ebbdb.lock"
@@ -87,7 +94,7 @@ class Environment:
         self.expiry = env.open_db(b"expiry")
         self.commits = 0
         self.durable = 0
-        self._page_size = int(env.stat()["psize"])
+        self._page_size = env.stat()["psize"]
         self._sync_lock = threading.Lock()
         self._closed = False
 
@@ -125,7 +132,7 @@ class Environment:
 
     @property
     def map_size(self) -> int:
-        return int(self.env.info()["map_size"])
+        return self.env.info()["map_size"]
 
     def grow(self) -> None:
         """Double the map (waits until no reader is inside; call with no write open)."""
@@ -136,7 +143,7 @@ class Environment:
         """Less than a quarter of the map is free."""
         info = self.env.info()
         used = (info["last_pgno"] + 1) * self._page_size
-        return bool(used > info["map_size"] * (1 - _MIN_FREE_SHARE))
+        return used > info["map_size"] * (1 - _MIN_FREE_SHARE)
 
     def make_room(self) -> None:
         """Grow ahead of need (call with no write open)."""

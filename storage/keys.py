@@ -19,6 +19,7 @@ from bson import Binary, Code, DBRef, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
 from storage.query import compare as cmp
+from storage.values import regex_flags
 
 _DOUBLE = struct.Struct(">d")
 _U64 = struct.Struct(">Q")
@@ -142,7 +143,7 @@ def encode(value: Any) -> bytes:
         return t + _U32.pack(ts.time) + _U32.pack(ts.inc)
     if r == cmp.RANK_REGEX:
         rx = Regex.from_native(value) if isinstance(value, re.Pattern) else value
-        return t + _escape(rx.pattern.encode()) + _escape(cmp.regex_flags(rx.flags).encode())
+        return t + _escape(rx.pattern.encode()) + _escape(regex_flags(rx.flags).encode())
     if r == cmp.RANK_CODE:
         return t + _escape(str(value).encode())
     if r == cmp.RANK_CODEWSCOPE:

@@ -13,7 +13,7 @@ from storage import keys, layout, ttl
 from storage.catalog import CollectionInfo, IndexInfo
 
 if TYPE_CHECKING:
-    from storage.environment import Environment, Txn
+    from storage.environment import Cursor, Environment, Txn
 
 
 class Reader:
@@ -25,7 +25,8 @@ class Reader:
         """A new read transaction, or (`txn`) a view of a write transaction the caller owns."""
         self._env = env
         self._owned = txn is None
-        self._txn: Txn = txn  # set in __enter__ when owned
+        if txn is not None:
+            self._txn: Txn = txn  # else set in __enter__
 
     def __enter__(self) -> Reader:
         if self._owned:
@@ -43,13 +44,12 @@ class Reader:
         try:
             self._txn.abort()
         finally:
-            self._txn = None
+            del self._txn
             self._env.gate.leave()
 
     def record(self, coll: CollectionInfo, rid: int) -> bytes | None:
         """One stored record (header and BSON: see storage/ttl.py), or None."""
-        value: bytes | None = self._txn.get(layout.record_key(coll.id, rid), db=self._env.records)
-        return value
+        return self._txn.get(layout.record_key(coll.id, rid), db=self._env.records)
 
     def expiry_entries(self, start: bytes, stop: bytes) -> Iterator[int]:
         """Record ids of the expiry-index entries in [start, stop)."""
@@ -63,7 +63,7 @@ class Reader:
 
     def _records_after(
         self, coll: CollectionInfo, after: int | None, reverse: bool
-    ) -> tuple[Any, Iterator[tuple[bytes, bytes]]]:
+    ) -> tuple[Cursor, Iterator[tuple[bytes, bytes]]]:
         """An LMDB cursor and an iterator over (key, value) of this collection's records after
         `after` in scan order (the iterator stops at the collection's end)."""
         prefix = layout.collection_prefix(coll.id)

@@ -16,7 +16,7 @@ from storage import layout, ttl
 from storage.catalog import CollectionInfo, IndexInfo
 from storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from storage.entries import ID_INDEX_KEY, index_bodies
-from storage.environment import Environment, Txn
+from storage.environment import Database, Environment, Txn
 from storage.errors import DuplicateKey, QueryError
 from storage.query.compare import UNDEFINED
 from storage.writer import CatalogChanges
@@ -35,7 +35,7 @@ class Records:
         raw = txn.get(layout.NEXT_ID, db=self.env.meta)
         n = 1 if raw is None else layout.read_u64(raw)
         txn.put(layout.NEXT_ID, layout.u64(n + 1), db=self.env.meta)
-        return int(n)
+        return n
 
     def put_collection(self, txn: Txn, info: CollectionInfo) -> None:
         txn.put(
@@ -245,10 +245,7 @@ class CollectionWrites:
         """The stored record (header and BSON; see storage/ttl.py), or None."""
         if self.info is None:
             return None
-        value: bytes | None = self._txn.get(
-            layout.record_key(self.info.id, rid), db=self._records.env.records
-        )
-        return value
+        return self._txn.get(layout.record_key(self.info.id, rid), db=self._records.env.records)
 
     def delete(self, rid: int, value: bytes) -> None:
         """Delete a record read with get()."""
@@ -323,7 +320,7 @@ def flagged(indexes: tuple[IndexInfo, ...], flags: IndexFlags) -> tuple[IndexInf
     return tuple(out)
 
 
-def delete_prefix(txn: Txn, db: Any, prefix: bytes) -> None:
+def delete_prefix(txn: Txn, db: Database, prefix: bytes) -> None:
     cur = txn.cursor(db=db)
     ok = cur.set_range(prefix)
     while ok and cur.key()[: len(prefix)] == prefix:
