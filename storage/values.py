@@ -177,11 +177,37 @@ def regex_flags(flags: int | str) -> str:
     return "".join(ch for ch, bit in _FLAG_CHARS if flags & bit)
 
 
+# -- field names and constants ---------------------------------------------------------------------
+
+#: The `$` field names a FieldPath accepts: a DBRef's parts. Any other `$` name is invalid.
+DBREF_FIELDS = frozenset(("$id", "$ref", "$db"))
+
+
+def is_constant(value: Any, dotted_names: bool = True) -> bool:
+    """Whether a literal in an expression's place is a constant: no field path (`"$a"`) and no
+    operator object inside. `dotted_names` False also refuses a document whose field names hold a
+    dot (a projection's literal)."""
+    if isinstance(value, str):
+        return not value.startswith("$")
+    if isinstance(value, list):
+        return all(is_constant(v, dotted_names) for v in value)
+    if isinstance(value, Mapping):
+        return all(
+            not k.startswith("$")
+            and (dotted_names or "." not in k)
+            and is_constant(v, dotted_names)
+            for k, v in value.items()
+        )
+    return True
+
+
 __all__ = [
+    "DBREF_FIELDS",
     "INT32_MAX",
     "INT32_MIN",
     "INT64_MAX",
     "INT64_MIN",
+    "is_constant",
     "is_number",
     "regex_flags",
     "render",

@@ -11,8 +11,9 @@ import pytest
 from bson import Decimal128, Int64, Regex
 from bson.datetime_ms import DatetimeMS
 
-from storage import aggregate
 from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from storage.aggregate import source as pipeline_source
+from storage.aggregate.stage import ANYWHERE, STAGES, StageRegistry
 from storage.engine import Engine
 from storage.errors import QueryError
 from storage.indexes import parse_index_spec
@@ -748,13 +749,13 @@ def test_ttl_hides_expired_documents_from_joins(expiring: Engine, now: int, aliv
     assert ids(out) == [*local, 2, 3, *foreign, 12]
 
 
-@pytest.mark.parametrize("chunk", [1, aggregate.READ_CHUNK])
+@pytest.mark.parametrize("chunk", [1, pipeline_source.READ_CHUNK])
 def test_ttl_time_moves_between_batches(
     expiring: Engine, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
     """A pipeline read over several batches hides what expired since the last one: the cursor moves
     `now_ms` before each batch, and documents read ahead in a chunk are checked again."""
-    monkeypatch.setattr(aggregate, "READ_CHUNK", chunk)
+    monkeypatch.setattr(pipeline_source, "READ_CHUNK", chunk)
     load(expiring, "c", [{"_id": 4, "t": DatetimeMS(T0)}, {"_id": 5}])
     source = EngineSource(expiring, DB, EXPIRY - 1)
     pipeline = parse_pipeline([{"$addFields": {"seen": True}}])
@@ -1008,7 +1009,57 @@ def test_parse_errors(tag: str, pipeline: list[Any], code: str) -> None:
             [{"$lookup": {"from": "f", "as": "j"}}],
             "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
         ),
+        ([{"$count": ""}], "the count field must be a non-empty string"),
+        (
+            [{"$unionWith": {"coll": 1}}],
+            "BSON field '$unionWith.coll' is the wrong type 'int', expected type 'string'",
+        ),
+        (
+            [{"$unionWith": {"pipeline": "x"}}],
+            "BSON field '$unionWith.pipeline' is the wrong type 'string', expected type 'array'",
+        ),
+        (
+            [{"$bucket": {"groupBy": "a", "boundaries": [0, 1]}}],
+            "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression, but"
+            ' found: "a".',
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": [0, 5], "default": "$x"}}],
+            "The $bucket 'default' field must be a constant expression, but found: \"$x\".",
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": [0, 5], "default": 2}}],
+            "The $bucket 'default' field must be less than the lowest boundary or greater than or"
+            " equal to the highest boundary.",
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": [0, 5], "output": 1}}],
+            "The $bucket 'output' field must be an object, but found type: int.",
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": 1}}],
+            "The $bucket 'boundaries' field must be an array, but found type: int.",
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": [0, "$x"]}}],
+            "The $bucket 'boundaries' field must be an array of constant values, but found value:"
+            ' "$x".',
+        ),
+        (
+            [{"$bucket": {"groupBy": "$a", "boundaries": [0]}}],
+            "The $bucket 'boundaries' field must have at least 2 values, but found 1 value(s).",
+        ),
     ],
 )
 def test_parse_error_messages(pipeline: list[Any], message: str) -> None:
     assert parse_error(pipeline).message == message
+
+
+def test_a_stage_name_registers_once() -> None:
+    """Each stage family registers its stages in the one registry; a name taken twice is refused."""
+    registry = StageRegistry()
+    registry.unsupported(ANYWHERE, "$x")
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.stage("$x")(lambda spec, defined: parse_pipeline([]).stages[0])
+    assert STAGES.lookup("$match") is not None
+    assert STAGES.lookup("$out") is not None and STAGES.lookup("$out").parser is None

@@ -1,0 +1,30 @@
+"""The aggregation pipeline: stages parsed once with MongoDB 7.0's checks and error codes, then run
+as generators over decoded documents, reading collections through a Source. EngineSource reads via
+the query engine, so expired documents never enter a pipeline, whether read first or joined.
+
+`stage` holds the Stage contract and the registry; `pipeline` parses and runs a whole pipeline;
+`source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
+on import: filtering, reshaping, ordering, grouping, subpipelines (and $documents in source).
+"""
+
+from storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
+    filtering,
+    grouping,
+    ordering,
+    reshaping,
+    source,
+    subpipelines,
+)
+from storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
+from storage.aggregate.source import READ_CHUNK, EngineSource
+from storage.aggregate.stage import Source, Stage
+
+__all__ = [
+    "READ_CHUNK",
+    "EngineSource",
+    "Pipeline",
+    "Source",
+    "Stage",
+    "parse_pipeline",
+    "run_pipeline",
+]

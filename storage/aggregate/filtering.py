@@ -1,0 +1,111 @@
+"""Stages that keep or drop documents (and, for $redact, parts of them): $match, by the query
+engine's matcher, and $redact, by an expression's verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
+from storage.query.expressions import Expression, compile_expression
+from storage.query.match import Predicate, compile_filter
+from storage.query.projection import render_value as render
+
+# $redact's system variables and the values they stand for.
+_REDACT_VARIABLES = {"DESCEND": "descend", "PRUNE": "prune", "KEEP": "keep"}
+
+
+def contains_expr(value: Any) -> bool:
+    """Whether a filter uses $expr anywhere (and so depends on the variables)."""
+    if isinstance(value, Mapping):
+        return any(k == "$expr" or contains_expr(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_expr(v) for v in value)
+    return False
+
+
+# -- $match ------------------------------------------------------------------------------------------
+
+
+class Match(Stage, name="$match"):
+    filter: dict[str, Any]
+    # None when the filter uses $expr: it is compiled per run, with that run's variables.
+    predicate: Predicate | None
+
+    @classmethod
+    def of(cls, flt: dict[str, Any], defined: frozenset[str] = frozenset()) -> Match:
+        if contains_expr(flt):
+            # Compiled now only to report a malformed $expr at parse time, as MongoDB does.
+            compile_filter(flt, dict.fromkeys(defined))
+            return cls(flt, None)
+        return cls(flt, compile_filter(flt))
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        predicate = self.predicate or compile_filter(self.filter, ctx.variables)
+        return (d for d in docs if predicate(d))
+
+
+@STAGES.stage("$match")
+def _parse_match(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, Mapping):
+        raise error(15959, "the match filter must be an expression in an object")
+    return Match.of(dict(spec), defined)
+
+
+# -- $redact -----------------------------------------------------------------------------------------
+
+
+class _Redact(Stage, name="$redact"):
+    expr: Expression
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        variables = {**ctx.variables, **_REDACT_VARIABLES}
+        for doc in docs:
+            out = self._redact(doc, variables)
+            if out is not None:
+                yield out
+
+    def _redact(self, doc: Doc, variables: Variables) -> Doc | None:
+        # TODO: $$ROOT below the top level is the sub-document here, not the whole document (the
+        # expression interface has one document argument for both).
+        verdict = self.expr(doc, variables)
+        if isinstance(verdict, str) and verdict == "keep":
+            return doc
+        if isinstance(verdict, str) and verdict == "prune":
+            return None
+        if not (isinstance(verdict, str) and verdict == "descend"):
+            raise error(
+                17053,
+                "$redact's expression should not return anything aside from the variables $$KEEP,"
+                f" $$DESCEND, and $$PRUNE, but returned {render(verdict)}",
+            )
+        out: Doc = {}
+        for key, value in doc.items():
+            if isinstance(value, dict):
+                sub = self._redact(value, variables)
+                if sub is not None:
+                    out[key] = sub
+            elif isinstance(value, list):
+                out[key] = self._redact_list(value, variables)
+            else:
+                out[key] = value
+        return out
+
+    def _redact_list(self, values: list[Any], variables: Variables) -> list[Any]:
+        out: list[Any] = []
+        for value in values:
+            if isinstance(value, dict):
+                sub = self._redact(value, variables)
+                if sub is not None:
+                    out.append(sub)
+            elif isinstance(value, list):
+                out.append(self._redact_list(value, variables))
+            else:
+                out.append(value)
+        return out
+
+
+@STAGES.stage("$redact")
+def _parse_redact(spec: Any, defined: frozenset[str]) -> Stage:
+    return _Redact(compile_expression(spec, defined | frozenset(_REDACT_VARIABLES)))

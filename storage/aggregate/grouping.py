@@ -1,0 +1,295 @@
+"""Stages that group documents: $group with its accumulators, $sortByCount, $bucket (a $group on
+boundaries) and $count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
+
+from storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error, group_key
+from storage.errors import QueryError
+from storage.query.compare import compare, rank
+from storage.query.expressions import (
+    Accumulator,
+    Expression,
+    compile_accumulator,
+    compile_expression,
+)
+from storage.query.paths import MISSING
+from storage.query.projection import render_value as render
+from storage.query.sort import parse_sort, sort_documents
+from storage.values import is_constant, type_name
+
+# -- $group ------------------------------------------------------------------------------------------
+
+#: A group's output fields: each name with a factory of its accumulator (one per group).
+Accumulators = tuple[tuple[str, Callable[[], Accumulator]], ...]
+
+
+def _parse_accumulators(
+    spec: Mapping[str, Any], defined: frozenset[str], skip_id: bool
+) -> Accumulators:
+    fields: list[tuple[str, Callable[[], Accumulator]]] = []
+    for name, value in spec.items():
+        if skip_id and name == "_id":
+            continue
+        if not (isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")):
+            raise error(40234, f"The field '{name}' must be an accumulator object")
+        if "." in name:
+            raise error(40235, f"The field name '{name}' cannot contain '.'")
+        if name.startswith("$"):
+            raise error(40236, f"The field name '{name}' cannot be an operator name")
+        if len(value) != 1:
+            raise error(40238, f"The field '{name}' must specify one accumulator")
+        op, arg = next(iter(value.items()))
+        if isinstance(arg, list):
+            raise error(40237, f"The {op} accumulator is a unary operator")
+        fields.append((name, compile_accumulator(op, arg, defined)))
+    return tuple(fields)
+
+
+def _accumulate(
+    groups: dict[Any, tuple[Any, list[Accumulator]]],
+    key_value: Any,
+    doc: Doc,
+    fields: Accumulators,
+    variables: Variables,
+) -> None:
+    key = group_key(key_value)
+    group = groups.get(key)
+    if group is None:
+        group = groups[key] = (key_value, [factory() for _, factory in fields])
+    for acc in group[1]:
+        acc.add(doc, variables)
+
+
+def _group_output(key_value: Any, accs: list[Accumulator], fields: Accumulators) -> Doc:
+    out: Doc = {"_id": key_value}
+    for (name, _), acc in zip(fields, accs):
+        value = acc.result()
+        # MongoDB reports an accumulator that saw only missing values as null, "so return objects
+        # are predictable".
+        out[name] = None if value is MISSING else value
+    return out
+
+
+class _Group(Stage, name="$group"):
+    id_expr: Expression
+    fields: Accumulators
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        variables = ctx.variables
+        groups: dict[Any, tuple[Any, list[Accumulator]]] = {}
+        for doc in docs:
+            key_value = self.id_expr(doc, variables)
+            # A missing _id groups with null and is reported as null.
+            _accumulate(
+                groups, None if key_value is MISSING else key_value, doc, self.fields, variables
+            )
+        for key_value, accs in groups.values():
+            yield _group_output(key_value, accs, self.fields)
+
+
+@STAGES.stage("$group")
+def _parse_group(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, Mapping):
+        raise error(15947, "a group's fields must be specified in an object")
+    if "_id" not in spec:
+        raise error(15955, "a group specification must include an _id")
+    id_expr = compile_expression(spec["_id"], defined)
+    return _Group(id_expr, _parse_accumulators(spec, defined, skip_id=True))
+
+
+# -- $sortByCount ------------------------------------------------------------------------------------
+
+
+class _SortByCount(Stage, name="$sortByCount"):
+    expr: Expression
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        counts: dict[Any, list[Any]] = {}
+        for doc in docs:
+            value = self.expr(doc, ctx.variables)
+            value = None if value is MISSING else value
+            entry = counts.setdefault(group_key(value), [value, 0])
+            entry[1] += 1
+        ordered = sorted(counts.values(), key=lambda e: -cast(int, e[1]))
+        return iter([{"_id": value, "count": n} for value, n in ordered])
+
+
+@STAGES.stage("$sortByCount")
+def _parse_sort_by_count(spec: Any, defined: frozenset[str]) -> Stage:
+    if isinstance(spec, Mapping):
+        if not spec or not str(next(iter(spec))).startswith("$"):
+            raise error(
+                40147,
+                "the sortByCount field must be defined as a $-prefixed path or an expression"
+                " inside an object",
+            )
+    elif isinstance(spec, str):
+        if not spec.startswith("$"):
+            raise error(
+                40148, "the sortByCount field must be defined as a $-prefixed path or an expression"
+            )
+    else:
+        raise error(40149, "the sortByCount field must be specified as a string or as an object")
+    return _SortByCount(compile_expression(spec, defined))
+
+
+# -- $bucket -----------------------------------------------------------------------------------------
+
+_NO_DEFAULT: Any = object()
+
+
+class _Bucket(Stage, name="$bucket"):
+    group_by: Expression
+    boundaries: tuple[Any, ...]
+    default: Any  # _NO_DEFAULT when there is none
+    fields: Accumulators | None  # None: {count: {$sum: 1}}
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        fields = self.fields or ()
+        groups: dict[Any, tuple[Any, list[Accumulator]]] = {}
+        counts: dict[Any, int] = {}
+        for doc in docs:
+            bucket = self._bucket_of(self.group_by(doc, ctx.variables))
+            if self.fields is None:
+                key = group_key(bucket)
+                counts[key] = counts.get(key, 0) + 1
+                groups.setdefault(key, (bucket, []))
+            else:
+                _accumulate(groups, bucket, doc, fields, ctx.variables)
+        rows = []
+        for key, (bucket, accs) in groups.items():
+            if self.fields is None:
+                rows.append({"_id": bucket, "count": counts[key]})
+            else:
+                rows.append(_group_output(bucket, accs, fields))
+        # $bucket is a $group on the bucket's lower bound followed by a $sort on _id.
+        spec = parse_sort({"_id": 1})
+        assert spec is not None
+        return iter(sort_documents([(r, r) for r in rows], spec))
+
+    def _bucket_of(self, value: Any) -> Any:
+        value = None if value is MISSING else value
+        bounds = self.boundaries
+        for lower, upper in zip(bounds, bounds[1:]):
+            if compare(value, lower) >= 0 and compare(value, upper) < 0:
+                return lower
+        if self.default is _NO_DEFAULT:
+            raise error(
+                40066,
+                "$switch could not find a matching branch for an input, and no default was"
+                " specified.",
+            )
+        return self.default
+
+
+@STAGES.stage("$bucket")
+def _parse_bucket(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, Mapping):
+        raise error(
+            40201,
+            f"Argument to $bucket stage must be an object, but found type: {type_name(spec)}.",
+        )
+    group_by: Expression | None = None
+    boundaries: list[Any] | None = None
+    default: Any = _NO_DEFAULT
+    fields: Accumulators | None = None
+    for name, value in spec.items():
+        if name == "groupBy":
+            is_expr = (
+                isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")
+            )
+            if not (is_expr or (isinstance(value, str) and value.startswith("$"))):
+                raise _must(
+                    40202,
+                    "groupBy",
+                    f"be defined as a $-prefixed path or an expression, but found: {render(value)}",
+                )
+            group_by = compile_expression(value, defined)
+        elif name == "boundaries":
+            boundaries = _bucket_boundaries(value)
+        elif name == "default":
+            if not is_constant(value):
+                raise _must(
+                    40195, "default", f"be a constant expression, but found: {render(value)}"
+                )
+            default = value
+        elif name == "output":
+            if not isinstance(value, Mapping):
+                raise _must(40196, "output", f"be an object, but found type: {type_name(value)}")
+            fields = _parse_accumulators(value, defined, skip_id=False)
+        else:
+            raise error(40197, f"Unrecognized option to $bucket: {name}.")
+    if group_by is None or boundaries is None:
+        raise error(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified.")
+    if default is not _NO_DEFAULT and rank(default) == rank(boundaries[0]):
+        if compare(default, boundaries[0]) >= 0 and compare(default, boundaries[-1]) < 0:
+            raise _must(
+                40199,
+                "default",
+                "be less than the lowest boundary or greater than or equal to the highest boundary",
+            )
+    return _Bucket(group_by, tuple(boundaries), default, fields)
+
+
+def _must(code: int, field: str, requirement: str) -> QueryError:
+    """MongoDB's message for a $bucket option that breaks a rule."""
+    return error(code, f"The $bucket '{field}' field must {requirement}.")
+
+
+def _bucket_boundaries(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise _must(40200, "boundaries", f"be an array, but found type: {type_name(value)}")
+    for b in value:
+        if not is_constant(b):
+            raise _must(
+                40191,
+                "boundaries",
+                f"be an array of constant values, but found value: {render(b)}",
+            )
+    if len(value) < 2:
+        raise _must(40192, "boundaries", f"have at least 2 values, but found {len(value)} value(s)")
+    for i in range(1, len(value)):
+        lower, upper = value[i - 1], value[i]
+        if rank(lower) != rank(upper):
+            raise error(
+                40193,
+                "All values in the the 'boundaries' option to $bucket must have the same type."
+                f" Found conflicting types {type_name(lower)} and {type_name(upper)}.",
+            )
+        if compare(lower, upper) >= 0:
+            raise error(
+                40194,
+                f"The 'boundaries' option to $bucket must be sorted, but elements {i - 1} and {i}"
+                f" are not in ascending order ({render(lower)} is not less than {render(upper)}).",
+            )
+    return value
+
+
+# -- $count ------------------------------------------------------------------------------------------
+
+
+class _Count(Stage, name="$count"):
+    field: str
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        n = sum(1 for _ in docs)
+        if n:  # like $group, nothing in means nothing out
+            yield {self.field: n}
+
+
+@STAGES.stage("$count")
+def _parse_count(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, str) or not spec:
+        code = 40157 if isinstance(spec, str) else 40156
+        raise error(code, "the count field must be a non-empty string")
+    if spec.startswith("$"):
+        raise error(40158, "the count field cannot be a $-prefixed path")
+    if "\0" in spec:
+        raise error(40159, "the count field cannot contain a null byte")
+    if "." in spec:
+        raise error(40160, "the count field cannot contain '.'")
+    return _Count(spec)

@@ -1,0 +1,147 @@
+"""Stages that order and cut the stream: $sort, $skip, $limit and $sample."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from bson import Decimal128
+
+from storage.aggregate.stage import STAGES, Context, Doc, Stage, error, field_path
+from storage.errors import QueryError
+from storage.query.compare import is_nan, number_value
+from storage.query.projection import render_value as render
+from storage.query.sort import SortSpec, parse_sort, sort_documents
+from storage.values import INT64_MAX, INT64_MIN, is_number
+
+# -- $sort ------------------------------------------------------------------------------------------
+
+
+class Sort(Stage, name="$sort"):
+    keys: dict[str, Any]  # path -> 1 or -1, what a read's sort takes
+    spec: SortSpec
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        rows = [(d, d) for d in docs]
+        return iter(sort_documents(rows, self.spec))
+
+
+@STAGES.stage("$sort")
+def _parse_sort(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, Mapping):
+        raise error(15973, "the $sort key specification must be an object")
+    if not spec:
+        raise error(15976, "$sort stage must have at least one sort key")
+    keys: dict[str, Any] = {}
+    for path, direction in spec.items():
+        field_path(path)
+        if isinstance(direction, Mapping):
+            if direction.get("$meta") in ("textScore", "searchScore", "vectorSearchScore"):
+                raise QueryError("NotImplemented", "sorting by $meta is not supported")
+            raise error(17312, "$meta is the only expression supported by $sort right now")
+        if not is_number(direction):
+            raise error(15974, f"Illegal key in $sort specification: {path}: {render(direction)}")
+        if is_nan(direction) or number_value(direction) not in (1, -1):
+            raise error(
+                15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)"
+            )
+        keys[path] = int(number_value(direction))
+    parsed = parse_sort(keys)
+    assert parsed is not None
+    return Sort(keys, parsed)
+
+
+# -- $skip, $limit -----------------------------------------------------------------------------------
+
+
+class Skip(Stage, name="$skip"):
+    count: int
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        return itertools.islice(docs, self.count, None)
+
+
+class Limit(Stage, name="$limit"):
+    count: int
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        return itertools.islice(docs, self.count)
+
+
+@STAGES.stage("$skip")
+def _parse_skip(spec: Any, defined: frozenset[str]) -> Stage:
+    return Skip(_integer_argument("$skip", spec, 5107200))
+
+
+@STAGES.stage("$limit")
+def _parse_limit(spec: Any, defined: frozenset[str]) -> Stage:
+    count = _integer_argument("$limit", spec, 5107201)
+    if count == 0:
+        raise error(15958, "the limit must be positive")
+    return Limit(count)
+
+
+def _integer_argument(stage: str, value: Any, code: int) -> int:
+    """$skip's and $limit's argument: a non-negative whole number of any numeric type."""
+    shown = f"{stage}: {render(value)}"
+    if not is_number(value):
+        raise error(code, f"invalid argument to {stage} stage: Expected a number in: {shown}")
+    if is_nan(value):
+        raise error(
+            code,
+            f"invalid argument to {stage} stage: Expected an integer, but found NaN in: {shown}",
+        )
+    number = number_value(value)
+    try:
+        whole = int(number)
+    except (OverflowError, ValueError):  # infinities
+        whole = None
+    if whole is None or not INT64_MIN <= whole <= INT64_MAX:
+        raise error(
+            code,
+            f"invalid argument to {stage} stage: Cannot represent as a 64-bit integer: {shown}",
+        )
+    if number != whole:
+        reason = (
+            "Cannot represent as a 64-bit integer"
+            if isinstance(value, Decimal128)
+            else "Expected an integer"
+        )
+        raise error(code, f"invalid argument to {stage} stage: {reason}: {shown}")
+    if whole < 0:
+        raise error(
+            code, f"invalid argument to {stage} stage: Expected a non-negative number in: {shown}"
+        )
+    return whole
+
+
+# -- $sample -----------------------------------------------------------------------------------------
+
+
+class _Sample(Stage, name="$sample"):
+    size: int
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        rows = list(docs)
+        return iter(random.sample(rows, min(self.size, len(rows))))
+
+
+@STAGES.stage("$sample")
+def _parse_sample(spec: Any, defined: frozenset[str]) -> Stage:
+    if not isinstance(spec, Mapping):
+        raise error(28745, "the $sample stage specification must be an object")
+    size: int | None = None
+    for name, value in spec.items():
+        if name != "size":
+            raise error(28748, f"unrecognized option to $sample: {name}")
+        if not is_number(value):
+            raise error(28746, "size argument to $sample must be a number")
+        number = number_value(value)
+        if is_nan(value) or number < 0:
+            raise error(28747, "size argument to $sample must not be negative")
+        size = int(number)
+    if size is None:
+        raise error(28749, "$sample stage must specify a size")
+    return _Sample(size)

@@ -1,0 +1,110 @@
+"""Where a pipeline's documents come from: EngineSource reads collections through the query engine
+(so expired documents never enter a pipeline, whether read first or joined), and $documents makes
+them from an expression, for a pipeline that reads no collection.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import bson
+
+from storage.aggregate.reshaping import not_a_document
+from storage.aggregate.stage import STAGES, Context, Doc, Placement, Read, Stage, error, group_key
+from storage.documents import CODEC
+from storage.engine import Engine
+from storage.execute import QueryRun, QuerySpec
+from storage.planner import Plan
+from storage.query.expressions import Expression, compile_expression
+
+#: Documents one engine read returns per chunk (each chunk is one short read transaction).
+READ_CHUNK = 256
+_NO_BYTE_LIMIT = 1 << 62
+
+
+class EngineSource:
+    """A Source over the engine: reads through QueryRun, so the planner picks an index for the
+    pushed-down filter and sort, and documents expired at `now_ms` never appear. Each chunk is read
+    in its own short transaction, so a pipeline consumed over many batches never holds one open;
+    `now_ms` may be moved between batches (the cursor does, as it does for find).
+
+    `plans` keeps the plan of the latest read of each collection and `docs_examined` /
+    `keys_examined` add up over all reads (for explain and tests)."""
+
+    def __init__(self, engine: Engine, db: str, now_ms: int) -> None:
+        self.engine = engine
+        self.db = db
+        self.now_ms = now_ms
+        self.plans: dict[str, Plan] = {}
+        self.docs_examined = 0
+        self.keys_examined = 0
+
+    def documents(self, collection: str, read: Read) -> Iterator[Doc]:
+        # Parsed here, not in the generator, so a bad filter fails when the read is set up.
+        spec = QuerySpec.parse(read.filter, None, read.sort, read.skip, read.limit)
+        return self._read(collection, spec)
+
+    def _read(self, collection: str, spec: QuerySpec) -> Iterator[Doc]:
+        coll = self.engine.collection(self.db, collection)
+        if coll is None:
+            return
+        run = QueryRun(coll, spec)
+        self.plans[collection] = run.plan
+        buffered: deque[Doc] = deque()
+        read_at = self.now_ms
+        while True:
+            if not buffered:
+                if run.exhausted:
+                    return
+                read_at = self.now_ms
+                docs, keys = run.docs_examined, run.keys_examined
+                chunk = run.next_chunk(self.engine, READ_CHUNK, _NO_BYTE_LIMIT, now_ms=read_at)
+                self.docs_examined += run.docs_examined - docs
+                self.keys_examined += run.keys_examined - keys
+                buffered.extend(bson.decode(raw, CODEC) for raw in chunk)
+            elif self.now_ms != read_at:
+                # The clock moved (a new batch) while documents read earlier wait here: keep only
+                # those still not expired, so each batch hides what expired before it, as find's.
+                read_at = self.now_ms
+                buffered = deque(self._alive(collection, list(buffered)))
+            else:
+                yield buffered.popleft()
+
+    def _alive(self, collection: str, docs: list[Doc]) -> list[Doc]:
+        """The documents among `docs` still stored and not expired at `now_ms` (looked up by
+        `_id`, in their original order)."""
+        coll = self.engine.collection(self.db, collection)
+        if coll is None:
+            return []
+        spec = QuerySpec.parse({"_id": {"$in": [d["_id"] for d in docs]}})
+        run = QueryRun(coll, spec)
+        alive: set[Any] = set()
+        while not run.exhausted:
+            for raw in run.next_chunk(self.engine, READ_CHUNK, _NO_BYTE_LIMIT, now_ms=self.now_ms):
+                alive.add(group_key(bson.decode(raw, CODEC)["_id"]))
+        return [d for d in docs if group_key(d["_id"]) in alive]
+
+
+# -- $documents --------------------------------------------------------------------------------------
+
+
+class Documents(Stage, name="$documents"):
+    """$documents: the documents its expression evaluates to (the pipeline reads no collection)."""
+
+    expr: Expression
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        value = self.expr({}, ctx.variables)
+        if not isinstance(value, list):
+            raise error(5858203, "an array is expected")
+        for element in value:
+            if not isinstance(element, dict):
+                raise not_a_document("'newRoot' expression", element, {})
+            yield element
+
+
+@STAGES.stage("$documents", Placement(first=True, in_facet=False))
+def _parse_documents(spec: Any, defined: frozenset[str]) -> Stage:
+    return Documents(compile_expression(spec, defined))

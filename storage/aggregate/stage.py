@@ -1,0 +1,216 @@
+"""What every stage family shares: the Stage contract and the one registry the families register
+their parsers in, the context a stage runs with (how to read collections: Source and its Read),
+MongoDB's field-path checks, and the aggregation path helpers (which never traverse arrays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar, dataclass_transform
+
+import bson
+
+from storage.documents import CODEC
+from storage.errors import QueryError
+from storage.query.compare import (
+    RANK_DATE,
+    RANK_NUMBER,
+    RANK_STRING,
+    date_ms,
+    is_nan,
+    number_value,
+    rank,
+)
+from storage.query.paths import MISSING
+from storage.query.projection import field_path as _projection_field_path
+from storage.values import DBREF_FIELDS
+
+Doc = dict[str, Any]
+Variables = Mapping[str, Any]
+
+
+def error(code: int, message: str) -> QueryError:
+    """MongoDB's error for a numbered assertion (codeName `Location<code>`)."""
+    return QueryError(f"Location{code}", message)
+
+
+@dataclass(frozen=True)
+class Read:
+    """What the first read of a collection does for the stages: the documents matching `filter`, in
+    `sort` order, after `skip`, at most `limit` (0: no limit). `empty` when the leading $skip and
+    $limit leave nothing; such a read is never asked of a Source."""
+
+    filter: dict[str, Any] | None = None
+    sort: dict[str, Any] | None = None
+    skip: int = 0
+    limit: int = 0
+    empty: bool = False
+
+
+class Source(Protocol):
+    """How stages read collections. `documents` yields what `read` selects of `collection` (nothing
+    if it does not exist). Raises QueryError for a malformed filter or sort."""
+
+    def documents(self, collection: str, read: Read) -> Iterator[Doc]: ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a running stage may use: how to read collections, and the variables in scope."""
+
+    source: Source
+    variables: Variables
+
+
+@dataclass_transform(frozen_default=True)
+class Stage:
+    """One parsed stage: `run` turns the stream of documents before it into the stream after it.
+
+    A stage class names its stage and declares its parsed arguments as fields:
+    `class Skip(Stage, name="$skip"): count: int` is a frozen dataclass whose `name` is "$skip"."""
+
+    name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, name: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        dataclass(frozen=True)(cls)
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        raise NotImplementedError
+
+
+# -- the registry ------------------------------------------------------------------------------------
+
+#: A stage's parser: its argument and the user variables in scope -> the parsed stage; raises
+#: QueryError with MongoDB's code for a malformed argument.
+Parser = Callable[[Any, frozenset[str]], Stage]
+_P = TypeVar("_P", bound=Parser)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where MongoDB allows a stage (its position rules)."""
+
+    first: bool = False  # only as the first stage
+    last: bool = False  # only as the last stage
+    in_facet: bool = True  # allowed within $facet
+    in_subpipeline: bool = True  # allowed within $lookup's and $unionWith's pipelines
+
+
+ANYWHERE = Placement()
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """A stage name MongoDB knows, where it may stand, and its parser (None: ebbdb does not run it,
+    which is reported once the pipeline's shape is known to be valid)."""
+
+    name: str
+    parser: Parser | None
+    placement: Placement
+
+
+class StageRegistry:
+    """Stage name -> StageKind. Each family module registers its stages with `@STAGES.stage(name)`
+    on their parsers, as the command modules register their handlers."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, StageKind] = {}
+
+    def stage(self, name: str, placement: Placement = ANYWHERE) -> Callable[[_P], _P]:
+        """Register the decorated parser for the stage `name`."""
+
+        def register(parser: _P) -> _P:
+            self._add(StageKind(name, parser, placement))
+            return parser
+
+        return register
+
+    def unsupported(self, placement: Placement, *names: str) -> None:
+        """Declare stages MongoDB has and ebbdb does not run (NotImplemented)."""
+        for name in names:
+            self._add(StageKind(name, None, placement))
+
+    def _add(self, kind: StageKind) -> None:
+        if kind.name in self._kinds:
+            raise ValueError(f"stage {kind.name!r} registered twice")
+        self._kinds[kind.name] = kind
+
+    def lookup(self, name: str) -> StageKind | None:
+        return self._kinds.get(name)
+
+
+#: The one registry every stage family registers into.
+STAGES = StageRegistry()
+
+
+# -- field paths -------------------------------------------------------------------------------------
+
+
+def field_path(path: str, fail: Callable[[int, str], QueryError] = error) -> tuple[str, ...]:
+    """MongoDB's FieldPath checks, with its codes (the projection's, with the `$` names a
+    pipeline accepts)."""
+    return _projection_field_path(path, fail, DBREF_FIELDS)
+
+
+def get_path(doc: Any, parts: tuple[str, ...]) -> Any:
+    """The value at `parts`, or MISSING (arrays on the way are not traversed)."""
+    for part in parts:
+        if not isinstance(doc, dict):
+            return MISSING
+        doc = doc.get(part, MISSING)
+        if doc is MISSING:
+            return MISSING
+    return doc
+
+
+def with_path(doc: Doc, parts: tuple[str, ...], value: Any) -> Doc:
+    """A copy of `doc` with `value` at `parts`; what is in the way (a scalar, an array) is replaced
+    by documents, as MongoDB's setNestedField does."""
+    out = dict(doc)
+    head = parts[0]
+    if len(parts) == 1:
+        out[head] = value
+    else:
+        child = doc.get(head)
+        out[head] = with_path(child if isinstance(child, dict) else {}, parts[1:], value)
+    return out
+
+
+def without_path(doc: Doc, parts: tuple[str, ...]) -> Doc:
+    """A copy of `doc` without the field at `parts` (`doc` itself when there is none)."""
+    head = parts[0]
+    if head not in doc:
+        return doc
+    out = dict(doc)
+    if len(parts) == 1:
+        del out[head]
+    elif isinstance(doc[head], dict):
+        out[head] = without_path(doc[head], parts[1:])
+    return out
+
+
+# -- values as grouping sees them --------------------------------------------------------------------
+
+
+def group_key(value: Any) -> Any:
+    """A hashable stand-in for a value, equal for values MongoDB groups together (1, 1.0 and
+    NumberLong(1); documents and arrays of such)."""
+    r = rank(value)
+    if r == RANK_NUMBER:
+        # Python's int, float and Decimal hash alike when equal; NaNs all group together.
+        return (r, "NaN") if is_nan(value) else (r, number_value(value))
+    if r == RANK_STRING:
+        return (r, value)
+    if isinstance(value, dict):
+        return (r, tuple((k, group_key(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return (r, tuple(group_key(v) for v in value))
+    if r == RANK_DATE:
+        return (r, date_ms(value))
+    try:
+        return (r, bson.encode({"": value}, codec_options=CODEC))
+    except Exception:  # a value bson cannot encode (undefined): its text is as good
+        return (r, repr(value))
