@@ -1,5 +1,5 @@
 """The aggregate command: parse the pipeline, then pull its results batch by batch on a reader
-thread (storage/aggregate.py runs the stages; its reads go through the query engine, so expired
+thread (storage/aggregate/ runs the stages; its reads go through the query engine, so expired
 documents never enter a pipeline, whether read first or by $lookup or $unionWith)."""
 
 from __future__ import annotations
