@@ -257,9 +257,12 @@ class Engine:
             deleted = size = 0
             for rid in self._expired_candidates(txn, rules, now_ms, limit):
                 value = txn.get(layout.record_key(info.id, rid), db=self.env.records)
+                if value is None:
+                    continue
                 # The predicate decides; the expiry index only finds candidates.
-                if value is not None and ttl.expired_value(value, rules, now_ms):
-                    size += self._records.delete_record(txn, info, rid, value)
+                meta = ttl.read_meta(value)
+                if ttl.expired(meta, rules, now_ms):
+                    size += self._records.delete_record(txn, info, rid, value, meta)
                     deleted += 1
             if deleted:
                 self._records.add_stats(txn, info.id, -deleted, -size)

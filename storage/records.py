@@ -24,6 +24,9 @@ from storage.writer import CatalogChanges
 IndexFlags = dict[int, set[str]]
 
 
+_KEEP_NONE: frozenset[bytes] = frozenset()
+
+
 class Records:
     """The record-level operations the engine's writes are made of (each takes the write
     transaction it runs in)."""
@@ -139,14 +142,20 @@ class Records:
         self.add_stats(txn, info.id, -1, -size)
         return True
 
-    def delete_record(self, txn: Txn, info: CollectionInfo, rid: int, value: bytes) -> int:
+    def delete_record(
+        self,
+        txn: Txn,
+        info: CollectionInfo,
+        rid: int,
+        value: bytes,
+        meta: ttl.RecordMeta | None = None,
+    ) -> int:
         """Delete one record with its index and expiry entries; returns its BSON size (the caller
-        counts it out of the collection's stats)."""
+        counts it out of the collection's stats). `meta` is its header, if already read."""
         rid_bytes = layout.u64(rid)
-        raw = ttl.body(value)
-        self.delete_entries(txn, info, value, rid_bytes, keep=frozenset())
+        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
-        return len(raw)
+        return len(value) - ttl.body_offset(value)
 
     def delete_entries(
         self,
@@ -156,24 +165,35 @@ class Records:
         rid_bytes: bytes,
         keep: frozenset[bytes],
         doc: dict[str, Any] | None = None,
+        meta: ttl.RecordMeta | None = None,
     ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
         (which its replacement still needs); returns the kept keys the record had. A unique entry
-        goes only while it names this record. `doc` is the record's document, if already decoded."""
+        goes only while it names this record. `doc` is the record's document and `meta` its
+        header, if the caller has them already."""
         if doc is None:
             doc = bson.decode(ttl.body(value), CODEC)
         kept: set[bytes] = set()
+        index_db = self.env.index
         for ix in info.indexes:
             bodies, _multi = index_bodies(ix, doc)
             for body, _values in bodies:
                 key, _ = layout.entry_key(ix.id, body, ix.unique, rid_bytes)
                 if key in keep:
                     kept.add(key)
-                    continue
-                if not ix.unique or txn.get(key, db=self.env.index) == rid_bytes:
-                    txn.delete(key, db=self.env.index)
-        for key in ttl.expiry_keys(info, ttl.read_meta(value), rid_bytes):
-            txn.delete(key, db=self.env.expiry)
+                elif not ix.unique:
+                    txn.delete(key, b"", index_db)
+                else:
+                    # A unique entry is this record's only while it names it: pop it, and put
+                    # back one that names another record (one lookup instead of get + delete).
+                    held = txn.pop(key, index_db)
+                    if held is not None and held != rid_bytes:
+                        txn.put(key, held, db=index_db)
+        if meta is None:
+            meta = ttl.read_meta(value)
+        expiry_db = self.env.expiry
+        for key in ttl.expiry_keys(info, meta, rid_bytes):
+            txn.delete(key, b"", expiry_db)
         return kept
 
     def replace_record(

@@ -19,6 +19,7 @@ from storage.engine import CODEC, Engine, IndexChange, InsertResult
 from storage.errors import DuplicateKey, QueryError, StorageError
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.indexes import parse_index_spec
+from storage.validate import validate_collection
 from tests.helpers import drain, enc
 
 DB = "db"
@@ -849,6 +850,9 @@ def test_documents_that_expired_while_down(engine: Engine) -> None:
         assert again.insert(DB, "c", [enc({"_id": "new", "u": 1})], now_ms=later).inserted == 1
         assert again.purge_expired(DB, "c", later, 1000) == 2
         assert set(records(again)) == {"keep", "new"}
+        # The purge left every index consistent: the new holder's u entry stays.
+        checked = validate_collection(again, coll_of(again), full=True)
+        assert checked.valid and {ix.name: ix.keys for ix in checked.indexes}["u_1"] == 2
         assert_stats_match(again)
         assert expiry_rids(again) == {rids(again)["new"]}
     finally:
