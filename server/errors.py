@@ -4,11 +4,13 @@ into an error reply (and a write error entry)."""
 from __future__ import annotations
 
 import enum
+import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-from server.display import shell_repr
 from storage.errors import DuplicateKey, StorageError
+from storage.values import render
 
 log = logging.getLogger("ebbdb.command")
 
@@ -87,11 +89,25 @@ def _code_of(code_name: str) -> tuple[int, str]:
     return int(ErrorCode.InternalError), ErrorCode.InternalError.name
 
 
+def _key_text(value: Any) -> str:
+    """A duplicate key's value in its message: BSONObj::toString (`values.render`), except that
+    strings are quoted with their escapes (`"a\\"b"`), as ebbdb has always shown them."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{k}: {_key_text(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[ " + ", ".join(map(_key_text, value)) + " ]" if value else "[]"
+    return render(value)
+
+
 def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, CommandError):
         return int(exc.code), exc.code.name, exc.message, dict(exc.extra)
     if isinstance(exc, DuplicateKey):
-        msg = f"{exc.message} dup key: {shell_repr(exc.key_value)}"
+        msg = f"{exc.message} dup key: {_key_text(exc.key_value)}"
         extra = {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}
         return int(ErrorCode.DuplicateKey), ErrorCode.DuplicateKey.name, msg, extra
     if isinstance(exc, StorageError):

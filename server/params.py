@@ -1,12 +1,13 @@
 """Typed command parameters: each command declares a frozen dataclass whose fields say which BSON field
-they come from and of what kind; `extract` is the one place a command document becomes that object."""
+they come from, of what kind, and what rules their values follow (unsupported, refused unless
+default, non-negative, the simple collation, ...); `extract` is the one place a command document
+becomes that object, and so the one place that answers 40415, 40414, 14 and those rules' refusals."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import bson
@@ -14,6 +15,7 @@ from bson import Decimal128, Int64
 
 from server.errors import CommandError, ErrorCode
 from storage.documents import CODEC
+from storage.values import is_number, to_decimal, type_name
 
 #: Fields every command may carry that ebbdb accepts and does not act on (sessions, concerns,
 #: read preference, API versioning, comments, server-side timeouts, driver metadata).
@@ -50,47 +52,145 @@ REST = "*"
 
 
 class Kind(enum.Enum):
+    """What a field holds: the BSON types it takes (14 TypeMismatch for others) and how its value
+    is converted."""
+
     ANY = "any"
     STRING = "string"
     INT = "int"  # any number, as a Python int (fractions truncated, as MongoDB's IDL does)
+    NUMBER = "number"  # any number, as given
     BOOL = "bool"  # bool or number, as MongoDB's "safeBool"
+    STRICT_BOOL = "strict bool"  # a bool, nothing else
     DOC = "object"
     DOCS = "array of objects, decoded"
     RAW_DOCS = "array of objects, as BSON bytes"
     ARRAY = "array"
     STRING_OR_DOC = "string or object"
+    #: A string, an object, or an array of strings (an index by name, key pattern or names).
+    STRING_OR_DOC_OR_STRINGS = "string, object or array of strings"
+    #: An object that must be the simple collation, the only one ebbdb has (238 otherwise).
+    COLLATION = "collation"
+    CURSOR_ID = "long"  # a cursor id: a long, kept as an Int64
+    CURSOR_IDS = "array of longs"
 
-
-_TYPE_NAMES = {
-    bool: "bool",
-    int: "int",
-    Int64: "long",
-    float: "double",
-    str: "string",
-    dict: "object",
-    list: "array",
-    Decimal128: "decimal",
-    type(None): "null",
-}
 
 _EXPECTED = {
     Kind.STRING: "type 'string'",
     Kind.INT: "types '[long, int, decimal, double]'",
+    Kind.NUMBER: "types '[long, int, decimal, double]'",
     Kind.BOOL: "types '[bool, long, int, decimal, double]'",
+    Kind.STRICT_BOOL: "type 'bool'",
     Kind.DOC: "type 'object'",
     Kind.DOCS: "type 'array'",
     Kind.RAW_DOCS: "type 'array'",
     Kind.ARRAY: "type 'array'",
     Kind.STRING_OR_DOC: "types '[string, object]'",
+    Kind.STRING_OR_DOC_OR_STRINGS: "types '[string, object, array]'",
+    Kind.COLLATION: "type 'object'",
+    Kind.CURSOR_ID: "type 'long'",
+    Kind.CURSOR_IDS: "type 'array'",
 }
+
+#: How MongoDB's IDL words a value of the wrong type (14 TypeMismatch): {field} is the field's path,
+#: {found} the value's BSON type, {expected} the kind's.
+IDL_MISMATCH = "BSON field '{field}' is the wrong type '{found}', expected {expected}"
+#: The same without the type found: the wording clients have always had from ebbdb for some
+#: fields (cursor ids, collMod's index, dropIndexes' index), kept as they see it.
+TERSE_MISMATCH = "BSON field '{field}' is the wrong type, expected {expected}"
 
 
 class DocSequence(list):  # type: ignore[type-arg]
     """An OP_MSG kind-1 document sequence merged into the arguments: a list of raw BSON documents."""
 
 
-def bson_type_name(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
+class Check:
+    """A rule on a given field's value, run once the whole command is extracted (so unknown
+    fields, missing ones and wrong types are reported first), in the order the fields are
+    declared. A refused value raises `code` with `message`, in which {field} is the field's name,
+    {value} the value and {count} its number of items."""
+
+    code: ErrorCode
+    message: str
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        raise NotImplementedError
+
+    def error(self, field: str, value: Any) -> CommandError:
+        count = len(value) if isinstance(value, (list, tuple)) else None
+        return CommandError(self.code, self.message.format(field=field, value=value, count=count))
+
+
+@dataclasses.dataclass(frozen=True)
+class Unsupported(Check):
+    """An option ebbdb does not implement (238 NotImplemented): refused whenever the command
+    gives it, unless its value is one of `accept`."""
+
+    message: str
+    accept: tuple[Any, ...] = ()
+    code: ErrorCode = ErrorCode.NotImplemented
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return value not in self.accept
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedUnlessDefault(Unsupported):
+    """An option ebbdb does not implement, accepted when given its default value (`tailable:
+    false`, or one of `accept`), refused otherwise (238 NotImplemented)."""
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return bool(value != default) and value not in self.accept
+
+
+@dataclasses.dataclass(frozen=True)
+class NonNegative(Check):
+    """A number that must not be negative. Commands word this differently (find's skip, count's
+    skip), so each field says how."""
+
+    message: str
+    code: ErrorCode = ErrorCode.BadValue
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return value is not None and bool(value < 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf(Check):
+    """A value that must be one of `values`."""
+
+    values: tuple[Any, ...]
+    message: str
+    code: ErrorCode = ErrorCode.FailedToParse
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return value not in self.values
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemCount(Check):
+    """An array of `low` to `high` items."""
+
+    low: int
+    high: int
+    message: str
+    code: ErrorCode = ErrorCode.BadValue
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return not self.low <= len(value) <= self.high
+
+
+class _SimpleCollation(Check):
+    """Only the simple (binary) collation exists in ebbdb: `{}` or `{locale: "simple"}`."""
+
+    code = ErrorCode.NotImplemented
+    message = "only the simple collation is supported"
+
+    def refuses(self, value: Any, default: Any) -> bool:
+        return bool(value) and not (value.get("locale") == "simple" and len(value) == 1)
+
+
+#: The checks a kind brings with it, before any the field declares.
+_KIND_CHECKS: dict[Kind, tuple[Check, ...]] = {Kind.COLLATION: (_SimpleCollation(),)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,51 +198,83 @@ class Arg:
     name: str
     kind: Kind
     required: bool = False
+    #: null is accepted whatever the kind (the field's value is then None).
+    nullable: bool = False
+    #: The message for a value of the wrong type (IDL_MISMATCH, TERSE_MISMATCH or MongoDB's own).
+    mismatch: str = IDL_MISMATCH
+    check: Check | None = None
+    #: For the REST field: the only names it collects (others are unknown fields, 40415).
+    only: frozenset[str] | None = None
+    #: For a DOC or DOCS field: the params class each document is extracted into (its fields'
+    #: paths are `command.field.name`).
+    of: type | None = None
 
 
-def arg(name: str, kind: Kind, default: Any = None, *, required: bool = False) -> Any:
-    """Declare a parameter field: `name` is the BSON field (COMMAND_VALUE for the command's value)."""
-    return dataclasses.field(default=default, metadata={"arg": Arg(name, kind, required)})
+def arg(
+    name: str,
+    kind: Kind,
+    default: Any = None,
+    *,
+    required: bool = False,
+    nullable: bool = False,
+    mismatch: str = IDL_MISMATCH,
+    check: Check | None = None,
+    only: Collection[str] | None = None,
+    of: type | None = None,
+) -> Any:
+    """Declare a parameter field: `name` is the BSON field (COMMAND_VALUE for the command's value,
+    REST for a dict of the fields no other one declares, or of the `only` ones), `kind` its type
+    and conversion, `check` a rule on its value (unsupported, refused unless default,
+    non-negative, one of, how many items), run after the whole command is extracted, and `of`
+    the params class of a nested document (or of each one of an array)."""
+    only_names = None if only is None else frozenset(only)
+    a = Arg(name, kind, required, nullable, mismatch, check, only_names, of)
+    return dataclasses.field(default=default, metadata={"arg": a})
 
 
 P = TypeVar("P")
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, Decimal128)) and not isinstance(v, bool)
-
-
 def _to_int(v: Any) -> int:
-    if isinstance(v, Decimal128):
-        v = v.to_decimal()
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError
-    return int(v)
+    return int(to_decimal(v))  # truncated; raises ValueError for NaN, OverflowError for infinity
+
+
+def type_mismatch(field: str, value: Any, kind: Kind, wording: str = IDL_MISMATCH) -> CommandError:
+    """14 TypeMismatch for `value` at the path `field`, which should be of `kind`."""
+    return CommandError(
+        ErrorCode.TypeMismatch,
+        wording.format(field=field, found=type_name(value), expected=_EXPECTED[kind]),
+    )
 
 
 def _wrong_type(command: str, a: Arg, value: Any) -> CommandError:
     field = a.name if a.name != COMMAND_VALUE else command
-    return CommandError(
-        ErrorCode.TypeMismatch,
-        f"BSON field '{command}.{field}' is the wrong type '{bson_type_name(value)}', "
-        f"expected {_EXPECTED[a.kind]}",
-    )
+    return type_mismatch(f"{command}.{field}", value, a.kind, a.mismatch)
 
 
 def _as_any(command: str, a: Arg, value: Any) -> Any:
     return value
 
 
-def _as_string(command: str, a: Arg, value: Any) -> Any:
-    if type(value) is str or isinstance(value, str):
-        return value
-    raise _wrong_type(command, a, value)
+def _of_types(*types: type) -> Callable[[str, Arg, Any], Any]:
+    """The converter for a kind whose values are taken as they are: those of `types` (the first
+    one tested first, by exact type: what drivers send)."""
+    exact = types[0]
+
+    def convert(command: str, a: Arg, value: Any) -> Any:
+        if type(value) is exact or isinstance(value, types):
+            return value
+        raise _wrong_type(command, a, value)
+
+    return convert
 
 
 def _as_int(command: str, a: Arg, value: Any) -> Any:
     if type(value) is int:  # what drivers send
         return value
-    if _is_number(value):
+    if type(value) is Int64:
+        return int(value)
+    if is_number(value):
         try:
             return _to_int(value)
         except (ValueError, OverflowError):
@@ -158,25 +290,35 @@ def _as_bool(command: str, a: Arg, value: Any) -> Any:
     if isinstance(value, Decimal128):
         d = value.to_decimal()
         return bool(d.is_nan() or d != 0)
-    if _is_number(value):
+    if is_number(value):
         return bool(value != 0)
     raise _wrong_type(command, a, value)
 
 
-def _as_doc(command: str, a: Arg, value: Any) -> Any:
-    if type(value) is dict or isinstance(value, Mapping):
+def _as_number(command: str, a: Arg, value: Any) -> Any:
+    if is_number(value):
         return value
     raise _wrong_type(command, a, value)
 
 
-def _as_string_or_doc(command: str, a: Arg, value: Any) -> Any:
-    if isinstance(value, (str, Mapping)):
-        return value
-    raise _wrong_type(command, a, value)
+def _as_cursor_ids(command: str, a: Arg, value: Any) -> Any:
+    if not isinstance(value, list):
+        raise _wrong_type(command, a, value)
+    for item in value:
+        if not isinstance(item, Int64):
+            # Every item's error names the array, in the words ebbdb has always used.
+            raise type_mismatch(f"{command}.{a.name}", item, Kind.CURSOR_ID, TERSE_MISMATCH)
+    return value
 
 
-def _as_array(command: str, a: Arg, value: Any) -> Any:
+def _as_string_or_doc_or_strings(command: str, a: Arg, value: Any) -> Any:
     if isinstance(value, list):
+        if not all(isinstance(item, str) for item in value):
+            raise CommandError(
+                ErrorCode.TypeMismatch, f"{command} '{a.name}' array must contain only strings"
+            )
+        return value
+    if isinstance(value, (str, Mapping)):
         return value
     raise _wrong_type(command, a, value)
 
@@ -192,15 +334,42 @@ _Converter = Callable[[str, Arg, Any], Any]
 #: One converter per kind: checks the type (14 TypeMismatch) and converts as MongoDB's IDL does.
 _CONVERTERS: dict[Kind, _Converter] = {
     Kind.ANY: _as_any,
-    Kind.STRING: _as_string,
+    Kind.STRING: _of_types(str),
     Kind.INT: _as_int,
+    Kind.NUMBER: _as_number,
     Kind.BOOL: _as_bool,
-    Kind.DOC: _as_doc,
+    Kind.STRICT_BOOL: _of_types(bool),
+    Kind.DOC: _of_types(dict, Mapping),
     Kind.DOCS: _as_documents,
     Kind.RAW_DOCS: _as_documents,
-    Kind.ARRAY: _as_array,
-    Kind.STRING_OR_DOC: _as_string_or_doc,
+    Kind.ARRAY: _of_types(list),
+    Kind.STRING_OR_DOC: _of_types(str, Mapping),
+    Kind.STRING_OR_DOC_OR_STRINGS: _as_string_or_doc_or_strings,
+    Kind.COLLATION: _of_types(dict, Mapping),
+    Kind.CURSOR_ID: _of_types(Int64),
+    Kind.CURSOR_IDS: _as_cursor_ids,
 }
+
+
+def _nullable(convert: _Converter) -> _Converter:
+    def converter(command: str, a: Arg, value: Any) -> Any:
+        return None if value is None else convert(command, a, value)
+
+    return converter
+
+
+def _nested(convert: _Converter) -> _Converter:
+    """The converter of a field declared `of` a params class: each document is extracted."""
+
+    def converter(command: str, a: Arg, value: Any) -> Any:
+        value = convert(command, a, value)
+        assert a.of is not None
+        path = f"{command}.{a.name}"
+        if a.kind is Kind.DOC:
+            return _extract(a.of, path, value, True, False)
+        return tuple(_extract(a.of, path, doc, True, False) for doc in value)
+
+    return converter
 
 
 def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
@@ -220,11 +389,7 @@ def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
         elif isinstance(item, Mapping):
             out.append(bson.encode(item, codec_options=CODEC) if raw else item)
         else:
-            raise CommandError(
-                ErrorCode.TypeMismatch,
-                f"BSON field '{command}.{a.name}.{i}' is the wrong type "
-                f"'{bson_type_name(item)}', expected type 'object'",
-            )
+            raise type_mismatch(f"{command}.{a.name}.{i}", item, Kind.DOC)
     return tuple(out)
 
 
@@ -240,6 +405,9 @@ class _Table:
     command: _Entry | None  # the command's own (first) field
     rest: _Entry | None  # the field collecting unknown ones
     required: tuple[tuple[str, Arg], ...]
+    #: The declared checks, in declaration order: (attribute, field name, check, default).
+    checks: tuple[tuple[str, str, Check, Any], ...]
+    checked: frozenset[str]  # the attributes that have checks
     #: Every field's default, when all have plain ones and nothing runs after __init__: the object
     #: is then built from these and the values given, without the frozen __init__ (which sets
     #: every field, given or not, one object.__setattr__ at a time). None: build through __init__.
@@ -253,11 +421,19 @@ def _table(cls: type) -> _Table:
     found = _TABLES.get(cls)
     if found is None:
         by_name: dict[str, _Entry] = {}
+        checks: list[tuple[str, str, Check, Any]] = []
         defaults: dict[str, Any] | None = {}
         for f in dataclasses.fields(cls):
             a = f.metadata.get("arg")
             if a is not None:
-                by_name[a.name] = (f.name, a, _CONVERTERS[a.kind])
+                convert = _CONVERTERS[a.kind]
+                if a.of is not None:
+                    convert = _nested(convert)
+                if a.nullable:
+                    convert = _nullable(convert)
+                by_name[a.name] = (f.name, a, convert)
+                for check in (*_KIND_CHECKS.get(a.kind, ()), *((a.check,) if a.check else ())):
+                    checks.append((f.name, a.name, check, f.default))
             if defaults is not None and f.init and f.default is not dataclasses.MISSING:
                 defaults[f.name] = f.default
             else:
@@ -265,7 +441,15 @@ def _table(cls: type) -> _Table:
         if hasattr(cls, "__post_init__") or "__slots__" in vars(cls):
             defaults = None
         required = tuple((attr, a) for attr, a, _ in by_name.values() if a.required)
-        found = _Table(by_name, by_name.get(COMMAND_VALUE), by_name.get(REST), required, defaults)
+        found = _Table(
+            by_name,
+            by_name.get(COMMAND_VALUE),
+            by_name.get(REST),
+            required,
+            tuple(checks),
+            frozenset(attr for attr, *_ in checks),
+            defaults,
+        )
         _TABLES[cls] = found
     return found
 
@@ -274,7 +458,10 @@ def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool
     """Build `cls` from a command document (or, `nested`, from a document inside one, such as an
     update statement, where `command` is the path to it and no field is the command's own).
     Raises CommandError: 40415 for an unknown field, 40414 for a missing required one,
-    14 TypeMismatch for a value of the wrong type."""
+    14 TypeMismatch for a value of the wrong type; then, once all fields are read, whatever the
+    first failing declared check raises (238 NotImplemented for an unsupported option or a
+    collation other than the simple one, a field's own code and message for a value out of
+    range)."""
     return _extract(cls, command, body, nested, False)
 
 
@@ -295,7 +482,7 @@ def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, 
             if lenient or key in GENERIC_FIELDS:
                 continue
             rest = table.rest
-            if rest is not None:
+            if rest is not None and (rest[1].only is None or key in rest[1].only):
                 values.setdefault(rest[0], {})[key] = value
                 continue
             raise CommandError(
@@ -308,6 +495,12 @@ def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, 
                 ErrorCode.Location40414,
                 f"BSON field '{command}.{a.name}' is missing but a required field",
             )
+    if not table.checked.isdisjoint(values):  # most commands give no checked field
+        for attr, name, check, default in table.checks:
+            if attr in values:
+                value = values[attr]
+                if check.refuses(value, default):
+                    raise check.error(name, value)
     defaults = table.defaults
     if defaults is None:
         return cls(**values)

@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bson import Decimal128, Int64
-
 from server.errors import CommandError, ErrorCode
-from server.params import bson_type_name
+from server.params import Kind, type_mismatch
+from storage.values import is_number, to_float
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.
 MAX_W = 50
-_BOOL_TYPES = "[bool, long, int, decimal, double]"
 
 
 @dataclass(frozen=True)
@@ -34,31 +32,19 @@ class WriteConcern:
 DEFAULT = WriteConcern()
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float, Int64, Decimal128)) and not isinstance(value, bool)
-
-
-def _as_float(value: Any) -> float:
-    return float(value.to_decimal()) if isinstance(value, Decimal128) else float(value)
-
-
 def _flag(name: str, value: Any) -> bool:
     """A safeBool field of writeConcern (j, fsync)."""
     if isinstance(value, bool):
         return value
-    if _number(value):
-        f = _as_float(value)
+    if is_number(value):
+        f = to_float(value)
         return math.isnan(f) or f != 0
-    raise CommandError(
-        ErrorCode.TypeMismatch,
-        f"BSON field 'writeConcern.{name}' is the wrong type '{bson_type_name(value)}', "
-        f"expected types '{_BOOL_TYPES}'",
-    )
+    raise type_mismatch(f"writeConcern.{name}", value, Kind.BOOL)
 
 
 def _w(value: Any) -> int | str | None:
-    if _number(value):
-        f = _as_float(value)
+    if is_number(value):
+        f = to_float(value)
         if math.isnan(f):
             raise CommandError(ErrorCode.FailedToParse, "w cannot be NaN")
         n = int(f) if math.isfinite(f) else (-1 if f < 0 else MAX_W + 1)
@@ -78,7 +64,7 @@ def _w(value: Any) -> int | str | None:
         if not value:
             raise CommandError(ErrorCode.FailedToParse, "tagged write concern requires tags")
         for k, v in value.items():
-            if not _number(v):
+            if not is_number(v):
                 raise CommandError(
                     ErrorCode.FailedToParse,
                     "tags must be a single level document with only number values; "
@@ -102,11 +88,7 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     if value is None:
         return DEFAULT
     if not isinstance(value, Mapping):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            f"BSON field '{command}.writeConcern' is the wrong type '{bson_type_name(value)}', "
-            "expected type 'object'",
-        )
+        raise type_mismatch(f"{command}.writeConcern", value, Kind.DOC)
     if not supported:
         raise CommandError(ErrorCode.InvalidOptions, "Command does not support writeConcern")
     if not value:
@@ -115,12 +97,8 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     j = _flag("j", value["j"]) if "j" in value else False
     fsync = _flag("fsync", value["fsync"]) if "fsync" in value else False
     wtimeout = value.get("wtimeout", 0)
-    if wtimeout is not None and not _number(wtimeout):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            f"BSON field 'writeConcern.wtimeout' is the wrong type '{bson_type_name(wtimeout)}', "
-            "expected types '[long, int, decimal, double]'",
-        )
+    if wtimeout is not None and not is_number(wtimeout):
+        raise type_mismatch("writeConcern.wtimeout", wtimeout, Kind.NUMBER)
     if j and fsync:
         raise CommandError(ErrorCode.FailedToParse, "fsync and j options cannot be used together")
     if isinstance(w, int) and w > 1:
@@ -133,8 +111,8 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     millis = (
         0
         if wtimeout is None
-        else int(_as_float(wtimeout))
-        if math.isfinite(_as_float(wtimeout))
+        else int(to_float(wtimeout))
+        if math.isfinite(to_float(wtimeout))
         else 0
     )
     return WriteConcern(1 if w is None else w, j or fsync or w == "majority", millis)

@@ -15,7 +15,7 @@ from bson import Int64
 
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import REST, Kind, NoParams, arg
+from server.params import COMMAND_VALUE, REST, Kind, NoParams, arg
 from server.registry import REGISTRY
 from server.version import EBBDB_VERSION, MONGODB_VERSION
 
@@ -64,7 +64,9 @@ async def set_parameter(ctx: CommandContext, p: SetParameterParams) -> dict[str,
 
 @dataclass(frozen=True)
 class GetLogParams:
-    name: Any = arg("$command", Kind.ANY)
+    name: str = arg(
+        COMMAND_VALUE, Kind.STRING, mismatch="Argument to getLog must be of type String"
+    )
 
 
 @REGISTRY.command("getLog", params=GetLogParams, admin_only=True)
@@ -77,10 +79,8 @@ async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
         lines = list(ring.lines)
     elif p.name == "startupWarnings":
         lines = list(ring.startup_warnings)
-    elif isinstance(p.name, str):
-        raise CommandError(ErrorCode.BadValue, f"No log named '{p.name}'")
     else:
-        raise CommandError(ErrorCode.TypeMismatch, "Argument to getLog must be of type String")
+        raise CommandError(ErrorCode.BadValue, f"No log named '{p.name}'")
     return {"totalLinesWritten": len(lines), "log": lines, "ok": 1.0}
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.commands.crud import check_collation, cursor_reply
+from server.commands.crud import cursor_reply
 from server.context import CommandContext
 from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg
+from server.params import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
 from server.registry import REGISTRY
 from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from storage.catalog import validate_collection_name
@@ -23,9 +23,14 @@ class AggregateParams:
     target: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
     pipeline: list[Any] = arg("pipeline", Kind.ARRAY, required=True)
     cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
-    explain: bool = arg("explain", Kind.BOOL, False)
+    explain: bool = arg(
+        "explain",
+        Kind.BOOL,
+        False,
+        check=RefusedUnlessDefault("explain of aggregate is not supported"),
+    )
     allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
@@ -62,15 +67,12 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     collection = _collection(p.target)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
-    if p.explain:
-        raise CommandError(ErrorCode.NotImplemented, "explain of aggregate is not supported")
     if p.cursor is None:
         raise CommandError(
             ErrorCode.FailedToParse,
             "The 'cursor' option is required, except for aggregate with the explain argument",
         )
     first = _batch_size(p.cursor)
-    check_collation(p.collation)
     now = ctx.app.clock.now_ms()
     variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))

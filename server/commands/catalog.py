@@ -9,10 +9,11 @@ from bson import Int64
 
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg, bson_type_name
+from server.params import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from storage.query.match import compile_filter
+from storage.values import to_decimal
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
 _PAGE = 4096
@@ -85,56 +86,43 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     }
 
 
-#: create options that ebbdb does not implement yet; accepting them silently would break fidelity.
-_UNSUPPORTED_CREATE = (
-    "capped",
-    "size",
-    "max",
-    "validator",
-    "validationLevel",
-    "validationAction",
-    "viewOn",
-    "pipeline",
-    "timeseries",
-    "clusteredIndex",
-    "changeStreamPreAndPostImages",
-    "expireAfterSeconds",
-    "encryptedFields",
+#: create options ebbdb takes and stores with the collection (in the order given).
+_CREATE_OPTIONS = (
+    "idIndex",
+    "storageEngine",
+    "indexOptionDefaults",
+    "autoIndexId",
+    "flags",
+    "collation",
 )
+#: create options that ebbdb does not implement yet; accepting them silently would break fidelity.
+#: Given as false, null or 0 they ask for nothing, and are accepted (and not stored).
+_NOT_YET = Unsupported("create option '{field}' is not supported yet", accept=(False, None, 0))
 
 
 @dataclass(frozen=True)
 class CreateParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    options: dict[str, Any] | None = arg("*", Kind.ANY)
+    options: dict[str, Any] | None = arg(REST, Kind.ANY, only=_CREATE_OPTIONS)
+    capped: Any = arg("capped", Kind.ANY, check=_NOT_YET)
+    size: Any = arg("size", Kind.ANY, check=_NOT_YET)
+    max: Any = arg("max", Kind.ANY, check=_NOT_YET)
+    validator: Any = arg("validator", Kind.ANY, check=_NOT_YET)
+    validation_level: Any = arg("validationLevel", Kind.ANY, check=_NOT_YET)
+    validation_action: Any = arg("validationAction", Kind.ANY, check=_NOT_YET)
+    view_on: Any = arg("viewOn", Kind.ANY, check=_NOT_YET)
+    pipeline: Any = arg("pipeline", Kind.ANY, check=_NOT_YET)
+    timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
+    clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
+    change_stream_images: Any = arg("changeStreamPreAndPostImages", Kind.ANY, check=_NOT_YET)
+    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_NOT_YET)
+    encrypted_fields: Any = arg("encryptedFields", Kind.ANY, check=_NOT_YET)
 
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
     options = dict(p.options or {})
-    for name in _UNSUPPORTED_CREATE:
-        if name in options and options[name] not in (False, None, 0):
-            raise CommandError(
-                ErrorCode.NotImplemented, f"create option '{name}' is not supported yet"
-            )
-    for name in list(options):
-        if (
-            name
-            not in (
-                "idIndex",
-                "storageEngine",
-                "indexOptionDefaults",
-                "autoIndexId",
-                "flags",
-                "collation",
-            )
-            and name not in _UNSUPPORTED_CREATE
-        ):
-            raise CommandError(
-                ErrorCode.Location40415, f"BSON field 'create.{name}' is an unknown field."
-            )
-    options = {k: v for k, v in options.items() if k not in _UNSUPPORTED_CREATE}
     await ctx.app.gateway.write(ctx.app.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
 
@@ -163,42 +151,52 @@ async def drop_database(ctx: CommandContext, p: Any) -> dict[str, Any]:
     return {"dropped": ctx.db, "ok": 1.0}
 
 
+#: collMod options ebbdb does not implement: refused whatever their value.
+_COLLMOD_UNSUPPORTED = Unsupported("collMod option '{field}' is not supported")
+_INDEX_UNSUPPORTED = Unsupported("collMod index option '{field}' is not supported")
+
+
+@dataclass(frozen=True)
+class CollModIndex:
+    """collMod's `index`: which index (by key pattern or name; null for neither) and what to
+    change. Its type errors keep the words ebbdb has always answered with."""
+
+    key_pattern: dict[str, Any] | None = arg(
+        "keyPattern", Kind.DOC, nullable=True, mismatch=TERSE_MISMATCH
+    )
+    name: str | None = arg("name", Kind.STRING, nullable=True, mismatch=TERSE_MISMATCH)
+    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.NUMBER)
+    hidden: bool | None = arg("hidden", Kind.STRICT_BOOL, nullable=True, mismatch=TERSE_MISMATCH)
+    unique: Any = arg("unique", Kind.ANY, check=_INDEX_UNSUPPORTED)
+    prepare_unique: Any = arg("prepareUnique", Kind.ANY, check=_INDEX_UNSUPPORTED)
+    force_non_unique: Any = arg("forceNonUnique", Kind.ANY, check=_INDEX_UNSUPPORTED)
+
+
 @dataclass(frozen=True)
 class CollModParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    index: dict[str, Any] | None = arg("index", Kind.DOC)
-    other: dict[str, Any] | None = arg("*", Kind.ANY)
-
-
-_COLLMOD_UNSUPPORTED = frozenset(
-    {
-        "validator",
-        "validationLevel",
-        "validationAction",
-        "viewOn",
-        "pipeline",
-        "changeStreamPreAndPostImages",
-        "expireAfterSeconds",
-        "timeseries",
-        "cappedSize",
-        "cappedMax",
-        "recordIdsReplicated",
-        "dryRun",
-    }
-)
-_INDEX_FIELDS = frozenset({"keyPattern", "name", "expireAfterSeconds", "hidden"})
+    index: CollModIndex | None = arg("index", Kind.DOC, of=CollModIndex)
+    validator: Any = arg("validator", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    validation_level: Any = arg("validationLevel", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    validation_action: Any = arg("validationAction", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    view_on: Any = arg("viewOn", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    pipeline: Any = arg("pipeline", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    change_stream_images: Any = arg(
+        "changeStreamPreAndPostImages", Kind.ANY, check=_COLLMOD_UNSUPPORTED
+    )
+    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    capped_size: Any = arg("cappedSize", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    capped_max: Any = arg("cappedMax", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    dry_run: Any = arg("dryRun", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
 
 
 def _index_ttl(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, Int64)):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            f"BSON field 'collMod.index.expireAfterSeconds' is the wrong type "
-            f"'{bson_type_name(value)}', expected types '[long, int, decimal, double]'",
-        )
-    if isinstance(value, float) and value != value:
+    seconds = to_decimal(value)
+    if seconds.is_nan():
         raise CommandError(ErrorCode.InvalidOptions, "expireAfterSeconds cannot be NaN")
-    return int(value)
+    return int(seconds)
 
 
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
@@ -206,49 +204,15 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
     hidden, by name or key pattern."""
     validate_collection_name(ctx.db, p.collection)
-    for name in p.other or {}:
-        if name in _COLLMOD_UNSUPPORTED:
-            raise CommandError(
-                ErrorCode.NotImplemented, f"collMod option '{name}' is not supported"
-            )
-        raise CommandError(
-            ErrorCode.Location40415, f"BSON field 'collMod.{name}' is an unknown field."
-        )
     if ctx.app.engine.collection(ctx.db, p.collection) is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
-    if p.index is None:
+    index = p.index
+    if index is None:
         return {"ok": 1.0}
-    spec = dict(p.index)
-    for name in spec:
-        if name not in _INDEX_FIELDS:
-            if name in ("unique", "prepareUnique", "forceNonUnique"):
-                raise CommandError(
-                    ErrorCode.NotImplemented, f"collMod index option '{name}' is not supported"
-                )
-            raise CommandError(
-                ErrorCode.Location40415, f"BSON field 'collMod.index.{name}' is an unknown field."
-            )
-    key_pattern = spec.get("keyPattern")
-    index_name = spec.get("name")
-    if key_pattern is not None and not isinstance(key_pattern, dict):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'collMod.index.keyPattern' is the wrong type, expected type 'object'",
-        )
-    if index_name is not None and not isinstance(index_name, str):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'collMod.index.name' is the wrong type, expected type 'string'",
-        )
-    expire = _index_ttl(spec["expireAfterSeconds"]) if "expireAfterSeconds" in spec else None
-    hidden = spec.get("hidden")
-    if hidden is not None and not isinstance(hidden, bool):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'collMod.index.hidden' is the wrong type, expected type 'bool'",
-        )
+    key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden
+    expire = None if index.expire_after_seconds is None else _index_ttl(index.expire_after_seconds)
     if expire is None and hidden is None:
         raise CommandError(
             ErrorCode.InvalidOptions, "no expireAfterSeconds or hidden field to change in 'index'"

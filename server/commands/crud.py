@@ -9,11 +9,18 @@ from typing import Any
 
 from bson import Int64
 
-from server.commands.handshake import MAX_WRITE_BATCH_SIZE
+from server.commands.handshake import WRITE_BATCH
 from server.context import CommandContext
 from server.cursors import DEFAULT_FIRST_BATCH, fill_batch
 from server.errors import CommandError, ErrorCode, write_error
-from server.params import COMMAND_VALUE, Kind, arg
+from server.params import (
+    COMMAND_VALUE,
+    TERSE_MISMATCH,
+    Kind,
+    NonNegative,
+    RefusedUnlessDefault,
+    arg,
+)
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name
 from storage.execute import QueryRun, QuerySpec
@@ -27,19 +34,13 @@ SMALL_BYTES = 256 * 1024
 @dataclass(frozen=True)
 class InsertParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True)
+    documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True, check=WRITE_BATCH)
     ordered: bool = arg("ordered", Kind.BOOL, True)
 
 
 @REGISTRY.command("insert", params=InsertParams, writes=True)
 async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     """Insert documents; per-document failures are reported in writeErrors."""
-    if not 1 <= len(p.documents) <= MAX_WRITE_BATCH_SIZE:
-        raise CommandError(
-            ErrorCode.InvalidLength,
-            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. "
-            f"Got {len(p.documents)} operations.",
-        )
     gateway = ctx.app.gateway
     small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
     result = await (gateway.write_small if small else gateway.write_now)(
@@ -53,44 +54,39 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     return reply
 
 
+#: The find options ebbdb does not implement, accepted only with their default value.
+_FIND_UNSUPPORTED = RefusedUnlessDefault("find option '{field}' is not supported")
+_BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {value}")
+
+
 @dataclass(frozen=True)
 class FindParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     filter: dict[str, Any] | None = arg("filter", Kind.DOC)
     projection: dict[str, Any] | None = arg("projection", Kind.DOC)
     sort: dict[str, Any] | None = arg("sort", Kind.DOC)
-    skip: int = arg("skip", Kind.INT, 0)
     limit: int = arg("limit", Kind.INT, 0)
-    batch_size: int | None = arg("batchSize", Kind.INT)
     single_batch: bool = arg("singleBatch", Kind.BOOL, False)
     no_cursor_timeout: bool = arg("noCursorTimeout", Kind.BOOL, False)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
     allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
-    tailable: bool = arg("tailable", Kind.BOOL, False)
-    await_data: bool = arg("awaitData", Kind.BOOL, False)
     allow_partial_results: bool = arg("allowPartialResults", Kind.BOOL, False)
-    return_key: bool = arg("returnKey", Kind.BOOL, False)
-    show_record_id: bool = arg("showRecordId", Kind.BOOL, False)
-    min: dict[str, Any] | None = arg("min", Kind.DOC)
-    max: dict[str, Any] | None = arg("max", Kind.DOC)
-
-
-def _unsupported(p: FindParams) -> str | None:
-    if p.tailable:
-        return "tailable"
-    if p.await_data:
-        return "awaitData"
-    if p.return_key:
-        return "returnKey"
-    if p.show_record_id:
-        return "showRecordId"
-    if p.min is not None:
-        return "min"
-    if p.max is not None:
-        return "max"
-    return None
+    # Checked in this order, the one a find with several of these faults is answered by.
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
+    tailable: bool = arg("tailable", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    await_data: bool = arg("awaitData", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    return_key: bool = arg("returnKey", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    show_record_id: bool = arg("showRecordId", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    min: dict[str, Any] | None = arg("min", Kind.DOC, check=_FIND_UNSUPPORTED)
+    max: dict[str, Any] | None = arg("max", Kind.DOC, check=_FIND_UNSUPPORTED)
+    batch_size: int | None = arg("batchSize", Kind.INT, check=_BATCH_SIZE)
+    skip: int = arg(
+        "skip",
+        Kind.INT,
+        0,
+        check=NonNegative("Skip value must be non-negative, but received: {value}"),
+    )
 
 
 class RawDoc:
@@ -144,12 +140,6 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
     return {"cursor": RawDoc(_INT32.pack(len(cursor) + 5) + cursor + b"\x00"), "ok": 1.0}
 
 
-def check_collation(collation: dict[str, Any] | None) -> None:
-    """Only the simple (binary) collation exists in ebbdb."""
-    if collation and not (collation.get("locale") == "simple" and len(collation) == 1):
-        raise CommandError(ErrorCode.NotImplemented, "only the simple collation is supported")
-
-
 @dataclass(frozen=True)
 class PreparedFind:
     ns: str
@@ -163,21 +153,6 @@ class PreparedFind:
 def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
     """Validate a find and parse its filter, projection, sort and hint (shared with explain)."""
     validate_collection_name(ctx.db, p.collection)
-    check_collation(p.collation)
-    unsupported = _unsupported(p)
-    if unsupported:
-        raise CommandError(
-            ErrorCode.NotImplemented, f"find option '{unsupported}' is not supported"
-        )
-    if p.batch_size is not None and p.batch_size < 0:
-        raise CommandError(
-            ErrorCode.BadValue,
-            f"BatchSize value must be non-negative, but received: {p.batch_size}",
-        )
-    if p.skip < 0:
-        raise CommandError(
-            ErrorCode.BadValue, f"Skip value must be non-negative, but received: {p.skip}"
-        )
     limit = abs(p.limit)
     now = ctx.app.clock.now_ms()
     variables = command_variables(p.let, now)
@@ -206,25 +181,15 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class GetMoreParams:
-    cursor_id: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
+    cursor_id: Int64 = arg(COMMAND_VALUE, Kind.CURSOR_ID, required=True, mismatch=TERSE_MISMATCH)
     collection: str = arg("collection", Kind.STRING, required=True)
-    batch_size: int | None = arg("batchSize", Kind.INT)
+    batch_size: int | None = arg("batchSize", Kind.INT, check=_BATCH_SIZE)
     max_time_ms: int | None = arg("maxTimeMS", Kind.INT)
 
 
 @REGISTRY.command("getMore", params=GetMoreParams)
 async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
     """The next batch of an open cursor."""
-    if not isinstance(p.cursor_id, Int64):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'getMore.getMore' is the wrong type, expected type 'long'",
-        )
-    if p.batch_size is not None and p.batch_size < 0:
-        raise CommandError(
-            ErrorCode.BadValue,
-            f"BatchSize value must be non-negative, but received: {p.batch_size}",
-        )
     ns = ctx.ns(p.collection)
     cursor = ctx.app.cursors.get(int(p.cursor_id))
     if cursor is None:
@@ -261,7 +226,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
 @dataclass(frozen=True)
 class KillCursorsParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    cursors: list[Any] = arg("cursors", Kind.ARRAY, required=True)
+    cursors: list[Int64] = arg("cursors", Kind.CURSOR_IDS, required=True)
 
 
 @REGISTRY.command("killCursors", params=KillCursorsParams)
@@ -270,11 +235,6 @@ async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, A
     killed: list[Int64] = []
     not_found: list[Int64] = []
     for cid in p.cursors:
-        if not isinstance(cid, Int64):
-            raise CommandError(
-                ErrorCode.TypeMismatch,
-                "BSON field 'killCursors.cursors' is the wrong type, expected type 'long'",
-            )
         (killed if ctx.app.cursors.close(int(cid)) else not_found).append(cid)
     return {
         "cursorsKilled": killed,

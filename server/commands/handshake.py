@@ -9,7 +9,8 @@ from typing import Any
 
 from protocol import MAX_MESSAGE_SIZE
 from server.context import CommandContext
-from server.params import Kind, NoParams, arg
+from server.errors import ErrorCode
+from server.params import ItemCount, Kind, NoParams, arg
 from server.registry import REGISTRY
 from server.version import (
     EBBDB_VERSION,
@@ -21,6 +22,13 @@ from server.version import (
 from storage.documents import MAX_DOCUMENT_SIZE
 
 MAX_WRITE_BATCH_SIZE = 100_000
+#: How many documents or statements a write command carries (insert, update, delete).
+WRITE_BATCH = ItemCount(
+    1,
+    MAX_WRITE_BATCH_SIZE,
+    f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {{count}} operations.",
+    ErrorCode.InvalidLength,
+)
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 
 

@@ -9,7 +9,7 @@ from bson import Int64
 
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg
+from server.params import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
 from server.registry import REGISTRY
 from storage.catalog import validate_collection_name
 from storage.indexes import parse_index_spec
@@ -70,7 +70,9 @@ async def list_indexes(ctx: CommandContext, p: ListIndexesParams) -> dict[str, A
 @dataclass(frozen=True)
 class DropIndexesParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    index: Any = arg("index", Kind.ANY, required=True)
+    index: str | dict[str, Any] | list[str] = arg(
+        "index", Kind.STRING_OR_DOC_OR_STRINGS, required=True, mismatch=TERSE_MISMATCH
+    )
 
 
 @REGISTRY.command("dropIndexes", "deleteIndexes", params=DropIndexesParams, writes=True)
@@ -78,15 +80,5 @@ async def drop_indexes(ctx: CommandContext, p: DropIndexesParams) -> dict[str, A
     """Drop indexes by name, key pattern, a list of names, or "*" (all but _id_)."""
     validate_collection_name(ctx.db, p.collection)
     which = p.index
-    if isinstance(which, list):
-        if not all(isinstance(n, str) for n in which):
-            raise CommandError(
-                ErrorCode.TypeMismatch, "dropIndexes 'index' array must contain only strings"
-            )
-    elif not isinstance(which, (str, dict)):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'dropIndexes.index' is the wrong type, expected types '[string, object, array]'",
-        )
     was = await ctx.app.gateway.write(ctx.app.engine.drop_indexes, ctx.db, p.collection, which)
     return {"nIndexesWas": was, "ok": 1.0}

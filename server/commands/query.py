@@ -9,11 +9,11 @@ from typing import Any
 
 import bson
 
-from server.commands.crud import FindParams, check_collation, prepare_find
+from server.commands.crud import FindParams, prepare_find
 from server.context import CommandContext
 from server.cursors import each_chunk
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg, extract
+from server.params import COMMAND_VALUE, Kind, NonNegative, arg, extract
 from server.registry import REGISTRY
 from server.version import MONGODB_VERSION
 from storage import keys
@@ -29,18 +29,18 @@ from storage.query.paths import MISSING, leaves, split
 class CountParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     query: dict[str, Any] | None = arg("query", Kind.DOC)
-    skip: int = arg("skip", Kind.INT, 0)
     limit: int = arg("limit", Kind.INT, 0)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
     fields: dict[str, Any] | None = arg("fields", Kind.DOC)
+    # Checked in this order: the collation, then the skip (in count's own words, not find's).
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
+    skip: int = arg(
+        "skip", Kind.INT, 0, check=NonNegative("skip value is negative in count query: {value}")
+    )
 
 
 def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | None, QuerySpec]:
     validate_collection_name(ctx.db, p.collection)
-    check_collation(p.collation)
-    if p.skip < 0:
-        raise CommandError(ErrorCode.BadValue, f"skip value is negative in count query: {p.skip}")
     # A negative limit counts like its absolute value (MongoDB's legacy rule).
     spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint)
     return ctx.app.engine.collection(ctx.db, p.collection), spec
@@ -69,7 +69,7 @@ class DistinctParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     key: str = arg("key", Kind.STRING, required=True)
     query: dict[str, Any] | None = arg("query", Kind.DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
 
 
@@ -77,7 +77,6 @@ def _distinct_spec(
     ctx: CommandContext, p: DistinctParams
 ) -> tuple[CollectionInfo | None, QuerySpec]:
     validate_collection_name(ctx.db, p.collection)
-    check_collation(p.collation)
     if not p.key or p.key.startswith("$") or "" in p.key.split("."):
         raise CommandError(ErrorCode.BadValue, f"FieldPath '{p.key}' is not valid for distinct")
     spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint)

@@ -4,15 +4,14 @@ are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server.commands.crud import check_collation
-from server.commands.handshake import MAX_WRITE_BATCH_SIZE
+from server.commands.handshake import WRITE_BATCH
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, write_error
-from server.params import COMMAND_VALUE, Kind, arg, extract
+from server.params import COMMAND_VALUE, Kind, OneOf, arg
 from server.registry import REGISTRY
 from storage import writes
 from storage.catalog import validate_collection_name
@@ -23,20 +22,11 @@ from storage.query.paths import MISSING
 from storage.query.projection import parse_projection
 from storage.query.update import Update, parse_update
 
-
-def _check_batch(n: int) -> None:
-    if not 1 <= n <= MAX_WRITE_BATCH_SIZE:
-        raise CommandError(
-            ErrorCode.InvalidLength,
-            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {n} operations.",
-        )
-
-
 S = TypeVar("S")
 
 
 def _each_statement(
-    statements: list[S], ordered: bool, run: Callable[[int, S], None]
+    statements: Sequence[S], ordered: bool, run: Callable[[int, S], None]
 ) -> list[dict[str, Any]]:
     """Run statements in order (inside one writer job); a statement's failure becomes a
     writeErrors entry, and stops the rest when the command is ordered."""
@@ -84,14 +74,16 @@ class UpdateStatement:
     multi: bool = arg("multi", Kind.BOOL, False)
     array_filters: list[Any] | None = arg("arrayFilters", Kind.ARRAY)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     upsert_supplied: bool = arg("upsertSupplied", Kind.BOOL, False)
 
 
 @dataclass(frozen=True)
 class UpdateParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    updates: tuple[dict[str, Any], ...] = arg("updates", Kind.DOCS, required=True)
+    updates: tuple[UpdateStatement, ...] = arg(
+        "updates", Kind.DOCS, required=True, check=WRITE_BATCH, of=UpdateStatement
+    )
     ordered: bool = arg("ordered", Kind.BOOL, True)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
@@ -100,15 +92,13 @@ class UpdateParams:
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
     validate_collection_name(ctx.db, p.collection)
-    _check_batch(len(p.updates))
-    statements = [extract(UpdateStatement, "update.updates", s, nested=True) for s in p.updates]
+    statements = p.updates
     for s in statements:
         if not isinstance(s.u, dict | list):
             raise CommandError(
                 ErrorCode.FailedToParse,
                 "Update argument must be either an object or an array",
             )
-        check_collation(s.collation)
     variables = command_variables(p.let, ctx.app.clock.now_ms())
     engine = ctx.app.engine
 
@@ -164,15 +154,23 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
 @dataclass(frozen=True)
 class DeleteStatement:
     q: dict[str, Any] = arg("q", Kind.DOC, required=True)
-    limit: int = arg("limit", Kind.INT, required=True)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    # Checked in this order: the limit (1: the first match, 0: every match), then the collation.
+    limit: int = arg(
+        "limit",
+        Kind.INT,
+        required=True,
+        check=OneOf((0, 1), "The limit field in delete objects must be 0 or 1. Got {value}"),
+    )
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
 
 
 @dataclass(frozen=True)
 class DeleteParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    deletes: tuple[dict[str, Any], ...] = arg("deletes", Kind.DOCS, required=True)
+    deletes: tuple[DeleteStatement, ...] = arg(
+        "deletes", Kind.DOCS, required=True, check=WRITE_BATCH, of=DeleteStatement
+    )
     ordered: bool = arg("ordered", Kind.BOOL, True)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
@@ -181,15 +179,7 @@ class DeleteParams:
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
     validate_collection_name(ctx.db, p.collection)
-    _check_batch(len(p.deletes))
-    statements = [extract(DeleteStatement, "delete.deletes", s, nested=True) for s in p.deletes]
-    for s in statements:
-        if s.limit not in (0, 1):
-            raise CommandError(
-                ErrorCode.FailedToParse,
-                f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
-            )
-        check_collation(s.collation)
+    statements = p.deletes
     variables = command_variables(p.let, ctx.app.clock.now_ms())
     engine = ctx.app.engine
 
@@ -232,7 +222,7 @@ class FindAndModifyParams:
     upsert: bool = arg("upsert", Kind.BOOL, False)
     array_filters: list[Any] | None = arg("arrayFilters", Kind.ARRAY)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    collation: dict[str, Any] | None = arg("collation", Kind.DOC)
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
@@ -257,7 +247,6 @@ def _check_find_and_modify(p: FindAndModifyParams) -> None:
         raise CommandError(
             ErrorCode.FailedToParse, "Update argument must be either an object or an array"
         )
-    check_collation(p.collation)
 
 
 @REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams, writes=True)

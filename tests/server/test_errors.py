@@ -10,7 +10,6 @@ from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Tim
 from bson.datetime_ms import DatetimeMS
 
 import storage.errors as storage_errors
-from server.display import shell_repr
 from server.errors import CommandError, ErrorCode, error_reply, write_error
 from storage.engine import DataDirLocked
 from storage.errors import DuplicateKey, QueryError, StorageError
@@ -166,7 +165,7 @@ def test_error_codes_are_mongodb_numbers() -> None:
         assert ErrorCode[name] == code
 
 
-# -- shell_repr ------------------------------------------------------------------------------------
+# -- the key value in a duplicate key's message -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -200,14 +199,30 @@ def test_error_codes_are_mongodb_numbers() -> None:
         (MaxKey(), "MaxKey"),
     ],
 )
-def test_shell_repr(value: object, text: str) -> None:
-    assert shell_repr(value) == text
+def test_duplicate_key_value_text(value: object, text: str) -> None:
+    assert error_reply(dup(value))["errmsg"] == (
+        f"E11000 duplicate key error collection: db.c index: _id_ dup key: {{ _id: {text} }}"
+    )
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
-def test_shell_repr_of_non_finite_doubles(value: float) -> None:
-    text = shell_repr(value)
+def test_duplicate_key_value_text_of_non_finite_doubles(value: float) -> None:
+    text = error_reply(dup(value))["errmsg"].partition("dup key: { _id: ")[2]
     assert ("inf" in text) if value == value else ("nan" in text.lower())
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        # Doubles and regexes as BSONObj::toString prints them: 16 significant digits, flags.
+        (0.1 + 0.2, "0.3"),
+        (Regex("^a", "im"), "/^a/im"),
+        # Strings keep their escapes, wherever they are in the key.
+        ({"a": ['x"y', "\\"]}, '{ a: [ "x\\"y", "\\\\" ] }'),
+    ],
+)
+def test_duplicate_key_value_text_follows_mongodb(value: object, text: str) -> None:
+    assert error_reply(dup(value))["errmsg"].endswith(f"dup key: {{ _id: {text} }}")
 
 
 def _storage_code_names() -> set[str]:

@@ -1,6 +1,8 @@
 """The one extractor from command documents to typed parameters: unknown fields (40415), missing
-required ones (40414), wrong types (14 TypeMismatch), generic fields accepted and ignored, and the
-conversions MongoDB's IDL applies to numbers, bools and document arrays."""
+required ones (40414), wrong types (14 TypeMismatch), generic fields accepted and ignored, the
+conversions MongoDB's IDL applies to numbers, bools and document arrays, and the rules fields
+declare (unsupported options 238, options refused unless default, non-negative numbers, the simple
+collation), with the commands' own declarations and messages."""
 
 from __future__ import annotations
 
@@ -12,17 +14,34 @@ import bson
 import pytest
 from bson import Decimal128, Int64
 
+from server.commands.aggregate import AggregateParams
+from server.commands.catalog import CollModIndex, CollModParams, CreateParams
+from server.commands.crud import FindParams, GetMoreParams, InsertParams
+from server.commands.query import CountParams, DistinctParams
+from server.commands.writes import (
+    DeleteParams,
+    DeleteStatement,
+    FindAndModifyParams,
+    UpdateParams,
+    UpdateStatement,
+)
 from server.errors import CommandError, ErrorCode
 from server.params import (
     COMMAND_VALUE,
     GENERIC_FIELDS,
     REST,
+    TERSE_MISMATCH,
     DocSequence,
     Kind,
+    NonNegative,
     NoParams,
+    OneOf,
+    RefusedUnlessDefault,
+    Unsupported,
     arg,
     extract,
     extract_lenient,
+    type_mismatch,
 )
 
 
@@ -303,3 +322,431 @@ def test_classes_with_post_init_or_factories_go_through_init() -> None:
     assert p == CheckedParams(target="coll", count=2) and p.tags == []
     with pytest.raises(ValueError, match="too many"):
         extract(CheckedParams, "cmd", cmd(count=11))
+
+
+# -- declared rules: unsupported options, defaults, ranges, collation ------------------------------
+
+_NOT_YET = Unsupported("cmd option '{field}' is not supported yet", accept=(False, None, 0))
+
+
+@dataclass(frozen=True)
+class RuledParams:
+    target: str = arg(COMMAND_VALUE, Kind.STRING)
+    # Checked in this order, whatever the order of the fields in the command.
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
+    tailable: bool = arg(
+        "tailable", Kind.BOOL, False, check=RefusedUnlessDefault("option '{field}' refused")
+    )
+    low: dict[str, Any] | None = arg("low", Kind.DOC, check=RefusedUnlessDefault("no '{field}'"))
+    capped: Any = arg("capped", Kind.ANY, check=_NOT_YET)
+    dry_run: Any = arg("dryRun", Kind.ANY, check=Unsupported("cmd option '{field}' is refused"))
+    skip: int = arg("skip", Kind.INT, 0, check=NonNegative("skip is negative: {value}"))
+    limit: int | None = arg("limit", Kind.INT, check=OneOf((0, 1), "limit must be 0 or 1: {value}"))
+    count: int | None = arg("count", Kind.INT)
+
+
+@pytest.mark.parametrize("collation", [{}, {"locale": "simple"}], ids=["empty", "simple"])
+def test_the_simple_collation_is_accepted(collation: dict[str, Any]) -> None:
+    assert extract(RuledParams, "cmd", cmd(collation=collation)).collation == collation
+
+
+@pytest.mark.parametrize(
+    "collation",
+    [{"locale": "en"}, {"locale": "simple", "strength": 1}, {"strength": 1}],
+    ids=["en", "simple_with_strength", "no_locale"],
+)
+def test_other_collations_are_not_implemented(collation: dict[str, Any]) -> None:
+    err = raises(RuledParams, cmd(collation=collation))
+    assert err.code is ErrorCode.NotImplemented
+    assert int(err.code) == 238
+    assert err.message == "only the simple collation is supported"
+
+
+def test_a_collation_is_an_object() -> None:
+    err = raises(RuledParams, cmd(collation="simple"))
+    assert err.code is ErrorCode.TypeMismatch
+    assert err.message == (
+        "BSON field 'cmd.collation' is the wrong type 'string', expected type 'object'"
+    )
+
+
+@pytest.mark.parametrize("value", [False, 0, 0.0, Decimal128("0")])
+def test_refused_unless_default_accepts_the_default(value: Any) -> None:
+    assert extract(RuledParams, "cmd", cmd(tailable=value)).tailable is False
+
+
+@pytest.mark.parametrize("value", [True, 1, -1.5])
+def test_refused_unless_default_refuses_anything_else(value: Any) -> None:
+    err = raises(RuledParams, cmd(tailable=value))
+    assert (err.code, err.message) == (ErrorCode.NotImplemented, "option 'tailable' refused")
+
+
+def test_refused_unless_default_refuses_even_an_empty_document() -> None:
+    err = raises(RuledParams, cmd(low={}))
+    assert (err.code, err.message) == (ErrorCode.NotImplemented, "no 'low'")
+
+
+@pytest.mark.parametrize("value", [False, None, 0, Int64(0), 0.0])
+def test_unsupported_accepts_the_values_it_lists(value: Any) -> None:
+    p = extract(RuledParams, "cmd", cmd(capped=value))
+    assert p.capped == value
+
+
+@pytest.mark.parametrize("value", [True, 1, "", {}, Decimal128("0")])
+def test_unsupported_refuses_the_others(value: Any) -> None:
+    err = raises(RuledParams, cmd(capped=value))
+    assert err.code is ErrorCode.NotImplemented
+    assert err.message == "cmd option 'capped' is not supported yet"
+
+
+@pytest.mark.parametrize("value", [None, False, {}])
+def test_unsupported_without_accepted_values_refuses_whatever_is_given(value: Any) -> None:
+    err = raises(RuledParams, cmd(dryRun=value))
+    assert (err.code, err.message) == (ErrorCode.NotImplemented, "cmd option 'dryRun' is refused")
+    assert extract(RuledParams, "cmd", cmd()).dry_run is None  # not given: nothing to refuse
+
+
+@pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), (Int64(-3), "-3"), (-2.7, "-2")])
+def test_non_negative_reports_the_converted_number(value: Any, shown: str) -> None:
+    err = raises(RuledParams, cmd(skip=value))
+    assert (err.code, err.message) == (ErrorCode.BadValue, f"skip is negative: {shown}")
+
+
+@pytest.mark.parametrize("value", [0, 3, -0.5])  # -0.5 truncates to 0
+def test_non_negative_accepts_zero_and_more(value: Any) -> None:
+    assert extract(RuledParams, "cmd", cmd(skip=value)).skip >= 0
+
+
+def test_one_of() -> None:
+    assert extract(RuledParams, "cmd", cmd(limit=1.5)).limit == 1
+    err = raises(RuledParams, cmd(limit=2))
+    assert (err.code, err.message) == (ErrorCode.FailedToParse, "limit must be 0 or 1: 2")
+
+
+def test_rules_come_after_unknown_missing_and_mistyped_fields() -> None:
+    bad = {"collation": {"locale": "en"}, "tailable": True, "skip": -1}
+    assert raises(RuledParams, cmd(**bad, bogus=1)).code is ErrorCode.Location40415
+    assert raises(RuledParams, cmd(**bad, count="x")).code is ErrorCode.TypeMismatch
+
+    @dataclass(frozen=True)
+    class Needs:
+        skip: int = arg("skip", Kind.INT, 0, check=NonNegative("negative"))
+        must: int = arg("must", Kind.INT, required=True)
+
+    assert raises(Needs, {"cmd": 1, "skip": -1}).code is ErrorCode.Location40414
+
+
+def test_rules_run_in_declaration_order() -> None:
+    body = {"skip": -1, "capped": True, "low": {"a": 1}, "tailable": True}
+    assert raises(RuledParams, cmd(**body)).message == "option 'tailable' refused"
+    assert raises(RuledParams, cmd(**body, collation={"locale": "fr"})).message == (
+        "only the simple collation is supported"
+    )
+    assert raises(RuledParams, cmd(skip=-1, capped=1)).message == (
+        "cmd option 'capped' is not supported yet"
+    )
+
+
+def test_rules_apply_inside_nested_documents() -> None:
+    err = raises_nested(RuledParams, "update.updates", {"collation": {"locale": "en"}})
+    assert err.code is ErrorCode.NotImplemented
+
+
+def raises_nested(cls: type, path: str, body: dict[str, Any]) -> CommandError:
+    with pytest.raises(CommandError) as excinfo:
+        extract(cls, path, body, nested=True)
+    return excinfo.value
+
+
+# -- declared kinds and wordings -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KindsParams:
+    target: Any = arg(COMMAND_VALUE, Kind.ANY)
+    number: Any = arg("number", Kind.NUMBER)
+    flag: bool | None = arg("flag", Kind.STRICT_BOOL)
+    cursor: Int64 | None = arg("cursor", Kind.CURSOR_ID, mismatch=TERSE_MISMATCH)
+    cursors: list[Int64] | None = arg("cursors", Kind.CURSOR_IDS)
+    index: Any = arg("index", Kind.STRING_OR_DOC_OR_STRINGS, mismatch=TERSE_MISMATCH)
+    maybe: str | None = arg("maybe", Kind.STRING, "unset", nullable=True, mismatch=TERSE_MISMATCH)
+    named: str | None = arg("named", Kind.STRING, mismatch="Argument to cmd must be a string")
+
+
+@pytest.mark.parametrize("value", [1, Int64(2), 2.5, Decimal128("3"), float("nan")])
+def test_number_keeps_the_number_given(value: Any) -> None:
+    got = extract(KindsParams, "cmd", cmd(number=value)).number
+    assert got is value
+
+
+@pytest.mark.parametrize(("value", "found"), [(True, "bool"), ("1", "string"), (None, "null")])
+def test_number_refuses_other_types(value: Any, found: str) -> None:
+    assert raises(KindsParams, cmd(number=value)).message == (
+        f"BSON field 'cmd.number' is the wrong type '{found}', expected types "
+        "'[long, int, decimal, double]'"
+    )
+
+
+def test_strict_bool_takes_only_bools() -> None:
+    assert extract(KindsParams, "cmd", cmd(flag=False)).flag is False
+    assert raises(KindsParams, cmd(flag=1)).message == (
+        "BSON field 'cmd.flag' is the wrong type 'int', expected type 'bool'"
+    )
+
+
+def test_cursor_ids_are_longs() -> None:
+    p = extract(KindsParams, "cmd", cmd(cursor=Int64(7), cursors=[Int64(1), Int64(2)]))
+    assert p.cursor == 7 and type(p.cursor) is Int64
+    assert p.cursors == [1, 2] and all(type(c) is Int64 for c in p.cursors)
+    terse = "BSON field 'cmd.{}' is the wrong type, expected type 'long'"
+    assert raises(KindsParams, cmd(cursor=7)).message == terse.format("cursor")
+    assert raises(KindsParams, cmd(cursors=[Int64(1), 2])).message == terse.format("cursors")
+    assert raises(KindsParams, cmd(cursors="x")).message == (
+        "BSON field 'cmd.cursors' is the wrong type 'string', expected type 'array'"
+    )
+
+
+@pytest.mark.parametrize("value", ["a_1", {"a": 1}, ["a_1", "b_1"], []])
+def test_string_or_doc_or_strings(value: Any) -> None:
+    assert extract(KindsParams, "cmd", cmd(index=value)).index == value
+
+
+def test_string_or_doc_or_strings_refusals() -> None:
+    err = raises(KindsParams, cmd(index=5))
+    assert (err.code, err.message) == (
+        ErrorCode.TypeMismatch,
+        "BSON field 'cmd.index' is the wrong type, expected types '[string, object, array]'",
+    )
+    err = raises(KindsParams, cmd(index=["a", 1]))
+    assert (err.code, err.message) == (
+        ErrorCode.TypeMismatch,
+        "cmd 'index' array must contain only strings",
+    )
+
+
+def test_nullable_takes_null_whatever_the_kind() -> None:
+    assert extract(KindsParams, "cmd", cmd(maybe=None)).maybe is None
+    assert extract(KindsParams, "cmd", cmd(maybe="x")).maybe == "x"
+    assert extract(KindsParams, "cmd", cmd()).maybe == "unset"
+    assert raises(KindsParams, cmd(maybe=3)).message == (
+        "BSON field 'cmd.maybe' is the wrong type, expected type 'string'"
+    )
+
+
+def test_a_field_may_declare_mongodbs_own_message() -> None:
+    err = raises(KindsParams, cmd(named=5))
+    assert (err.code, err.message) == (ErrorCode.TypeMismatch, "Argument to cmd must be a string")
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (bson.ObjectId(), "objectId"),
+        (bson.Regex("a"), "regex"),
+        (bson.Binary(b"x", 0), "binData"),
+        (bson.Timestamp(1, 1), "timestamp"),
+        (bson.MinKey(), "minKey"),
+        (bson.Code("x"), "javascript"),
+        (Decimal128("1"), "decimal"),
+        (2.5, "double"),
+    ],
+)
+def test_type_names_are_mongodbs(value: Any, found: str) -> None:
+    err = raises(CmdParams, cmd(spec=value))
+    assert (
+        err.message == f"BSON field 'cmd.spec' is the wrong type '{found}', expected type 'object'"
+    )
+    assert type_mismatch("a.b", value, Kind.BOOL).message == (
+        f"BSON field 'a.b' is the wrong type '{found}', expected types "
+        "'[bool, long, int, decimal, double]'"
+    )
+
+
+@dataclass(frozen=True)
+class OnlyParams:
+    target: str = arg(COMMAND_VALUE, Kind.STRING)
+    options: dict[str, Any] | None = arg(REST, Kind.ANY, only=("a", "b"))
+    c: Any = arg("c", Kind.ANY)
+
+
+def test_rest_with_only_collects_those_names_in_order() -> None:
+    p = extract(OnlyParams, "cmd", cmd(b=2, c=3, a=1, **GENERIC))
+    assert p.options == {"b": 2, "a": 1} and list(p.options) == ["b", "a"]
+    assert p.c == 3
+    err = raises(OnlyParams, cmd(a=1, d=4))
+    assert (err.code, err.message) == (
+        ErrorCode.Location40415,
+        "BSON field 'cmd.d' is an unknown field.",
+    )
+
+
+# -- the commands' own declarations ----------------------------------------------------------------
+
+
+def test_find_and_count_word_a_negative_skip_their_own_way() -> None:
+    err = raises(FindParams, {"find": "c", "skip": -2}, command="find")
+    assert (err.code, err.message) == (
+        ErrorCode.BadValue,
+        "Skip value must be non-negative, but received: -2",
+    )
+    err = raises(CountParams, {"count": "c", "skip": -2}, command="count")
+    assert (err.code, err.message) == (
+        ErrorCode.BadValue,
+        "skip value is negative in count query: -2",
+    )
+
+
+def test_batch_sizes_are_non_negative() -> None:
+    message = "BatchSize value must be non-negative, but received: -1"
+    assert raises(FindParams, {"find": "c", "batchSize": -1}, "find").message == message
+    body = {"getMore": Int64(1), "collection": "c", "batchSize": -1}
+    assert raises(GetMoreParams, body, "getMore").message == message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tailable", True),
+        ("awaitData", True),
+        ("returnKey", 1),
+        ("showRecordId", True),
+        ("min", {}),
+        ("max", {"a": 1}),
+    ],
+)
+def test_find_options_not_implemented(field: str, value: Any) -> None:
+    err = raises(FindParams, {"find": "c", field: value}, command="find")
+    assert (err.code, err.message) == (
+        ErrorCode.NotImplemented,
+        f"find option '{field}' is not supported",
+    )
+    if isinstance(value, bool):
+        extract(FindParams, "find", {"find": "c", field: False})
+
+
+def test_find_answers_several_faults_in_its_order() -> None:
+    body: dict[str, Any] = {"find": "c", "skip": -1, "batchSize": -1, "max": {}, "returnKey": True}
+    assert raises(FindParams, body, "find").message == "find option 'returnKey' is not supported"
+    body["collation"] = {"locale": "en"}
+    assert raises(FindParams, body, "find").message == "only the simple collation is supported"
+    body = {"find": "c", "skip": -1, "batchSize": -1}
+    assert raises(FindParams, body, "find").message == (
+        "BatchSize value must be non-negative, but received: -1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "command", "body"),
+    [
+        (FindParams, "find", {"find": "c"}),
+        (CountParams, "count", {"count": "c"}),
+        (DistinctParams, "distinct", {"distinct": "c", "key": "a"}),
+        (AggregateParams, "aggregate", {"aggregate": "c", "pipeline": []}),
+        (FindAndModifyParams, "findAndModify", {"findAndModify": "c"}),
+        (UpdateStatement, "update.updates", {"q": {}, "u": {}}),
+        (DeleteStatement, "delete.deletes", {"q": {}, "limit": 0}),
+    ],
+)
+def test_every_collation_is_checked_by_the_extractor(
+    cls: type, command: str, body: dict[str, Any]
+) -> None:
+    nested = "." in command
+    extract(cls, command, {**body, "collation": {"locale": "simple"}}, nested=nested)
+    with pytest.raises(CommandError) as excinfo:
+        extract(cls, command, {**body, "collation": {"locale": "de"}}, nested=nested)
+    assert excinfo.value.code is ErrorCode.NotImplemented
+    assert excinfo.value.message == "only the simple collation is supported"
+
+
+def test_delete_limit_is_zero_or_one() -> None:
+    err = raises_nested(DeleteStatement, "delete.deletes", {"q": {}, "limit": 2})
+    assert (err.code, err.message) == (
+        ErrorCode.FailedToParse,
+        "The limit field in delete objects must be 0 or 1. Got 2",
+    )
+
+
+def test_aggregate_explain_is_not_implemented() -> None:
+    body = {"aggregate": "c", "pipeline": [], "explain": True}
+    err = raises(AggregateParams, body, "aggregate")
+    assert (err.code, err.message) == (
+        ErrorCode.NotImplemented,
+        "explain of aggregate is not supported",
+    )
+
+
+def test_create_options() -> None:
+    body = {"create": "c", "storageEngine": {}, "capped": False, "idIndex": {}, "size": 0}
+    p = extract(CreateParams, "create", body)
+    assert p.options == {"storageEngine": {}, "idIndex": {}}
+    err = raises(CreateParams, {"create": "c", "capped": True}, "create")
+    assert (err.code, err.message) == (
+        ErrorCode.NotImplemented,
+        "create option 'capped' is not supported yet",
+    )
+    err = raises(CreateParams, {"create": "c", "bogus": 1}, "create")
+    assert (err.code, err.message) == (
+        ErrorCode.Location40415,
+        "BSON field 'create.bogus' is an unknown field.",
+    )
+
+
+def test_coll_mod_options() -> None:
+    err = raises(CollModParams, {"collMod": "c", "validator": None}, "collMod")
+    assert (err.code, err.message) == (
+        ErrorCode.NotImplemented,
+        "collMod option 'validator' is not supported",
+    )
+    err = raises_nested(CollModIndex, "collMod.index", {"name": "a_1", "unique": True})
+    assert (err.code, err.message) == (
+        ErrorCode.NotImplemented,
+        "collMod index option 'unique' is not supported",
+    )
+    err = raises_nested(CollModIndex, "collMod.index", {"name": "a_1", "bogus": True})
+    assert err.message == "BSON field 'collMod.index.bogus' is an unknown field."
+    err = raises_nested(CollModIndex, "collMod.index", {"keyPattern": "a"})
+    assert err.message == (
+        "BSON field 'collMod.index.keyPattern' is the wrong type, expected type 'object'"
+    )
+    index = extract(CollModIndex, "collMod.index", {"name": None, "hidden": None}, nested=True)
+    assert (index.name, index.hidden) == (None, None)
+
+
+def test_statements_are_extracted_with_their_command() -> None:
+    body = {"update": "c", "updates": [{"q": {}, "u": {"$set": {"a": 1}}, "multi": 1}]}
+    p = extract(UpdateParams, "update", body)
+    assert p.updates == (UpdateStatement(q={}, u={"$set": {"a": 1}}, multi=True),)
+    body = {"update": "c", "updates": [bson.encode({"q": {}, "u": {}, "bogus": 1})]}
+    err = raises(UpdateParams, body, "update")
+    assert (err.code, err.message) == (
+        ErrorCode.Location40415,
+        "BSON field 'update.updates.bogus' is an unknown field.",
+    )
+    err = raises(DeleteParams, {"delete": "c", "deletes": [{"q": {}}]}, "delete")
+    assert err.message == "BSON field 'delete.deletes.limit' is missing but a required field"
+
+
+@pytest.mark.parametrize(
+    ("cls", "body"),
+    [
+        (InsertParams, {"insert": "c", "documents": []}),
+        (UpdateParams, {"update": "c", "updates": []}),
+        (DeleteParams, {"delete": "c", "deletes": []}),
+    ],
+)
+def test_write_batches_hold_at_least_one_item(cls: type, body: dict[str, Any]) -> None:
+    err = raises(cls, body, next(iter(body)))
+    assert (err.code, err.message) == (
+        ErrorCode.InvalidLength,
+        "Write batch sizes must be between 1 and 100000. Got 0 operations.",
+    )
+
+
+def test_coll_mod_index_is_extracted_with_the_command() -> None:
+    body = {"collMod": "c", "index": {"name": "a_1", "expireAfterSeconds": 5}}
+    p = extract(CollModParams, "collMod", body)
+    assert p.index == CollModIndex(name="a_1", expire_after_seconds=5)
+    body = {"collMod": "c", "index": {"name": "a_1", "hidden": 1}}
+    assert raises(CollModParams, body, "collMod").message == (
+        "BSON field 'collMod.index.hidden' is the wrong type, expected type 'bool'"
+    )
