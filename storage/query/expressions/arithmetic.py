@@ -280,8 +280,8 @@ def _abs(x: Any) -> Any:
 
 
 def _rounder(rounding: str, fn: Callable[[float], float]) -> Callable[[Any], Any]:
-    """$ceil/$floor: doubles by C's ceil/floor; decimals quantized to exponent 0; integers as
-    they are."""
+    """$ceil/$floor: doubles by C's ceil/floor; decimals quantized to exponent 0 (an infinity,
+    which IEEE 754's quantize refuses, is NaN); integers as they are."""
 
     def apply(x: Any) -> Any:
         t = type(x)
@@ -292,7 +292,9 @@ def _rounder(rounding: str, fn: Callable[[float], float]) -> Callable[[Any], Any
             return math.copysign(r, x) if r == 0 else r  # C keeps the sign of a zero
         if t is Decimal128:
             d = x.to_decimal()
-            if not d.is_finite() or d.as_tuple().exponent >= 0:  # already integral
+            if d.is_infinite():
+                return Decimal128("NaN")
+            if d.is_nan() or d.as_tuple().exponent >= 0:  # already integral
                 return x
             return mkdec(d.quantize(decimal.Decimal(1), rounding=rounding, context=DEC))
         return x
@@ -314,17 +316,18 @@ def _exp(x: Any) -> Any:
         return math.inf
 
 
+def _positive(d: decimal.Decimal) -> bool:
+    """Decimal128::isGreater(0): false for NaN (where Python's ordered comparison raises)."""
+    return not d.is_nan() and d > 0
+
+
 def _log_of(name: str, code: int, fn: Callable[[float], float], dec: Callable[[Any], Any]) -> None:
-    """$ln/$log10: a positive decimal in decimal; anything else as a double, where a number that
-    is not positive is error `code`."""
+    """$ln/$log10: a positive decimal in decimal; anything else as a double, where NaN (a
+    decimal NaN too) gives a double NaN and a number that is not positive is error `code`."""
 
     def apply(x: Any) -> Any:
-        if type(x) is Decimal128:
-            d = x.to_decimal()
-            if d.is_nan():
-                return x  # NaN in, NaN out (an ordered comparison with NaN would raise)
-            if d > 0:
-                return mkdec(dec(d))
+        if type(x) is Decimal128 and _positive(x.to_decimal()):
+            return mkdec(dec(x.to_decimal()))
         f = to_float(x)
         if not (f > 0 or math.isnan(f)):
             fail(code, f"{name}'s argument must be a positive number, but is {fmt_double(f)}")
@@ -360,10 +363,9 @@ _LOG_OPERANDS = _numbers(
 def _log(op: str, x: Any, base: Any) -> Any:
     if type(x) is Decimal128 or type(base) is Decimal128:
         dx, db = to_dec(x), to_dec(base)
-        if dx.is_nan() or db.is_nan():
-            return mkdec(decimal.Decimal("NaN"))
-        if dx > 0 and db > 0 and db != 1:
+        if _positive(dx) and _positive(db) and db != 1:
             return mkdec(DEC.divide(DEC.ln(dx), DEC.ln(db)))
+        # Anything else, NaN included, is worked out in doubles, as MongoDB does.
     fx, fb = to_float(x), to_float(base)
     if not (fx > 0 or math.isnan(fx)):
         fail(28758, f"$log's argument must be a positive number, but is {fmt_double(fx)}")
@@ -372,6 +374,38 @@ def _log(op: str, x: Any, base: Any) -> Any:
             28759, f"$log's base must be a positive number not equal to 1, but is {fmt_double(fb)}"
         )
     return math.log(fx) / math.log(fb)
+
+
+# MongoDB widens every decimal power to 34 digits by adding this zero (kLargestNegativeExponentZero):
+# 2 ** 3 is 8.000000000000000000000000000000000.
+_WIDEST_ZERO = decimal.Decimal("0E-6176")
+_ONE = decimal.Decimal(1)
+_NAN = decimal.Decimal("NaN")
+_INFINITY = decimal.Decimal("Infinity")
+
+
+def _decimal_power(x: decimal.Decimal, y: decimal.Decimal) -> decimal.Decimal:
+    """bid128_pow: IEEE 754's special cases (x**0 and 1**y are 1 even for a NaN; an infinite
+    exponent compares |x| with 1; an infinite or zero base takes the exponent's sign; a negative
+    base to a non-integer is NaN), and Python's decimal power for the rest."""
+    if y.is_zero() or (not x.is_nan() and x == _ONE):
+        return _ONE
+    if x.is_nan() or y.is_nan():
+        return _NAN
+    if y.is_infinite():
+        magnitude = x.copy_abs()
+        if magnitude == _ONE:
+            return _ONE
+        return _INFINITY if (magnitude < _ONE) == y.is_signed() else decimal.Decimal(0)
+    whole = y == y.to_integral_value()
+    odd = whole and int(y) % 2 == 1
+    if x.is_infinite() or x.is_zero():
+        # inf**-y and 0**y are zero, inf**y and 0**-y infinite; an odd y keeps x's sign.
+        r = _INFINITY if x.is_infinite() != y.is_signed() else decimal.Decimal(0)
+        return r.copy_negate() if odd and x.is_signed() else r
+    if x.is_signed() and not whole:
+        return _NAN
+    return DEC.power(x, y)
 
 
 _POW_OPERANDS = _numbers(
@@ -385,9 +419,9 @@ def _pow(op: str, base: Any, exp: Any) -> Any:
     kb, ke = kind(base), kind(exp)
     if kb == DECIMAL or ke == DECIMAL:
         db, de = to_dec(base), to_dec(exp)
-        if db.is_zero() and not de.is_nan() and de < 0:
+        if db.is_zero() and de.is_signed():
             fail(28764, "$pow cannot take a base of 0 and a negative exponent")
-        return mkdec(DEC.power(db, de))
+        return mkdec(DEC.add(_decimal_power(db, de), _WIDEST_ZERO))
     fb, fe = to_float(base), to_float(exp)
     if fb == 0 and fe < 0:
         fail(28764, "$pow cannot take a base of 0 and a negative exponent")

@@ -44,6 +44,8 @@ def double_to_dec(x: float, digits: int = 15) -> decimal.Decimal:
         return decimal.Decimal("NaN")
     if math.isinf(x):
         return decimal.Decimal("Infinity" if x > 0 else "-Infinity")
+    if x == 0:  # MongoDB converts a zero as it is, its sign kept, without rounding it
+        return decimal.Decimal(x)
     return decimal.Decimal(f"{x:.{digits - 1}e}")
 
 
@@ -58,8 +60,9 @@ def to_dec(v: Any) -> decimal.Decimal:
 
 
 def mkdec(d: decimal.Decimal) -> Decimal128:
-    """A Decimal128 of `d` rounded to 34 digits."""
-    return Decimal128(DEC.plus(d))
+    """A Decimal128 of `d` rounded to 34 digits (a negative zero keeps its sign, as IEEE 754
+    arithmetic gives it: -1 * 0 is -0)."""
+    return Decimal128(DEC.create_decimal(d))
 
 
 def int_or_long(n: int) -> Any:
