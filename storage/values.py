@@ -177,6 +177,53 @@ def regex_flags(flags: int | str) -> str:
     return "".join(ch for ch, bit in _FLAG_CHARS if flags & bit)
 
 
+# A Gregorian calendar repeats every 400 years (146,097 days), so any date's day and time are those
+# of a date in datetime's range shifted by whole cycles.
+_CYCLE_MS = 146_097 * 86_400_000
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def _iso_date(d: datetime.datetime, year: int) -> str:
+    y = f"-{-year:04d}" if year < 0 else f"{year:04d}"
+    return (
+        f"{y}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}"
+        f".{d.microsecond // 1000:03d}Z"
+    )
+
+
+def render_value(value: Any) -> str:
+    """A value as the aggregation Value's printer (Value::toString) shows it in expression errors:
+    `{a: "x", b: [1, 2.5]}`, doubles with six significant digits (C's %g), decimals bare, dates in
+    ISO form."""
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "true" if value else "false"
+        case Code():  # a str underneath, but printed bare
+            return str(value)
+        case str():
+            return f'"{value}"'
+        case int():  # Int64 too
+            return str(int(value))
+        case float():
+            return f"{value:g}"
+        case Decimal128():
+            return str(value)
+        case DatetimeMS():
+            cycles, rest = divmod(int(value), _CYCLE_MS)
+            d = _EPOCH + datetime.timedelta(milliseconds=rest)
+            return _iso_date(d, d.year + 400 * cycles)
+        case datetime.datetime():
+            utc = value if value.tzinfo is None else value.astimezone(datetime.UTC)
+            return _iso_date(utc, utc.year)
+        case Mapping():
+            return "{" + ", ".join(f"{k}: {render_value(v)}" for k, v in value.items()) + "}"
+        case list():
+            return "[" + ", ".join(render_value(v) for v in value) + "]"
+    return str(value)
+
+
 # -- field names and constants ---------------------------------------------------------------------
 
 #: The `$` field names a FieldPath accepts: a DBRef's parts. Any other `$` name is invalid.
@@ -213,6 +260,7 @@ __all__ = [
     "render",
     "render_double",
     "render_element",
+    "render_value",
     "to_decimal",
     "to_float",
     "type_name",

@@ -3,6 +3,7 @@ their BSON types (an int32 1 is not a NumberLong 1 nor a double 1.0 here)."""
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +39,21 @@ def typed(value: Any) -> Any:
     if isinstance(value, list):
         return ("array", [typed(v) for v in value])
     return (t.__name__, value)
+
+
+def exact(value: Any) -> Any:
+    """A number with its BSON type, for comparisons where NaN equals NaN and a zero keeps its sign
+    (-0.0 is not 0.0); a decimal compares by value (1 equals 1.000), so that a result is pinned
+    without pinning how many trailing zeros the Intel library gives it."""
+    t = type(value)
+    if t is float:
+        return (
+            ("double", "nan") if math.isnan(value) else ("double", value, math.copysign(1, value))
+        )
+    if t is Decimal128:
+        d: decimal.Decimal = value.to_decimal()
+        return ("decimal", "nan") if d.is_nan() else ("decimal", d, d.is_signed())
+    return typed(value)
 
 
 def raises(spec: Any, doc: Doc | None = None) -> tuple[str, str]:
