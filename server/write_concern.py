@@ -13,8 +13,8 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
+from server.arguments import bson_type_name
 from server.errors import CommandError, ErrorCode
-from server.params import bson_type_name
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.
 MAX_W = 50

@@ -1,6 +1,6 @@
-"""Changing documents: update, delete and findAndModify. Statements are parsed here, run on the
-writer thread by storage/writes.py (which matches through the query engine, so expired documents
-are never matched), and per-statement failures go back in `writeErrors`."""
+"""Writing documents: insert, update, delete and findAndModify. Statements are parsed here, run on
+the writer thread by storage (storage/writes.py matches through the query engine, so expired
+documents are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server.commands.crud import check_collation
-from server.commands.handshake import MAX_WRITE_BATCH_SIZE
+from server.arguments import (
+    COMMAND_VALUE,
+    Kind,
+    arg,
+    check_collation,
+    check_write_batch,
+    extract,
+)
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, write_error
-from server.params import COMMAND_VALUE, Kind, arg, extract
 from server.registry import REGISTRY
 from storage import writes
 from storage.catalog import validate_collection_name
@@ -22,15 +27,6 @@ from storage.query.expressions import command_variables
 from storage.query.paths import MISSING
 from storage.query.projection import parse_projection
 from storage.query.update import Update, parse_update
-
-
-def _check_batch(n: int) -> None:
-    if not 1 <= n <= MAX_WRITE_BATCH_SIZE:
-        raise CommandError(
-            ErrorCode.InvalidLength,
-            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {n} operations.",
-        )
-
 
 S = TypeVar("S")
 
@@ -73,6 +69,37 @@ def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Updat
     return change
 
 
+# -- insert ----------------------------------------------------------------------------------------
+
+#: An insert this small is a bounded write (see Gateway.write_small).
+SMALL_INSERT_DOCS = 16
+SMALL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class InsertParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+
+
+@REGISTRY.command("insert", params=InsertParams, writes=True)
+async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
+    """Insert documents; per-document failures are reported in writeErrors."""
+    check_write_batch(len(p.documents))
+    gateway = ctx.gateway
+    small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+    result = await (gateway.write_small if small else gateway.write_now)(
+        gateway.engine.insert, ctx.db, p.collection, p.documents, p.ordered
+    )
+    ctx.stats.count_documents("insert", result.inserted)
+    reply: dict[str, Any] = {"n": result.inserted}
+    if result.errors:
+        reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+    reply["ok"] = 1.0
+    return reply
+
+
 # -- update ----------------------------------------------------------------------------------------
 
 
@@ -100,7 +127,7 @@ class UpdateParams:
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
     validate_collection_name(ctx.db, p.collection)
-    _check_batch(len(p.updates))
+    check_write_batch(len(p.updates))
     statements = [extract(UpdateStatement, "update.updates", s, nested=True) for s in p.updates]
     for s in statements:
         if not isinstance(s.u, dict | list):
@@ -109,8 +136,9 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
                 "Update argument must be either an object or an array",
             )
         check_collation(s.collation)
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
-    engine = ctx.app.engine
+    variables = command_variables(p.let, ctx.now())
+    gateway = ctx.gateway
+    engine = gateway.engine
 
     def job(now_ms: int) -> dict[str, Any]:
         # Every statement in one writer job (one commit shared with other clients' writes); the
@@ -152,9 +180,8 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         not s.multi and by_id(s.q) for s in statements
     )
-    gateway = ctx.app.gateway
     reply = await (gateway.write_small(job) if small else gateway.write_now(job))
-    ctx.app.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
+    ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
 
@@ -181,7 +208,7 @@ class DeleteParams:
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
     validate_collection_name(ctx.db, p.collection)
-    _check_batch(len(p.deletes))
+    check_write_batch(len(p.deletes))
     statements = [extract(DeleteStatement, "delete.deletes", s, nested=True) for s in p.deletes]
     for s in statements:
         if s.limit not in (0, 1):
@@ -190,8 +217,9 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
                 f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
             )
         check_collation(s.collation)
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
-    engine = ctx.app.engine
+    variables = command_variables(p.let, ctx.now())
+    gateway = ctx.gateway
+    engine = gateway.engine
 
     def job(now_ms: int) -> dict[str, Any]:
         n = 0
@@ -211,9 +239,8 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         s.limit == 1 and by_id(s.q) for s in statements
     )
-    gateway = ctx.app.gateway
     reply = await (gateway.write_small(job) if small else gateway.write_now(job))
-    ctx.app.stats.count_documents("delete", reply["n"])
+    ctx.stats.count_documents("delete", reply["n"])
     return reply
 
 
@@ -265,14 +292,14 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     """Update or remove one document and return it (before, or with `new` after, the change)."""
     validate_collection_name(ctx.db, p.collection)
     _check_find_and_modify(p)
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
+    variables = command_variables(p.let, ctx.now())
     spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
-    gateway = ctx.app.gateway
+    gateway = ctx.gateway
     result = await (gateway.write_small if by_id(p.query) else gateway.write_now)(
         writes.find_and_modify,
-        ctx.app.engine,
+        gateway.engine,
         ctx.db,
         p.collection,
         spec,

@@ -1,4 +1,4 @@
-"""Typed command parameters: each command declares a frozen dataclass whose fields say which BSON field
+"""Command arguments: each command declares a frozen dataclass whose fields say which BSON field
 they come from and of what kind; `extract` is the one place a command document becomes that object."""
 
 from __future__ import annotations
@@ -328,3 +328,24 @@ def extract_lenient(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
     """Like extract, but unknown fields are ignored (handshake and diagnostic commands, which
     drivers and tools send with fields that vary by version)."""
     return _extract(cls, command, body, False, True)
+
+
+# -- checks the parameter classes do not declare yet -----------------------------------------------
+
+#: The most statements (or documents) one write command may carry; hello reports it.
+MAX_WRITE_BATCH_SIZE = 100_000
+
+
+def check_write_batch(n: int) -> None:
+    """A write command's statements or documents: between 1 and MAX_WRITE_BATCH_SIZE."""
+    if not 1 <= n <= MAX_WRITE_BATCH_SIZE:
+        raise CommandError(
+            ErrorCode.InvalidLength,
+            f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {n} operations.",
+        )
+
+
+def check_collation(collation: Mapping[str, Any] | None) -> None:
+    """Only the simple (binary) collation exists in ebbdb."""
+    if collation and not (collation.get("locale") == "simple" and len(collation) == 1):
+        raise CommandError(ErrorCode.NotImplemented, "only the simple collation is supported")

@@ -12,8 +12,7 @@ import bson
 import pytest
 from bson import Decimal128, Int64
 
-from server.errors import CommandError, ErrorCode
-from server.params import (
+from server.arguments import (
     COMMAND_VALUE,
     GENERIC_FIELDS,
     REST,
@@ -24,6 +23,7 @@ from server.params import (
     extract,
     extract_lenient,
 )
+from server.errors import CommandError, ErrorCode
 
 
 @dataclass(frozen=True)
