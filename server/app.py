@@ -46,9 +46,7 @@ class App:
         self.connections: dict[int, Connection] = {}
         self.address: tuple[str, int] | None = None
         self._engine: Engine | None = None
-        self._gateway: Gateway | None = None
-        self._ttl_monitor: TTLMonitor | None = None
-        self._dispatcher: Dispatcher | None = None
+        self._services: Services | None = None
         self._servers: list[asyncio.Server] = []
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -60,19 +58,10 @@ class App:
         return self._engine
 
     @property
-    def gateway(self) -> Gateway:
-        assert self._gateway is not None, "server not started"
-        return self._gateway
-
-    @property
-    def ttl_monitor(self) -> TTLMonitor:
-        assert self._ttl_monitor is not None, "server not started"
-        return self._ttl_monitor
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        assert self._dispatcher is not None, "server not started"
-        return self._dispatcher
+    def services(self) -> Services:
+        """What the handlers are given (the gateway, the TTL monitor, ...)."""
+        assert self._services is not None, "server not started"
+        return self._services
 
     @property
     def host(self) -> str:
@@ -96,31 +85,28 @@ class App:
         )
         try:
             self._engine = Engine.open(self.config.dbpath)
-            self._gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
-            self._ttl_monitor = TTLMonitor(
-                GatewayExpiry(self._gateway), self.parameters, self.clock.now_ms
-            )
-            self.parameters.on_change("ttlMonitorSleepSecs", self._ttl_monitor.wake)
-            services = Services(
-                gateway=self._gateway,
+            gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
+            ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
+            self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)
+            self._services = Services(
+                gateway=gateway,
                 cursors=self.cursors,
                 clock=self.clock,
                 parameters=self.parameters,
                 stats=self.stats,
-                ttl_monitor=self._ttl_monitor,
+                ttl_monitor=ttl_monitor,
                 config=self.config,
                 log_ring=self.log_ring,
                 listener=self,
             )
-            self._dispatcher = Dispatcher(services)
-            await self._listen()
+            await self._listen(Dispatcher(self._services))
         except BaseException:
             await self._close_storage()
             self._detach_logging()
             raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_cursors()))
-        self._tasks.append(loop.create_task(self._ttl_monitor.run()))
+        self._tasks.append(loop.create_task(self.services.ttl_monitor.run()))
         assert self.address is not None
         log.info(
             "ebbdb %s listening on %s:%d, dbpath %s",
@@ -138,10 +124,9 @@ class App:
         delay = float(self.parameters.get("syncdelay")) * 1000
         return min(interval, delay) if delay > 0 else interval
 
-    async def _listen(self) -> None:
+    async def _listen(self, dispatcher: Dispatcher) -> None:
         loop = asyncio.get_running_loop()
         port = self.config.port
-        dispatcher = self.dispatcher
         for host in self.config.bind_ip:
             srv = await loop.create_server(
                 lambda: Connection(dispatcher, self), host, port, reuse_address=True, backlog=512
@@ -180,8 +165,8 @@ class App:
         self.stopped.set()
 
     async def _close_storage(self) -> None:
-        if self._gateway is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._gateway.close)
+        if self._services is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._services.gateway.close)
         if self._engine is not None:
             # Closing syncs the data file: off the loop, like every disk wait.
             await asyncio.get_running_loop().run_in_executor(None, self._engine.close)

@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import bson
-from bson import Decimal128, Int64
+from bson import Decimal128
 
 from server.errors import CommandError, ErrorCode
 from storage.documents import CODEC
+from storage.values import is_number, type_name
 
 #: Fields every command may carry that ebbdb accepts and does not act on (sessions, concerns,
 #: read preference, API versioning, comments, server-side timeouts, driver metadata).
@@ -61,18 +62,6 @@ class Kind(enum.Enum):
     STRING_OR_DOC = "string or object"
 
 
-_TYPE_NAMES = {
-    bool: "bool",
-    int: "int",
-    Int64: "long",
-    float: "double",
-    str: "string",
-    dict: "object",
-    list: "array",
-    Decimal128: "decimal",
-    type(None): "null",
-}
-
 _EXPECTED = {
     Kind.STRING: "type 'string'",
     Kind.INT: "types '[long, int, decimal, double]'",
@@ -87,10 +76,6 @@ _EXPECTED = {
 
 class DocSequence(list):  # type: ignore[type-arg]
     """An OP_MSG kind-1 document sequence merged into the arguments: a list of raw BSON documents."""
-
-
-def bson_type_name(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +93,6 @@ def arg(name: str, kind: Kind, default: Any = None, *, required: bool = False) -
 P = TypeVar("P")
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, Decimal128)) and not isinstance(v, bool)
-
-
 def _to_int(v: Any) -> int:
     if isinstance(v, Decimal128):
         v = v.to_decimal()
@@ -124,7 +105,7 @@ def _wrong_type(command: str, a: Arg, value: Any) -> CommandError:
     field = a.name if a.name != COMMAND_VALUE else command
     return CommandError(
         ErrorCode.TypeMismatch,
-        f"BSON field '{command}.{field}' is the wrong type '{bson_type_name(value)}', "
+        f"BSON field '{command}.{field}' is the wrong type '{type_name(value)}', "
         f"expected {_EXPECTED[a.kind]}",
     )
 
@@ -142,7 +123,7 @@ def _as_string(command: str, a: Arg, value: Any) -> Any:
 def _as_int(command: str, a: Arg, value: Any) -> Any:
     if type(value) is int:  # what drivers send
         return value
-    if _is_number(value):
+    if is_number(value):
         try:
             return _to_int(value)
         except (ValueError, OverflowError):
@@ -158,7 +139,7 @@ def _as_bool(command: str, a: Arg, value: Any) -> Any:
     if isinstance(value, Decimal128):
         d = value.to_decimal()
         return bool(d.is_nan() or d != 0)
-    if _is_number(value):
+    if is_number(value):
         return bool(value != 0)
     raise _wrong_type(command, a, value)
 
@@ -223,7 +204,7 @@ def _documents(command: str, a: Arg, items: list[Any]) -> tuple[Any, ...]:
             raise CommandError(
                 ErrorCode.TypeMismatch,
                 f"BSON field '{command}.{a.name}.{i}' is the wrong type "
-                f"'{bson_type_name(item)}', expected type 'object'",
+                f"'{type_name(item)}', expected type 'object'",
             )
     return tuple(out)
 

@@ -1,5 +1,5 @@
 """One client connection: an asyncio.Protocol that frames bytes, runs requests one after another in
-arrival order, each in a Task of its own, and writes replies. Broken framing closes only this
+arrival order inside the connection's own Task, and writes replies. Broken framing closes only this
 connection."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import asyncio
 import collections
 import itertools
 import logging
-import sys
-from collections.abc import Coroutine
+import types
+from asyncio import tasks
+from collections.abc import Coroutine, Generator
 from typing import Any, Protocol
 
 from protocol import FrameDecoder, ProtocolError
@@ -25,13 +26,28 @@ _MAX_QUEUED = 64
 _Request = Coroutine[Any, Any, bytes | None]
 
 
-def _start(loop: asyncio.AbstractEventLoop, request: _Request) -> asyncio.Task[bytes | None]:
-    """A Task for one request. Where asyncio can (3.12+), the Task starts eagerly: it runs at once,
-    so a request that never waits (a ping, a find_one answered from one chunk) is answered
-    without waiting for the next turn of the loop; before 3.12 it starts on that turn."""
-    if sys.version_info >= (3, 12):
-        return asyncio.Task(request, loop=loop, eager_start=True)
-    return loop.create_task(request)
+@types.coroutine
+def _resume(
+    coro: _Request, pending: Any, thrown: BaseException | None = None
+) -> Generator[Any, Any, bytes | None]:
+    """Go on with a request that was started outside this Task's own steps and suspended on
+    `pending` (or is to receive `thrown` first). What the Task throws in (a cancellation) is passed
+    on to the request."""
+    while True:
+        if thrown is None:
+            try:
+                yield pending
+            except BaseException as exc:  # noqa: BLE001 - forwarded, not handled
+                thrown = exc
+        try:
+            pending = coro.send(None) if thrown is None else coro.throw(thrown)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        thrown = None
+
+
+#: A request handed to the connection's Task before its first step.
+_NOT_STARTED = object()
 
 
 class Owner(Protocol):
@@ -43,8 +59,11 @@ class Owner(Protocol):
 
 
 class Connection(asyncio.Protocol):
-    """Requests run one at a time, each in its own Task (so `asyncio.timeout()` and cancellation
-    work in every handler); later requests from this client queue behind the running one."""
+    """Every request runs inside this connection's Task (`_runner`), so `asyncio.timeout()` and
+    cancellation work in every handler. A request starts at once, as an eager task does: in
+    data_received, with the Task made current; one that never waits (a ping, a find_one answered
+    from one chunk) is answered there and then. One that waits is handed to the Task to finish,
+    and later requests queue behind it."""
 
     def __init__(self, dispatcher: Dispatcher, owner: Owner) -> None:
         self._dispatcher = dispatcher
@@ -54,7 +73,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
         self._queue: collections.deque[bytes] = collections.deque()
-        self._task: asyncio.Task[bytes | None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
         self._write_paused = False
         self._read_paused = False
         self.closed = asyncio.Event()
@@ -72,14 +92,18 @@ class Connection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        loop = asyncio.get_running_loop()
+        self._handoff = loop.create_future()
+        self._runner = loop.create_task(self._run())
         self._owner.connection_opened(self)
         log.info("[conn%d] connection accepted from %s", self.id, self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._queue.clear()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self._runner is not None:
+            self._runner.cancel()
+        self._idle.set()
         self._owner.connection_closed(self)
         self.closed.set()
         log.info("[conn%d] end connection %s", self.id, self.peer)
@@ -115,50 +139,102 @@ class Connection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Start the next queued request unless one runs, the client stops reading our replies,
-        or the queue is empty (an eager Task that finished at once lets the next one start)."""
+        """Run queued requests in order, as the connection's Task, until one has to wait (the Task
+        then finishes it and serves the rest), the client stops reading our replies, or the
+        queue is empty."""
+        runner = self._runner
+        if not self._idle.is_set() or runner is None or runner.done():
+            return  # a request runs (the Task serves the queue after it), or the Task is gone
         loop = asyncio.get_running_loop()
-        while self._queue and self._task is None and not self._write_paused:
-            if self._transport is None:
-                break
-            frame = self._queue.popleft()
+        if tasks.current_task(loop) is not None:
+            # Called from inside some task, not from a transport callback: the Task starts the
+            # next request on its next step.
+            if self._queue and self._handoff is not None and not self._handoff.done():
+                self._idle.clear()
+                self._handoff.set_result((self._next_request(), _NOT_STARTED))
+            return
+        while self._queue and not self._write_paused and self._transport is not None:
+            request = self._next_request()
             self._idle.clear()
-            task = _start(loop, self._dispatcher.handle_frame(self.client, frame))
-            if task.done():
-                if not self._finished(task):
-                    break
+            # What an eager task does (asyncio.Task's eager_start, 3.12+): run the first step
+            # now, with the Task current, so that a request that never waits is answered
+            # without waiting for another turn of the loop.
+            tasks._enter_task(loop, runner)
+            try:
+                pending = request.send(None)
+            except StopIteration as stop:
+                self._send(stop.value)
                 continue
-            self._task = task
-            task.add_done_callback(self._request_done)
-        if self._task is None:
+            except ProtocolError as exc:
+                self.abort(f"bad message: {exc}")
+                break
+            except Exception as exc:
+                self._failed(exc)
+                break
+            finally:
+                tasks._leave_task(loop, runner)
+            assert self._handoff is not None
+            self._handoff.set_result((request, pending))
+            return
+        self._idle.set()
+        self._resume_reading()
+
+    def _next_request(self) -> _Request:
+        return self._dispatcher.handle_frame(self.client, self._queue.popleft())
+
+    async def _run(self) -> None:
+        """The connection's Task: it finishes each request that had to wait, then serves the
+        requests that queued meanwhile, and waits for the next one handed over."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                handoff = self._handoff
+                assert handoff is not None
+                thrown: BaseException | None = None
+                try:
+                    request, pending = await handoff
+                except asyncio.CancelledError as exc:
+                    if not handoff.done() or handoff.cancelled():
+                        raise  # cancelled while idle: the connection is gone
+                    # Cancelled (by a timeout the request set) before this Task took the
+                    # request over: the request gets the cancellation.
+                    request, pending = handoff.result()
+                    thrown = exc
+                self._handoff = loop.create_future()
+                try:
+                    if pending is _NOT_STARTED:
+                        reply = await request
+                    else:
+                        reply = await _resume(request, pending, thrown)
+                    self._send(reply)
+                    while self._queue and not self._write_paused and self._transport is not None:
+                        self._send(await self._next_request())
+                except ProtocolError as exc:
+                    self.abort(f"bad message: {exc}")
+                except asyncio.CancelledError:
+                    if self._transport is not None:  # not the connection's end: a bug
+                        self.abort("request cancelled")
+                    raise
+                except Exception as exc:
+                    self._failed(exc)
+                self._idle.set()
+                self._resume_reading()
+        finally:
             self._idle.set()
+
+    def _resume_reading(self) -> None:
         if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2 and self._transport:
             self._read_paused = False
             self._transport.resume_reading()
 
-    def _request_done(self, task: asyncio.Task[bytes | None]) -> None:
-        self._task = None
-        if self._finished(task):
-            self._pump()
-        else:
-            self._idle.set()
-
-    def _finished(self, task: asyncio.Task[bytes | None]) -> bool:
-        """Send a finished request's reply; False if the connection cannot go on."""
-        if task.cancelled():
-            return False
-        exc = task.exception()
-        if isinstance(exc, ProtocolError):
-            self.abort(f"bad message: {exc}")
-            return False
-        if exc is not None:  # the dispatcher turns handler errors into replies; this is a bug
-            log.error("[conn%d] request failed outside the dispatcher", self.id, exc_info=exc)
-            self.abort("internal error")
-            return False
-        reply = task.result()
+    def _send(self, reply: bytes | None) -> None:
         if reply is not None and self._transport is not None:
             self._transport.write(reply)
-        return True
+
+    def _failed(self, exc: BaseException) -> None:
+        """A request raised past the dispatcher (which turns handler errors into replies): a bug."""
+        log.error("[conn%d] request failed outside the dispatcher", self.id, exc_info=exc)
+        self.abort("internal error")
 
     def abort(self, reason: str) -> None:
         """Drop this connection (framing is lost, so nothing more can be read from it)."""

@@ -3,7 +3,7 @@ it serves, the database the command names, and the command's name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from server.clock import ExpiryClock
@@ -68,32 +68,23 @@ class Client:
         self.contexts: dict[tuple[str, str], CommandContext] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class CommandContext:
-    services: Services
+@dataclass(frozen=True)
+class CommandContext(Services):
+    """What a handler is given: the services, the client that asked, the database the command
+    names and the command's name (an alias, as the client spelled it)."""
+
     client: Client
     db: str
     command: str
 
-    @property
-    def gateway(self) -> Gateway:
-        return self.services.gateway
-
-    @property
-    def cursors(self) -> CursorManager:
-        return self.services.cursors
-
-    @property
-    def parameters(self) -> Parameters:
-        return self.services.parameters
-
-    @property
-    def stats(self) -> ServerStats:
-        return self.services.stats
+    @classmethod
+    def of(cls, services: Services, client: Client, db: str, command: str) -> CommandContext:
+        given = {f.name: getattr(services, f.name) for f in fields(Services)}
+        return cls(**given, client=client, db=db, command=command)
 
     def now(self) -> int:
         """The expiry clock's time (ms since the epoch): what a command stamps and hides by."""
-        return self.services.clock.now_ms()
+        return self.clock.now_ms()
 
     def ns(self, collection: str) -> str:
         """The namespace of `collection` in this command's database."""
@@ -101,4 +92,4 @@ class CommandContext:
 
     def collection(self, name: str) -> CollectionInfo | None:
         """The catalog's entry for collection `name` of this command's database (None: none)."""
-        return self.services.gateway.engine.collection(self.db, name)
+        return self.gateway.engine.collection(self.db, name)

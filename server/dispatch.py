@@ -165,7 +165,8 @@ class Dispatcher:
         (a client naming ever new databases only empties its table now and then)."""
         if len(client.contexts) >= _MAX_CONTEXTS:
             client.contexts.clear()
-        ctx = client.contexts[db, command] = CommandContext(self.services, client, db, command)
+        ctx = CommandContext.of(self.services, client, db, command)
+        client.contexts[db, command] = ctx
         return ctx
 
 

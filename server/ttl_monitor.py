@@ -81,16 +81,12 @@ class TTLMonitor:
         parameters: Parameters,
         now: Callable[[], int],
         pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        batch: int = BATCH,
     ) -> None:
         self._store = store
         self._parameters = parameters
         self._now = now
         self._pause = pause
-        self._batch = batch
-        self.passes = 0
-        self.sub_passes = 0
-        self.deleted_documents = 0
+        self.passes = self.sub_passes = self.deleted_documents = 0
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
 
@@ -131,10 +127,10 @@ class TTLMonitor:
                 still = []
                 for coll in pending:
                     started = time.perf_counter()
-                    n = await self._store.purge_expired(coll.db, coll.name, now, self._batch)
+                    n = await self._store.purge_expired(coll.db, coll.name, now, BATCH)
                     elapsed[coll.ns] = elapsed.get(coll.ns, 0.0) + time.perf_counter() - started
                     deleted[coll.ns] = deleted.get(coll.ns, 0) + n
-                    if n >= self._batch:
+                    if n >= BATCH:
                         still.append(coll)
                     if n:
                         await self._pause(PAUSE_SECONDS)

@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bson import Decimal128, Int64
-
-from server.arguments import bson_type_name
 from server.errors import CommandError, ErrorCode
+from storage.values import is_number, to_float, type_name
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.
 MAX_W = 50
@@ -34,31 +32,23 @@ class WriteConcern:
 DEFAULT = WriteConcern()
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float, Int64, Decimal128)) and not isinstance(value, bool)
-
-
-def _as_float(value: Any) -> float:
-    return float(value.to_decimal()) if isinstance(value, Decimal128) else float(value)
-
-
 def _flag(name: str, value: Any) -> bool:
     """A safeBool field of writeConcern (j, fsync)."""
     if isinstance(value, bool):
         return value
-    if _number(value):
-        f = _as_float(value)
+    if is_number(value):
+        f = to_float(value)
         return math.isnan(f) or f != 0
     raise CommandError(
         ErrorCode.TypeMismatch,
-        f"BSON field 'writeConcern.{name}' is the wrong type '{bson_type_name(value)}', "
+        f"BSON field 'writeConcern.{name}' is the wrong type '{type_name(value)}', "
         f"expected types '{_BOOL_TYPES}'",
     )
 
 
 def _w(value: Any) -> int | str | None:
-    if _number(value):
-        f = _as_float(value)
+    if is_number(value):
+        f = to_float(value)
         if math.isnan(f):
             raise CommandError(ErrorCode.FailedToParse, "w cannot be NaN")
         n = int(f) if math.isfinite(f) else (-1 if f < 0 else MAX_W + 1)
@@ -78,7 +68,7 @@ def _w(value: Any) -> int | str | None:
         if not value:
             raise CommandError(ErrorCode.FailedToParse, "tagged write concern requires tags")
         for k, v in value.items():
-            if not _number(v):
+            if not is_number(v):
                 raise CommandError(
                     ErrorCode.FailedToParse,
                     "tags must be a single level document with only number values; "
@@ -104,7 +94,7 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     if not isinstance(value, Mapping):
         raise CommandError(
             ErrorCode.TypeMismatch,
-            f"BSON field '{command}.writeConcern' is the wrong type '{bson_type_name(value)}', "
+            f"BSON field '{command}.writeConcern' is the wrong type '{type_name(value)}', "
             "expected type 'object'",
         )
     if not supported:
@@ -115,10 +105,10 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     j = _flag("j", value["j"]) if "j" in value else False
     fsync = _flag("fsync", value["fsync"]) if "fsync" in value else False
     wtimeout = value.get("wtimeout", 0)
-    if wtimeout is not None and not _number(wtimeout):
+    if wtimeout is not None and not is_number(wtimeout):
         raise CommandError(
             ErrorCode.TypeMismatch,
-            f"BSON field 'writeConcern.wtimeout' is the wrong type '{bson_type_name(wtimeout)}', "
+            f"BSON field 'writeConcern.wtimeout' is the wrong type '{type_name(wtimeout)}', "
             "expected types '[long, int, decimal, double]'",
         )
     if j and fsync:
@@ -133,8 +123,8 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
     millis = (
         0
         if wtimeout is None
-        else int(_as_float(wtimeout))
-        if math.isfinite(_as_float(wtimeout))
+        else int(to_float(wtimeout))
+        if math.isfinite(to_float(wtimeout))
         else 0
     )
     return WriteConcern(1 if w is None else w, j or fsync or w == "majority", millis)

@@ -70,7 +70,7 @@ class GetLogParams:
 @REGISTRY.command("getLog", params=GetLogParams, admin_only=True)
 async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
     """Recent log lines as JSON strings: 'global', 'startupWarnings', or '*' for the names."""
-    ring = ctx.services.log_ring
+    ring = ctx.log_ring
     if p.name == "*":
         return {"names": ["global", "startupWarnings"], "ok": 1.0}
     if p.name == "global":
@@ -88,8 +88,8 @@ async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
 async def get_cmd_line_opts(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """The command line the server was started with, raw and parsed."""
     return {
-        "argv": list(ctx.services.config.argv),
-        "parsed": ctx.services.config.parsed(),
+        "argv": list(ctx.config.argv),
+        "parsed": ctx.config.parsed(),
         "ok": 1.0,
     }
 
@@ -129,13 +129,12 @@ async def host_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 @REGISTRY.command("serverStatus", lenient=True)
 async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Uptime, connections and operation counters."""
-    services = ctx.services
-    stats = services.stats
-    engine = services.gateway.engine
-    ttl = services.ttl_monitor
+    stats = ctx.stats
+    engine = ctx.gateway.engine
+    ttl = ctx.ttl_monitor
     uptime = stats.uptime
     return {
-        "host": services.listener.host,
+        "host": ctx.listener.host,
         "version": MONGODB_VERSION,
         "process": "ebbdb",
         "pid": Int64(os.getpid()),
@@ -147,7 +146,7 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "current": stats.connections_current,
             "available": 1_000_000 - stats.connections_current,
             "totalCreated": stats.connections_total,
-            "active": services.listener.active_connections(),
+            "active": ctx.listener.active_connections(),
         },
         "opcounters": {k: Int64(v) for k, v in stats.opcounters.items()},
         "storageEngine": {
@@ -156,7 +155,7 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "mapSize": Int64(engine.map_size),
         },
         "metrics": {
-            "cursor": {"open": {"total": Int64(len(services.cursors))}},
+            "cursor": {"open": {"total": Int64(len(ctx.cursors))}},
             "ttl": {
                 "passes": Int64(ttl.passes),
                 "subPasses": Int64(ttl.sub_passes),
@@ -168,8 +167,8 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "writes": {
                 "commits": Int64(engine.commits),
                 "durableCommits": Int64(engine.durable),
-                "groups": Int64(services.gateway.groups),
-                "syncs": Int64(services.gateway.syncs),
+                "groups": Int64(ctx.gateway.groups),
+                "syncs": Int64(ctx.gateway.syncs),
             },
         },
         "ok": 1.0,
@@ -181,7 +180,7 @@ async def list_commands(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Every command this server knows, from the registry."""
     commands = {}
     for cmd in REGISTRY.commands():
-        if cmd.test_only and not ctx.services.test_commands_enabled():
+        if cmd.test_only and not ctx.test_commands_enabled():
             continue
         commands[cmd.name] = {
             "help": cmd.help,

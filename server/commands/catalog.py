@@ -7,12 +7,13 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import COMMAND_VALUE, Kind, arg, bson_type_name
+from server.arguments import COMMAND_VALUE, Kind, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from storage.query.match import compile_filter
+from storage.values import type_name
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
 _PAGE = 4096
@@ -194,7 +195,7 @@ def _index_ttl(value: Any) -> int:
         raise CommandError(
             ErrorCode.TypeMismatch,
             f"BSON field 'collMod.index.expireAfterSeconds' is the wrong type "
-            f"'{bson_type_name(value)}', expected types '[long, int, decimal, double]'",
+            f"'{type_name(value)}', expected types '[long, int, decimal, double]'",
         )
     if isinstance(value, float) and value != value:
         raise CommandError(ErrorCode.InvalidOptions, "expireAfterSeconds cannot be NaN")

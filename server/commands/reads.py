@@ -391,8 +391,8 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
         }
     reply["command"] = {**inner, "$db": ctx.db}
     reply["serverInfo"] = {
-        "host": ctx.services.listener.host,
-        "port": ctx.services.listener.port,
+        "host": ctx.listener.host,
+        "port": ctx.listener.port,
         "version": MONGODB_VERSION,
         "gitVersion": "ebbdb",
     }

@@ -47,6 +47,24 @@ def _each_statement(
     return errors
 
 
+def _statements(
+    ctx: CommandContext,
+    collection: str,
+    docs: tuple[dict[str, Any], ...],
+    cls: type[S],
+    path: str,
+    check: Callable[[S], None],
+) -> list[S]:
+    """An update's or delete's statements, every one extracted, then every one checked, before
+    any runs (a malformed statement fails the whole command)."""
+    validate_collection_name(ctx.db, collection)
+    check_write_batch(len(docs))
+    statements = [extract(cls, path, doc, nested=True) for doc in docs]
+    for statement in statements:
+        check(statement)
+    return statements
+
+
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
 SMALL_STATEMENTS = 16
 
@@ -89,7 +107,7 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     check_write_batch(len(p.documents))
     gateway = ctx.gateway
     small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
-    result = await (gateway.write_small if small else gateway.write_now)(
+    result = await (gateway.write_small if small else gateway.write_stamped)(
         gateway.engine.insert, ctx.db, p.collection, p.documents, p.ordered
     )
     ctx.stats.count_documents("insert", result.inserted)
@@ -123,19 +141,20 @@ class UpdateParams:
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
+def _check_update(s: UpdateStatement) -> None:
+    if not isinstance(s.u, dict | list):
+        raise CommandError(
+            ErrorCode.FailedToParse, "Update argument must be either an object or an array"
+        )
+    check_collation(s.collation)
+
+
 @REGISTRY.command("update", params=UpdateParams, writes=True)
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
-    validate_collection_name(ctx.db, p.collection)
-    check_write_batch(len(p.updates))
-    statements = [extract(UpdateStatement, "update.updates", s, nested=True) for s in p.updates]
-    for s in statements:
-        if not isinstance(s.u, dict | list):
-            raise CommandError(
-                ErrorCode.FailedToParse,
-                "Update argument must be either an object or an array",
-            )
-        check_collation(s.collation)
+    statements = _statements(
+        ctx, p.collection, p.updates, UpdateStatement, "update.updates", _check_update
+    )
     variables = command_variables(p.let, ctx.now())
     gateway = ctx.gateway
     engine = gateway.engine
@@ -180,7 +199,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         not s.multi and by_id(s.q) for s in statements
     )
-    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
+    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
     ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
@@ -204,19 +223,21 @@ class DeleteParams:
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
+def _check_delete(s: DeleteStatement) -> None:
+    if s.limit not in (0, 1):
+        raise CommandError(
+            ErrorCode.FailedToParse,
+            f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
+        )
+    check_collation(s.collation)
+
+
 @REGISTRY.command("delete", params=DeleteParams, writes=True)
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
-    validate_collection_name(ctx.db, p.collection)
-    check_write_batch(len(p.deletes))
-    statements = [extract(DeleteStatement, "delete.deletes", s, nested=True) for s in p.deletes]
-    for s in statements:
-        if s.limit not in (0, 1):
-            raise CommandError(
-                ErrorCode.FailedToParse,
-                f"The limit field in delete objects must be 0 or 1. Got {s.limit}",
-            )
-        check_collation(s.collation)
+    statements = _statements(
+        ctx, p.collection, p.deletes, DeleteStatement, "delete.deletes", _check_delete
+    )
     variables = command_variables(p.let, ctx.now())
     gateway = ctx.gateway
     engine = gateway.engine
@@ -239,7 +260,7 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         s.limit == 1 and by_id(s.q) for s in statements
     )
-    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
+    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
     ctx.stats.count_documents("delete", reply["n"])
     return reply
 
@@ -297,7 +318,7 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
     gateway = ctx.gateway
-    result = await (gateway.write_small if by_id(p.query) else gateway.write_now)(
+    result = await (gateway.write_small if by_id(p.query) else gateway.write_stamped)(
         writes.find_and_modify,
         gateway.engine,
         ctx.db,

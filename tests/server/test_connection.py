@@ -1,6 +1,7 @@
-"""A connection without a socket (a transport that records what is written): every request runs
-inside an asyncio Task, so `asyncio.timeout()` works in a handler from its first line; requests
-are answered in order; shutdown waits for the running request on an event."""
+"""A connection without a socket (a transport that records what is written, data fed from loop
+callbacks as a transport feeds it): every request runs inside the connection's Task, so
+`asyncio.timeout()` works in a handler from its first line, whether it waits or not; requests are
+answered in order; shutdown waits for the running request on an event."""
 
 from __future__ import annotations
 
@@ -108,6 +109,12 @@ def open_connection(services: Services) -> tuple[Connection, Transport]:
     return conn, transport
 
 
+def feed(conn: Connection, *commands: str) -> None:
+    """Deliver requests from a loop callback, as a transport does (outside any task)."""
+    data = b"".join(request(c) for c in commands)
+    asyncio.get_running_loop().call_soon(conn.data_received, data)
+
+
 async def answered(transport: Transport, n: int) -> None:
     async with asyncio.timeout(5):
         while len(transport.written) < n:
@@ -117,7 +124,7 @@ async def answered(transport: Transport, n: int) -> None:
 def test_a_handler_runs_in_a_task_from_its_first_line(services: Services) -> None:
     async def main() -> list[dict[str, Any]]:
         conn, transport = open_connection(services)
-        conn.data_received(request("inTask"))
+        feed(conn, "inTask")
         await answered(transport, 1)
         return replies(transport)
 
@@ -127,7 +134,7 @@ def test_a_handler_runs_in_a_task_from_its_first_line(services: Services) -> Non
 def test_a_timeout_expires_inside_a_handler(services: Services) -> None:
     async def main() -> list[dict[str, Any]]:
         conn, transport = open_connection(services)
-        conn.data_received(request("timesOut") + request("inTask"))
+        feed(conn, "timesOut", "inTask")
         await answered(transport, 2)
         return replies(transport)
 
@@ -138,7 +145,7 @@ def test_requests_queue_behind_the_running_one_and_idle_is_an_event(services: Se
     async def main() -> tuple[list[dict[str, Any]], bool]:
         Gate.release = asyncio.Event()
         conn, transport = open_connection(services)
-        conn.data_received(request("waitForRelease") + request("inTask"))
+        feed(conn, "waitForRelease", "inTask")
         await asyncio.sleep(0.01)
         assert conn.busy and not transport.written
         waiter = asyncio.ensure_future(conn.wait_idle())
@@ -157,10 +164,20 @@ def test_a_lost_connection_cancels_its_request(services: Services) -> None:
     async def main() -> bool:
         Gate.release = asyncio.Event()
         conn, transport = open_connection(services)
-        conn.data_received(request("waitForRelease"))
+        feed(conn, "waitForRelease")
         await asyncio.sleep(0.01)
         conn.connection_lost(None)
         await asyncio.wait_for(conn.wait_idle(), 5)
         return conn.closed.is_set() and not transport.written
 
     assert asyncio.run(main())
+
+
+def test_requests_fed_from_inside_a_task_run_in_the_connection_s_task(services: Services) -> None:
+    async def main() -> list[dict[str, Any]]:
+        conn, transport = open_connection(services)
+        conn.data_received(request("inTask") + request("timesOut"))
+        await answered(transport, 2)
+        return replies(transport)
+
+    assert asyncio.run(main()) == [{"task": True, "ok": 1.0}, {"timedOut": True, "ok": 1.0}]

@@ -72,53 +72,37 @@ def test_a_command_gets_its_parameters_and_context(services: Services) -> None:
     assert services.stats.opcounters["command"] == 1
 
 
-def test_an_unknown_command_is_59(services: Services) -> None:
-    assert run(services, {"nope": 1, "$db": "d"}) == {
-        "ok": 0.0,
-        "errmsg": "no such command: 'nope'",
-        "code": 59,
-        "codeName": "CommandNotFound",
-    }
+def error(code: int, name: str, message: str) -> dict[str, Any]:
+    return {"ok": 0.0, "errmsg": message, "code": code, "codeName": name}
 
 
-def test_a_test_only_command_is_unknown_without_enable_test_commands(services: Services) -> None:
-    assert run(services, {"secret": 1, "$db": "d"})["code"] == 59
-
-
-def test_an_unexpected_exception_is_1_internal_error(services: Services) -> None:
-    assert run(services, {"boom": 1, "$db": "d"}) == {
-        "ok": 0.0,
-        "errmsg": "internal error: RuntimeError",
-        "code": 1,
-        "codeName": "InternalError",
-    }
-
-
-def test_a_command_error_is_its_code(services: Services) -> None:
-    assert run(services, {"refuse": 1, "$db": "d"}) == {
-        "ok": 0.0,
-        "errmsg": "no, thanks",
-        "code": 2,
-        "codeName": "BadValue",
-    }
-
-
-def test_an_unknown_field_is_40415(services: Services) -> None:
-    assert run(services, {"echo": 1, "y": 1, "$db": "d"}) == {
-        "ok": 0.0,
-        "errmsg": "BSON field 'echo.y' is an unknown field.",
-        "code": 40415,
-        "codeName": "Location40415",
-    }
+@pytest.mark.parametrize(
+    ("body", "reply"),
+    [
+        ({"nope": 1}, error(59, "CommandNotFound", "no such command: 'nope'")),
+        # Without enableTestCommands, a test-only command does not exist.
+        ({"secret": 1}, error(59, "CommandNotFound", "no such command: 'secret'")),
+        ({"boom": 1}, error(1, "InternalError", "internal error: RuntimeError")),
+        ({"refuse": 1}, error(2, "BadValue", "no, thanks")),
+        (
+            {"echo": 1, "y": 1},
+            error(40415, "Location40415", "BSON field 'echo.y' is an unknown field."),
+        ),
+        (
+            {"echo": 1, "writeConcern": {"w": 1}},
+            error(72, "InvalidOptions", "Command does not support writeConcern"),
+        ),
+    ],
+    ids=["unknown", "test-only", "exception", "command-error", "unknown-field", "write-concern"],
+)
+def test_failures_become_error_replies(
+    services: Services, body: dict[str, Any], reply: dict[str, Any]
+) -> None:
+    assert run(services, {**body, "$db": "d"}) == reply
 
 
 def test_a_missing_db_is_40571(services: Services) -> None:
     assert run(services, {"echo": 1})["code"] == 40571
-
-
-def test_a_write_concern_on_a_command_that_takes_none_is_72(services: Services) -> None:
-    reply = run(services, {"echo": 1, "writeConcern": {"w": 1}, "$db": "d"})
-    assert (reply["code"], reply["errmsg"]) == (72, "Command does not support writeConcern")
 
 
 def test_the_registered_commands_run_too(services: Services) -> None:

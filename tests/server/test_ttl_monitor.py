@@ -55,30 +55,29 @@ class Clock:
         return self.now
 
 
-def monitor(
-    store: Store, pauses: list[float], batch: int = BATCH, **parameters: object
-) -> TTLMonitor:
+def monitor(store: Store, pauses: list[float], **parameters: object) -> TTLMonitor:
     async def pause(seconds: float) -> None:
         pauses.append(seconds)
 
-    return TTLMonitor(store, Parameters(dict(parameters)), Clock(NOW), pause, batch)
+    return TTLMonitor(store, Parameters(dict(parameters)), Clock(NOW), pause)
 
 
 def test_a_pass_visits_collections_round_robin_until_each_has_less_than_a_batch() -> None:
-    store = Store({"db.a": 25, "db.b": 10, "db.c": 0, "other.d": 20})
+    b = BATCH
+    store = Store({"db.a": 2 * b + 5, "db.b": b, "db.c": 0, "other.d": 2 * b})
     pauses: list[float] = []
-    ttl = monitor(store, pauses, batch=10)
+    ttl = monitor(store, pauses)
     result = asyncio.run(ttl.run_pass())
     assert [ns for ns, _, _ in store.calls] == [
         "db.a", "db.b", "db.c", "other.d",  # every collection gets a batch
         "db.a", "db.b", "other.d",  # those whose batch was full get another
         "db.a", "other.d",
     ]  # fmt: skip
-    assert {(now, limit) for _, now, limit in store.calls} == {(NOW, 10)}
-    assert result.deleted == {"db.a": 25, "db.b": 10, "other.d": 20}
-    assert (result.total, result.now_ms) == (55, NOW)
+    assert {(now, limit) for _, now, limit in store.calls} == {(NOW, b)}
+    assert result.deleted == {"db.a": 2 * b + 5, "db.b": b, "other.d": 2 * b}
+    assert (result.total, result.now_ms) == (5 * b + 5, NOW)
     assert pauses == [PAUSE_SECONDS] * 6  # after each batch that deleted something
-    assert (ttl.passes, ttl.sub_passes, ttl.deleted_documents) == (1, 3, 55)
+    assert (ttl.passes, ttl.sub_passes, ttl.deleted_documents) == (1, 3, 5 * b + 5)
 
 
 def test_a_pass_runs_at_the_clock_s_time_or_at_the_time_given() -> None:
