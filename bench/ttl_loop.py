@@ -36,9 +36,9 @@ async def run(n: int, path: str) -> None:
         stamp = datetime.datetime.now(datetime.UTC)
         for start in range(0, n, 10_000):
             docs = [bson.encode({"t": stamp, "x": i}) for i in range(start, min(n, start + 10_000))]
-            await app.gateway.write(app.engine.insert, "bench", "ttl", docs, True, now)
+            await app.services.gateway.write(app.engine.insert, "bench", "ttl", docs, True, now)
         spec = parse_index_spec({"key": {"t": 1}, "expireAfterSeconds": 10})
-        await app.gateway.write(app.engine.create_indexes, "bench", "ttl", [spec])
+        await app.services.gateway.write(app.engine.create_indexes, "bench", "ttl", [spec])
         late: list[float] = []
         done = False
 
@@ -54,7 +54,7 @@ async def run(n: int, path: str) -> None:
 
         task = asyncio.create_task(probe())
         t0 = time.perf_counter()
-        result = await app.ttl_monitor.run_pass(now + 20_000)
+        result = await app.services.ttl_monitor.run_pass(now + 20_000)
         elapsed = time.perf_counter() - t0
         done = True
         await task

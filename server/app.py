@@ -14,12 +14,13 @@ from server import log as logsetup
 from server.clock import ExpiryClock
 from server.config import Config
 from server.connection import Connection
+from server.context import Services
 from server.cursors import CursorManager
 from server.dispatch import Dispatcher
 from server.gateway import Gateway
 from server.parameters import Parameters
 from server.stats import ServerStats
-from server.ttl_monitor import TTLMonitor
+from server.ttl_monitor import GatewayExpiry, TTLMonitor
 from server.version import EBBDB_VERSION
 from storage.engine import Engine
 
@@ -40,15 +41,12 @@ class App:
         self.parameters = Parameters(config.parameters)
         self.stats = ServerStats()
         self.clock = ExpiryClock()
-        self.ttl_monitor = TTLMonitor(self)
-        self.parameters.on_change("ttlMonitorSleepSecs", self.ttl_monitor.wake)
         self.cursors = CursorManager()
-        self.dispatcher = Dispatcher(self)
         self.log_ring = logsetup.RingHandler()
         self.connections: dict[int, Connection] = {}
         self.address: tuple[str, int] | None = None
         self._engine: Engine | None = None
-        self._gateway: Gateway | None = None
+        self._services: Services | None = None
         self._servers: list[asyncio.Server] = []
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -60,17 +58,21 @@ class App:
         return self._engine
 
     @property
-    def gateway(self) -> Gateway:
-        assert self._gateway is not None, "server not started"
-        return self._gateway
-
-    @property
-    def test_commands_enabled(self) -> bool:
-        return bool(self.parameters.get("enableTestCommands"))
+    def services(self) -> Services:
+        """What the handlers are given (the gateway, the TTL monitor, ...)."""
+        assert self._services is not None, "server not started"
+        return self._services
 
     @property
     def host(self) -> str:
         return socket.gethostname() + (f":{self.address[1]}" if self.address else "")
+
+    @property
+    def port(self) -> int:
+        return self.address[1] if self.address else 0
+
+    def active_connections(self) -> int:
+        return sum(1 for c in self.connections.values() if c.busy)
 
     async def start(self) -> None:
         """Open the data directory and listen. Raises DataDirLocked or OSError (port in use)."""
@@ -83,15 +85,28 @@ class App:
         )
         try:
             self._engine = Engine.open(self.config.dbpath)
-            self._gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
-            await self._listen()
+            gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
+            ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
+            self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)
+            self._services = Services(
+                gateway=gateway,
+                cursors=self.cursors,
+                clock=self.clock,
+                parameters=self.parameters,
+                stats=self.stats,
+                ttl_monitor=ttl_monitor,
+                config=self.config,
+                log_ring=self.log_ring,
+                listener=self,
+            )
+            await self._listen(Dispatcher(self._services))
         except BaseException:
             await self._close_storage()
             self._detach_logging()
             raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_cursors()))
-        self._tasks.append(loop.create_task(self.ttl_monitor.run()))
+        self._tasks.append(loop.create_task(self.services.ttl_monitor.run()))
         assert self.address is not None
         log.info(
             "ebbdb %s listening on %s:%d, dbpath %s",
@@ -109,12 +124,12 @@ class App:
         delay = float(self.parameters.get("syncdelay")) * 1000
         return min(interval, delay) if delay > 0 else interval
 
-    async def _listen(self) -> None:
+    async def _listen(self, dispatcher: Dispatcher) -> None:
         loop = asyncio.get_running_loop()
         port = self.config.port
         for host in self.config.bind_ip:
             srv = await loop.create_server(
-                lambda: Connection(self), host, port, reuse_address=True, backlog=512
+                lambda: Connection(dispatcher, self), host, port, reuse_address=True, backlog=512
             )
             self._servers.append(srv)
             if self.address is None:
@@ -131,10 +146,10 @@ class App:
             srv.close()
         for task in self._tasks:
             task.cancel()
+        conns = list(self.connections.values())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS):
-                while any(c.busy for c in self.connections.values()):
-                    await asyncio.sleep(0.01)
+                await asyncio.gather(*(c.wait_idle() for c in conns))
         conns = list(self.connections.values())
         for conn in conns:
             conn.close()
@@ -150,8 +165,8 @@ class App:
         self.stopped.set()
 
     async def _close_storage(self) -> None:
-        if self._gateway is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._gateway.close)
+        if self._services is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._services.gateway.close)
         if self._engine is not None:
             # Closing syncs the data file: off the loop, like every disk wait.
             await asyncio.get_running_loop().run_in_executor(None, self._engine.close)

@@ -1,5 +1,6 @@
 """One client connection: an asyncio.Protocol that frames bytes, runs requests one after another in
-arrival order, and writes replies. Broken framing closes only this connection."""
+arrival order inside the connection's own Task, and writes replies. Broken framing closes only this
+connection."""
 
 from __future__ import annotations
 
@@ -8,80 +9,102 @@ import collections
 import itertools
 import logging
 import types
+from asyncio import tasks
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from protocol import FrameDecoder, ProtocolError
-from server.context import CommandContext
-
-if TYPE_CHECKING:
-    from server.app import App
+from server.context import Client
+from server.dispatch import Dispatcher
 
 log = logging.getLogger("ebbdb.network")
 
 _CONNECTION_IDS = itertools.count(1)
 #: Stop reading from a client that has this many requests queued behind the running one.
 _MAX_QUEUED = 64
-#: Handler contexts a connection keeps (see Connection.context).
-_MAX_CONTEXTS = 64
+
+_Request = Coroutine[Any, Any, bytes | None]
 
 
 @types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, Any]:
-    """Continue a coroutine that was started synchronously and suspended on `pending`, inside a Task.
-    Exceptions the Task throws in (cancellation) are passed on to the coroutine."""
+def _resume(
+    coro: _Request, pending: Any, thrown: BaseException | None = None
+) -> Generator[Any, Any, bytes | None]:
+    """Go on with a request that was started outside this Task's own steps and suspended on
+    `pending` (or is to receive `thrown` first). What the Task throws in (a cancellation) is passed
+    on to the request."""
     while True:
-        thrown: BaseException | None = None
-        try:
-            yield pending
-        except BaseException as exc:  # noqa: BLE001 - forwarded, not handled
-            thrown = exc
+        if thrown is None:
+            try:
+                yield pending
+            except BaseException as exc:  # noqa: BLE001 - forwarded, not handled
+                thrown = exc
         try:
             pending = coro.send(None) if thrown is None else coro.throw(thrown)
         except StopIteration as stop:
-            return stop.value
+            return stop.value  # type: ignore[no-any-return]
+        thrown = None
 
 
-async def _finish(coro: Coroutine[Any, Any, Any], pending: Any) -> Any:
-    return await _resume(coro, pending)
+#: A request handed to the connection's Task before its first step.
+_NOT_STARTED = object()
+
+
+class Owner(Protocol):
+    """What a connection tells the server it belongs to."""
+
+    def connection_opened(self, conn: Connection) -> None: ...
+
+    def connection_closed(self, conn: Connection) -> None: ...
 
 
 class Connection(asyncio.Protocol):
-    """Requests run eagerly: a request whose handler never waits (a ping, a find answered from one
-    chunk) is answered inside data_received without creating a Task; one that waits (a write, a long
-    scan) continues in a Task while later requests from this client queue behind it."""
+    """Every request runs inside this connection's Task (`_runner`), so `asyncio.timeout()` and
+    cancellation work in every handler. A request starts at once, as an eager task does: in
+    data_received, with the Task made current; one that never waits (a ping, a find_one answered
+    from one chunk) is answered there and then. One that waits is handed to the Task to finish,
+    and later requests queue behind it."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.id = next(_CONNECTION_IDS)
-        self.peer = ""
-        self.client_metadata: dict[str, Any] | None = None
+    def __init__(self, dispatcher: Dispatcher, owner: Owner) -> None:
+        self._dispatcher = dispatcher
+        self._owner = owner
+        self.client = Client(next(_CONNECTION_IDS))
+        self.id = self.client.id
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
         self._queue: collections.deque[bytes] = collections.deque()
-        self._task: asyncio.Task[Any] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
         self._write_paused = False
         self._read_paused = False
         self.closed = asyncio.Event()
-        #: Handler contexts by (database, command name). A context is immutable, so one is made
-        #: per pair rather than per request; see context().
-        self.contexts: dict[tuple[str, str], CommandContext] = {}
+        #: Set while no request runs (cleared before one starts; shutdown waits on it).
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def peer(self) -> str:
+        return self.client.peer
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
-        self.app.connection_opened(self)
+        self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        loop = asyncio.get_running_loop()
+        self._handoff = loop.create_future()
+        self._runner = loop.create_task(self._run())
+        self._owner.connection_opened(self)
         log.info("[conn%d] connection accepted from %s", self.id, self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._queue.clear()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        self.app.connection_closed(self)
+        if self._runner is not None:
+            self._runner.cancel()
+        self._idle.set()
+        self._owner.connection_closed(self)
         self.closed.set()
         log.info("[conn%d] end connection %s", self.id, self.peer)
 
@@ -116,45 +139,102 @@ class Connection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Run queued requests in order until one has to wait, the client stops reading our replies,
-        or the queue is empty."""
-        while self._queue and self._task is None and not self._write_paused:
-            if self._transport is None:
-                return
-            frame = self._queue.popleft()
-            coro = self.app.dispatcher.handle_frame(self, frame)
+        """Run queued requests in order, as the connection's Task, until one has to wait (the Task
+        then finishes it and serves the rest), the client stops reading our replies, or the
+        queue is empty."""
+        runner = self._runner
+        if not self._idle.is_set() or runner is None or runner.done():
+            return  # a request runs (the Task serves the queue after it), or the Task is gone
+        loop = asyncio.get_running_loop()
+        if tasks.current_task(loop) is not None:
+            # Called from inside some task, not from a transport callback: the Task starts the
+            # next request on its next step.
+            if self._queue and self._handoff is not None and not self._handoff.done():
+                self._idle.clear()
+                self._handoff.set_result((self._next_request(), _NOT_STARTED))
+            return
+        while self._queue and not self._write_paused and self._transport is not None:
+            request = self._next_request()
+            self._idle.clear()
+            # What an eager task does (asyncio.Task's eager_start, 3.12+): run the first step
+            # now, with the Task current, so that a request that never waits is answered
+            # without waiting for another turn of the loop.
+            tasks._enter_task(loop, runner)
             try:
-                pending = coro.send(None)
+                pending = request.send(None)
             except StopIteration as stop:
                 self._send(stop.value)
                 continue
             except ProtocolError as exc:
                 self.abort(f"bad message: {exc}")
-                return
-            self._task = asyncio.get_running_loop().create_task(_finish(coro, pending))
-            self._task.add_done_callback(self._request_done)
+                break
+            except Exception as exc:
+                self._failed(exc)
+                break
+            finally:
+                tasks._leave_task(loop, runner)
+            assert self._handoff is not None
+            self._handoff.set_result((request, pending))
+            return
+        self._idle.set()
+        self._resume_reading()
+
+    def _next_request(self) -> _Request:
+        return self._dispatcher.handle_frame(self.client, self._queue.popleft())
+
+    async def _run(self) -> None:
+        """The connection's Task: it finishes each request that had to wait, then serves the
+        requests that queued meanwhile, and waits for the next one handed over."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                handoff = self._handoff
+                assert handoff is not None
+                thrown: BaseException | None = None
+                try:
+                    request, pending = await handoff
+                except asyncio.CancelledError as exc:
+                    if not handoff.done() or handoff.cancelled():
+                        raise  # cancelled while idle: the connection is gone
+                    # Cancelled (by a timeout the request set) before this Task took the
+                    # request over: the request gets the cancellation.
+                    request, pending = handoff.result()
+                    thrown = exc
+                self._handoff = loop.create_future()
+                try:
+                    if pending is _NOT_STARTED:
+                        reply = await request
+                    else:
+                        reply = await _resume(request, pending, thrown)
+                    self._send(reply)
+                    while self._queue and not self._write_paused and self._transport is not None:
+                        self._send(await self._next_request())
+                except ProtocolError as exc:
+                    self.abort(f"bad message: {exc}")
+                except asyncio.CancelledError:
+                    if self._transport is not None:  # not the connection's end: a bug
+                        self.abort("request cancelled")
+                    raise
+                except Exception as exc:
+                    self._failed(exc)
+                self._idle.set()
+                self._resume_reading()
+        finally:
+            self._idle.set()
+
+    def _resume_reading(self) -> None:
         if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2 and self._transport:
             self._read_paused = False
             self._transport.resume_reading()
 
-    def _request_done(self, task: asyncio.Task[Any]) -> None:
-        self._task = None
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if isinstance(exc, ProtocolError):
-            self.abort(f"bad message: {exc}")
-            return
-        if exc is not None:  # the dispatcher turns handler errors into replies; this is a bug
-            log.error("[conn%d] request failed outside the dispatcher", self.id, exc_info=exc)
-            self.abort("internal error")
-            return
-        self._send(task.result())
-        self._pump()
-
     def _send(self, reply: bytes | None) -> None:
         if reply is not None and self._transport is not None:
             self._transport.write(reply)
+
+    def _failed(self, exc: BaseException) -> None:
+        """A request raised past the dispatcher (which turns handler errors into replies): a bug."""
+        log.error("[conn%d] request failed outside the dispatcher", self.id, exc_info=exc)
+        self.abort("internal error")
 
     def abort(self, reason: str) -> None:
         """Drop this connection (framing is lost, so nothing more can be read from it)."""
@@ -169,14 +249,11 @@ class Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
-    def context(self, db: str, command: str) -> CommandContext:
-        """The context a handler of `command` on `db` gets from this connection (kept for the next
-        request; a client naming ever new databases only empties the table now and then)."""
-        if len(self.contexts) >= _MAX_CONTEXTS:
-            self.contexts.clear()
-        ctx = self.contexts[db, command] = CommandContext(self.app, self, db, command)
-        return ctx
+    async def wait_idle(self) -> None:
+        """Return once no request of this connection runs (those queued run first)."""
+        await self._idle.wait()
 
     @property
     def busy(self) -> bool:
-        return self._task is not None
+        """A request of this connection is running."""
+        return not self._idle.is_set()

@@ -1,21 +1,95 @@
-"""What a handler is given besides its parameters: the server, the connection, the database."""
+"""What a handler is given besides its parameters: the server's services (never the App), the client
+it serves, the database the command names, and the command's name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from server.app import App
-    from server.connection import Connection
+from server.clock import ExpiryClock
+from server.config import Config
+from server.cursors import CursorManager
+from server.gateway import Gateway
+from server.log import RingHandler
+from server.parameters import Parameters
+from server.stats import ServerStats
+from server.ttl_monitor import TTLMonitor
+from storage.catalog import CollectionInfo
+
+
+class Listener(Protocol):
+    """What the server tells about its own network side (serverStatus, explain's serverInfo)."""
+
+    @property
+    def host(self) -> str:
+        """This machine's name and the port: `name:port`."""
+        ...
+
+    @property
+    def port(self) -> int: ...
+
+    def active_connections(self) -> int:
+        """Connections running a request now."""
+        ...
 
 
 @dataclass(frozen=True)
-class CommandContext:
-    app: App
-    conn: Connection
+class Services:
+    """The server's services, one set per server. `gateway` is the way to storage: writes go to its
+    writer thread, long reads to its reader threads, and short bounded reads call
+    `gateway.engine` on the loop. `clock` is the expiry clock (moved only by test commands)."""
+
+    gateway: Gateway
+    cursors: CursorManager
+    clock: ExpiryClock
+    parameters: Parameters
+    stats: ServerStats
+    ttl_monitor: TTLMonitor
+    config: Config
+    log_ring: RingHandler
+    listener: Listener
+
+    def test_commands_enabled(self) -> bool:
+        return bool(self.parameters.get("enableTestCommands"))
+
+
+class Client:
+    """The connection a command came on, as handlers see it: its id, the peer's address, and the
+    metadata its driver sent with the first hello."""
+
+    __slots__ = ("contexts", "id", "metadata", "peer")
+
+    def __init__(self, id: int, peer: str = "") -> None:
+        self.id = id
+        self.peer = peer
+        self.metadata: dict[str, Any] | None = None
+        #: Handler contexts by (database, command name). A context is immutable, so the dispatcher
+        #: makes one per pair and keeps it for the next request, not one per request.
+        self.contexts: dict[tuple[str, str], CommandContext] = {}
+
+
+@dataclass(frozen=True)
+class CommandContext(Services):
+    """What a handler is given: the services, the client that asked, the database the command
+    names and the command's name (an alias, as the client spelled it)."""
+
+    client: Client
     db: str
     command: str
 
+    @classmethod
+    def of(cls, services: Services, client: Client, db: str, command: str) -> CommandContext:
+        given = {f.name: getattr(services, f.name) for f in fields(Services)}
+        return cls(**given, client=client, db=db, command=command)
+
+    def now(self) -> int:
+        """The expiry clock's time (ms since the epoch): what a command stamps and hides by."""
+        return self.clock.now_ms()
+
     def ns(self, collection: str) -> str:
+        """The namespace of `collection` in this command's database."""
         return f"{self.db}.{collection}"
+
+    def collection(self, name: str) -> CollectionInfo | None:
+        """The catalog's entry for collection `name` of this command's database (None: none)."""
+        return self.gateway.engine.collection(self.db, name)

@@ -7,20 +7,17 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import bson
 
 from protocol import Query, Reply, decode_message, encode_msg, encode_reply
 from server import write_concern
+from server.arguments import DocSequence, extract, extract_lenient
+from server.context import Client, CommandContext, Services
 from server.errors import CommandError, ErrorCode, error_reply
-from server.params import DocSequence, extract, extract_lenient
 from server.registry import REGISTRY, Registry
 from storage.documents import CODEC
-
-if TYPE_CHECKING:
-    from server.app import App
-    from server.connection import Connection
 
 log = logging.getLogger("ebbdb.command")
 
@@ -30,24 +27,31 @@ _OP_QUERY_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
 _RESULT_FLAG_QUERY_FAILURE = 2
 
 
+#: Handler contexts a client keeps (see Dispatcher.run).
+_MAX_CONTEXTS = 64
+
+
 class Dispatcher:
-    def __init__(self, app: App, registry: Registry = REGISTRY) -> None:
-        self.app = app
+    """Runs commands for clients: `handle_frame` for a request frame, `run` for a command
+    document. It needs no socket: a test drives it with a Client and documents."""
+
+    def __init__(self, services: Services, registry: Registry = REGISTRY) -> None:
+        self.services = services
         self.registry = registry
 
-    async def handle_frame(self, conn: Connection, frame: bytes) -> bytes | None:
+    async def handle_frame(self, client: Client, frame: bytes) -> bytes | None:
         """The reply frame for one request frame, or None when the client asked for no reply.
         Raises ProtocolError for a frame that cannot be parsed (the connection must be dropped)."""
         msg = decode_message(frame)
         if isinstance(msg, Query):
-            return await self._handle_query(conn, msg)
+            return await self._handle_query(client, msg)
         # OP_MSG, every request but a legacy driver's first: handled here rather than in a
         # coroutine of its own, since each awaited layer costs on every request.
         try:
             body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
             log.warning(
-                "[conn%d] request %d: body is not valid BSON: %s", conn.id, msg.request_id, exc
+                "[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc
             )
             reply: dict[str, Any] = error_reply(
                 CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
@@ -64,16 +68,16 @@ class Dispatcher:
                     break
                 body[ident] = DocSequence(docs)
             else:
-                reply = await self.run(conn, body, msg.request_id)
+                reply = await self.run(client, body, msg.request_id)
         if msg.more_to_come:
             return None
         return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
 
-    async def _handle_query(self, conn: Connection, query: Query) -> bytes:
+    async def _handle_query(self, client: Client, query: Query) -> bytes:
         try:
             doc = bson.decode(query.query, CODEC)
         except Exception as exc:
-            log.warning("[conn%d] OP_QUERY body is not valid BSON: %s", conn.id, exc)
+            log.warning("[conn%d] OP_QUERY body is not valid BSON: %s", client.id, exc)
             reply = error_reply(
                 CommandError(ErrorCode.InvalidBSON, f"query is not valid BSON: {exc}")
             )
@@ -93,7 +97,7 @@ class Dispatcher:
             )
             return self._op_reply(query, reply, _RESULT_FLAG_QUERY_FAILURE)
         doc["$db"] = db
-        reply = await self.run(conn, doc, query.request_id)
+        reply = await self.run(client, doc, query.request_id)
         return self._op_reply(query, reply, 0)
 
     def _op_reply(self, query: Query, reply: dict[str, Any], flags: int) -> bytes:
@@ -111,13 +115,13 @@ class Dispatcher:
             return bson.encode(error_reply(exc))
 
     async def run(
-        self, conn: Connection, body: dict[str, Any], request_id: int = 0
+        self, client: Client, body: dict[str, Any], request_id: int = 0
     ) -> dict[str, Any]:
         """Run one command document and return its reply document (never raises)."""
         name = next(iter(body), "")
         try:
             cmd = self.registry.lookup(name)
-            if cmd is None or (cmd.test_only and not self.app.test_commands_enabled):
+            if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
             db = body.get("$db")
             if not isinstance(db, str):
@@ -130,23 +134,23 @@ class Dispatcher:
                 )
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
-            self.app.stats.count_command(cmd.name)
-            ctx = conn.contexts.get((db, name))
+            self.services.stats.count_command(cmd.name)
+            ctx = client.contexts.get((db, name))
             if ctx is None:
-                ctx = conn.context(db, name)
+                ctx = self._context(client, db, name)
             reply = await cmd.handler(ctx, params)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
-                await self.app.gateway.wait_durable()
+                await self.services.gateway.wait_durable()
         except CommandError as exc:
-            log.debug("[conn%d] %s failed: %s", conn.id, name, exc.message)
+            log.debug("[conn%d] %s failed: %s", client.id, name, exc.message)
             return error_reply(exc)
         except Exception as exc:
             if getattr(exc, "code_name", None) is None:
                 log.error(
                     "[conn%d] request %d: %s raised an unexpected error",
-                    conn.id,
+                    client.id,
                     request_id,
                     name,
                     exc_info=exc,
@@ -155,6 +159,15 @@ class Dispatcher:
         if "ok" not in reply:
             reply["ok"] = 1.0
         return reply
+
+    def _context(self, client: Client, db: str, command: str) -> CommandContext:
+        """The context a handler of `command` on `db` gets for `client`, kept for its next request
+        (a client naming ever new databases only empties its table now and then)."""
+        if len(client.contexts) >= _MAX_CONTEXTS:
+            client.contexts.clear()
+        ctx = CommandContext.of(self.services, client, db, command)
+        client.contexts[db, command] = ctx
+        return ctx
 
 
 __all__ = ["Dispatcher"]

@@ -94,7 +94,7 @@ class Gateway:
             self._cond.notify()
         return await fut
 
-    async def write_now(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def write_stamped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Like write, passing `now_ms=` the expiry clock's time when the job starts on the
         writer thread (not when it was queued: a write waiting behind another must not match,
         or stamp, documents as of an earlier time than readers already see)."""

@@ -37,32 +37,30 @@ def _bool(value: Any) -> bool:
     raise CommandError(ErrorCode.BadValue, f"expected a boolean, got {value!r}")
 
 
-def _journal_interval(value: Any) -> int:
-    """journalCommitInterval: whole milliseconds in mongod's range, 1 to 500."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise CommandError(ErrorCode.BadValue, f"expected an integer, got {value!r}")
-    if not 1 <= value <= 500:
-        raise CommandError(
-            ErrorCode.BadValue,
-            f"journalCommitInterval must be between 1 and 500, but attempted to set to: {value}",
-        )
-    return int(value)
+def _in_range(name: str, low: int, high: int, whole: bool) -> Callable[[Any], Any]:
+    """A validator for a number (a whole one, if `whole`) from `low` to `high`, refusing others
+    with mongod's message."""
 
+    def validate(value: Any) -> Any:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (whole and int(value) != value)
+        ):
+            expected = "an integer" if whole else "a number"
+            raise CommandError(ErrorCode.BadValue, f"expected {expected}, got {value!r}")
+        if not low <= value <= high:
+            raise CommandError(
+                ErrorCode.BadValue,
+                f"{name} must be between {low} and {high}, but attempted to set to: {value}",
+            )
+        return int(value) if whole else float(value)
 
-def _syncdelay(value: Any) -> float:
-    """syncdelay: seconds between data-file flushes, 0 to mongod's maximum of 9,999,999."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(ErrorCode.BadValue, f"expected a number, got {value!r}")
-    if not 0 <= value <= 9_999_999:
-        raise CommandError(
-            ErrorCode.BadValue,
-            f"syncdelay must be between 0 and 9999999, but attempted to set to: {value}",
-        )
-    return float(value)
+    return validate
 
 
 @dataclass(frozen=True)
-class ParamDef:
+class ParameterDef:
     name: str
     default: Any
     from_text: Callable[[str], Any]  # for --setParameter name=value
@@ -71,18 +69,20 @@ class ParamDef:
     startup: bool = True  # settable with --setParameter
 
 
-PARAMS: dict[str, ParamDef] = {
+PARAMETERS: dict[str, ParameterDef] = {
     p.name: p
     for p in (
-        ParamDef("ttlMonitorSleepSecs", 60, int, _positive_int),
-        ParamDef("ttlMonitorEnabled", True, _parse_bool, _bool),
-        ParamDef("enableTestCommands", False, _parse_bool, _bool, runtime=False),
+        ParameterDef("ttlMonitorSleepSecs", 60, int, _positive_int),
+        ParameterDef("ttlMonitorEnabled", True, _parse_bool, _bool),
+        ParameterDef("enableTestCommands", False, _parse_bool, _bool, runtime=False),
         # How often commits are made durable (ms); j/fsync/majority writes do not wait for it.
-        ParamDef("journalCommitInterval", 100, int, _journal_interval),
-        # mongod's data-file flush interval (s): a sync at least this often; 0 leaves it to
-        # journalCommitInterval alone, which is always shorter here.
-        ParamDef("syncdelay", 60.0, float, _syncdelay),
-        ParamDef(
+        ParameterDef(
+            "journalCommitInterval", 100, int, _in_range("journalCommitInterval", 1, 500, True)
+        ),
+        # mongod's data-file flush interval (s, up to mongod's 9,999,999): a sync at least this
+        # often; 0 leaves it to journalCommitInterval alone, which is always shorter here.
+        ParameterDef("syncdelay", 60.0, float, _in_range("syncdelay", 0, 9_999_999, False)),
+        ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),
             lambda t: Int64(int(t)),
@@ -96,7 +96,7 @@ class Parameters:
     """Current values; `featureCompatibilityVersion` is read-only and always MongoDB 7.0's."""
 
     def __init__(self, overrides: dict[str, Any] | None = None) -> None:
-        self._values = {name: p.default for name, p in PARAMS.items()}
+        self._values = {name: p.default for name, p in PARAMETERS.items()}
         self._values.update(overrides or {})
         self._listeners: dict[str, list[Callable[[], None]]] = {}
 
@@ -117,7 +117,7 @@ class Parameters:
 
     def set(self, name: str, value: Any) -> Any:
         """Validate and set at runtime; returns the old value. Raises CommandError."""
-        p = PARAMS.get(name)
+        p = PARAMETERS.get(name)
         if p is None:
             raise CommandError(ErrorCode.InvalidOptions, f"Unrecognized parameter: {name}")
         if not p.runtime:
@@ -138,7 +138,7 @@ def parse_startup(pairs: list[str]) -> dict[str, Any]:
         name, sep, text = pair.partition("=")
         if not sep:
             raise ValueError(f"--setParameter expects name=value, got {pair!r}")
-        p = PARAMS.get(name)
+        p = PARAMETERS.get(name)
         if p is None or not p.startup:
             raise ValueError(f"Unknown --setParameter '{name}'")
         try:

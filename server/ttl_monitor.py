@@ -1,5 +1,6 @@
 """The TTL monitor: an asyncio task that sleeps ttlMonitorSleepSecs, then deletes expired documents
-in bounded batches (one short write transaction each), visiting collections round robin."""
+in bounded batches (one short write transaction each), visiting collections round robin. It is
+given its storage, its clock and its pause, so a test drives a pass with neither App nor sleep."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from server.app import App
+from server.gateway import Gateway
+from server.parameters import Parameters
 
 log = logging.getLogger("ebbdb.ttl")
 
@@ -20,6 +22,42 @@ log = logging.getLogger("ebbdb.ttl")
 BATCH = 250
 #: A pause after each batch, so the purge leaves CPU time to the clients it competes with.
 PAUSE_SECONDS = 0.002
+
+
+class Expiring(Protocol):
+    """A collection with a TTL index, as a pass visits it."""
+
+    @property
+    def db(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ns(self) -> str: ...
+
+
+class ExpiryStore(Protocol):
+    """What a pass needs from storage: the collections that have a TTL index, and a way to delete
+    up to `limit` of a collection's documents expired at `now_ms` (returning how many it did)."""
+
+    def ttl_collections(self) -> Sequence[Expiring]: ...
+
+    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int: ...
+
+
+class GatewayExpiry:
+    """The server's ExpiryStore: the catalog is read on the loop, deletions run on the writer."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def ttl_collections(self) -> Sequence[Expiring]:
+        return self._gateway.engine.ttl_collections()
+
+    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
+        engine = self._gateway.engine
+        return await self._gateway.write(engine.purge_expired, db, name, now_ms, limit)
 
 
 @dataclass(frozen=True)
@@ -33,11 +71,22 @@ class PassResult:
 
 
 class TTLMonitor:
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.passes = 0
-        self.sub_passes = 0
-        self.deleted_documents = 0
+    """`run()` is the monitor's task; `run_pass()` is one pass (the ttlMonitorPass test command
+    calls it too). `now` is the expiry clock; `pause` is awaited after each batch that deleted
+    something (asyncio.sleep in the server)."""
+
+    def __init__(
+        self,
+        store: ExpiryStore,
+        parameters: Parameters,
+        now: Callable[[], int],
+        pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._store = store
+        self._parameters = parameters
+        self._now = now
+        self._pause = pause
+        self.passes = self.sub_passes = self.deleted_documents = 0
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
 
@@ -48,12 +97,12 @@ class TTLMonitor:
     async def run(self) -> None:
         """Sleep first, then pass, forever; a failing pass is logged and the next one runs."""
         while True:
-            seconds = int(self.app.parameters.get("ttlMonitorSleepSecs"))
+            seconds = int(self._parameters.get("ttlMonitorSleepSecs"))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
                     await self._wake.wait()
             self._wake.clear()
-            if not self.app.parameters.get("ttlMonitorEnabled"):
+            if not self._parameters.get("ttlMonitorEnabled"):
                 continue
             try:
                 await self.run_pass()
@@ -63,29 +112,28 @@ class TTLMonitor:
                 log.exception("TTL pass failed; the next one runs in due course")
 
     async def run_pass(self, now_ms: int | None = None) -> PassResult:
-        """One pass at `now_ms` (default: the expiry clock): every collection with a TTL index gets
-        a batch in turn, again and again, until none has expired documents left."""
+        """One pass at `now_ms` (default: the clock's time): every collection with a TTL index
+        gets a batch in turn, again and again, until none has expired documents left (a batch
+        that deletes fewer than the batch size ends its collection's turns). Passes do not
+        overlap: a second one waits for the first."""
         async with self._lock:
-            app = self.app
-            now = app.clock.now_ms() if now_ms is None else now_ms
+            now = self._now() if now_ms is None else now_ms
             self.passes += 1
             deleted: dict[str, int] = {}
             elapsed: dict[str, float] = {}
-            pending = app.engine.ttl_collections()
+            pending = list(self._store.ttl_collections())
             while pending:
                 self.sub_passes += 1
                 still = []
                 for coll in pending:
                     started = time.perf_counter()
-                    n = await app.gateway.write(
-                        app.engine.purge_expired, coll.db, coll.name, now, BATCH
-                    )
+                    n = await self._store.purge_expired(coll.db, coll.name, now, BATCH)
                     elapsed[coll.ns] = elapsed.get(coll.ns, 0.0) + time.perf_counter() - started
                     deleted[coll.ns] = deleted.get(coll.ns, 0) + n
                     if n >= BATCH:
                         still.append(coll)
                     if n:
-                        await asyncio.sleep(PAUSE_SECONDS)
+                        await self._pause(PAUSE_SECONDS)
                 pending = still
             for ns, n in deleted.items():
                 if n:

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from server.arguments import Kind, type_mismatch
 from server.errors import CommandError, ErrorCode
-from server.params import Kind, type_mismatch
 from storage.values import is_number, to_float
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.

@@ -73,3 +73,117 @@ def test_the_checker_sees_every_import_form(tmp_path: Path) -> None:
     )
     roots = {m for m, _ in imported_roots(sample)}
     assert roots == {"asyncio", "server", "storage", "protocol"}
+
+
+# -- no import cycle inside server/ ----------------------------------------------------------------
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """`server/commands/reads.py` -> `server.commands.reads`; a package's __init__ is the package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
+    """The modules among `known` that a file imports, wherever the import stands (in functions and
+    `if TYPE_CHECKING:` blocks too). `from a.b import c` names a.b.c when that is a module, else
+    a.b; a package's own __init__ is not counted as imported by its submodules."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def longest_known(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:n])
+            if candidate in known:
+                return candidate
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = longest_known(alias.name)
+                if target is not None:
+                    found.add(target)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                target = longest_known(f"{base}.{alias.name}") or longest_known(base)
+                if target is not None:
+                    found.add(target)
+    found.discard(name)
+    return found
+
+
+def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports."""
+    paths = {module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+    known = set(paths)
+    return {name: imported_modules(path, known, root) for name, path in paths.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None when the graph has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle is not None:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle is not None:
+                return cycle
+    return None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle(package: str) -> None:
+    """Counting type-only imports too: a cycle there is a cycle of the design, even if Python
+    never runs into it."""
+    cycle = find_cycle(import_graph(package))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_checker_sees_type_only_and_relative_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.sub import leaf\n")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.leaf import X\n"
+    )
+    (pkg / "sub" / "leaf.py").write_text("from ..a import f\nimport pkg.sub\n")
+    paths = {module_name(path, tmp_path): path for path in pkg.rglob("*.py")}
+    graph = {name: imported_modules(path, set(paths), tmp_path) for name, path in paths.items()}
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.sub.leaf"},
+        "pkg.sub": {"pkg.sub.leaf"},
+        "pkg.sub.leaf": {"pkg.a", "pkg.sub"},
+    }
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.sub.leaf", "pkg.a"]
+    del graph["pkg.sub.leaf"]
+    assert find_cycle(graph) is None

@@ -13,9 +13,9 @@ from typing import Any
 
 from bson import Int64
 
+from server.arguments import COMMAND_VALUE, REST, Kind, NoParams, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, REST, Kind, NoParams, arg
 from server.registry import REGISTRY
 from server.version import EBBDB_VERSION, MONGODB_VERSION
 
@@ -31,7 +31,7 @@ class GetParameterParams:
 @REGISTRY.command("getParameter", params=GetParameterParams, admin_only=True)
 async def get_parameter(ctx: CommandContext, p: GetParameterParams) -> dict[str, Any]:
     """Read server parameters: by name, or all with '*' or {allParameters: true}."""
-    params = ctx.app.parameters
+    params = ctx.parameters
     everything = p.which == "*" or (
         isinstance(p.which, dict) and bool(p.which.get("allParameters"))
     )
@@ -53,12 +53,12 @@ async def set_parameter(ctx: CommandContext, p: SetParameterParams) -> dict[str,
     if len(values) != 1:
         raise CommandError(ErrorCode.InvalidOptions, "setParameter takes exactly one parameter")
     ((name, value),) = values.items()
-    if not ctx.app.parameters.known(name) or name == "featureCompatibilityVersion":
+    if not ctx.parameters.known(name) or name == "featureCompatibilityVersion":
         raise CommandError(
             ErrorCode.InvalidOptions,
             f"attempted to set unrecognized parameter [{name}], use help:true to see options",
         )
-    was = ctx.app.parameters.set(name, value)
+    was = ctx.parameters.set(name, value)
     return {"was": was, "ok": 1.0}
 
 
@@ -72,7 +72,7 @@ class GetLogParams:
 @REGISTRY.command("getLog", params=GetLogParams, admin_only=True)
 async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
     """Recent log lines as JSON strings: 'global', 'startupWarnings', or '*' for the names."""
-    ring = ctx.app.log_ring
+    ring = ctx.log_ring
     if p.name == "*":
         return {"names": ["global", "startupWarnings"], "ok": 1.0}
     if p.name == "global":
@@ -87,7 +87,11 @@ async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
 @REGISTRY.command("getCmdLineOpts", admin_only=True, lenient=True)
 async def get_cmd_line_opts(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """The command line the server was started with, raw and parsed."""
-    return {"argv": list(ctx.app.config.argv), "parsed": ctx.app.config.parsed(), "ok": 1.0}
+    return {
+        "argv": list(ctx.config.argv),
+        "parsed": ctx.config.parsed(),
+        "ok": 1.0,
+    }
 
 
 def _mem_total_mb() -> int:
@@ -125,11 +129,12 @@ async def host_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 @REGISTRY.command("serverStatus", lenient=True)
 async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Uptime, connections and operation counters."""
-    app = ctx.app
-    stats = app.stats
+    stats = ctx.stats
+    engine = ctx.gateway.engine
+    ttl = ctx.ttl_monitor
     uptime = stats.uptime
     return {
-        "host": app.host,
+        "host": ctx.listener.host,
         "version": MONGODB_VERSION,
         "process": "ebbdb",
         "pid": Int64(os.getpid()),
@@ -141,29 +146,29 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "current": stats.connections_current,
             "available": 1_000_000 - stats.connections_current,
             "totalCreated": stats.connections_total,
-            "active": sum(1 for c in app.connections.values() if c.busy) + 1,
+            "active": ctx.listener.active_connections(),
         },
         "opcounters": {k: Int64(v) for k, v in stats.opcounters.items()},
         "storageEngine": {
             "name": "lmdb",
             "persistent": True,
-            "mapSize": Int64(app.engine.map_size),
+            "mapSize": Int64(engine.map_size),
         },
         "metrics": {
-            "cursor": {"open": {"total": Int64(len(app.cursors))}},
+            "cursor": {"open": {"total": Int64(len(ctx.cursors))}},
             "ttl": {
-                "passes": Int64(app.ttl_monitor.passes),
-                "subPasses": Int64(app.ttl_monitor.sub_passes),
-                "deletedDocuments": Int64(app.ttl_monitor.deleted_documents),
+                "passes": Int64(ttl.passes),
+                "subPasses": Int64(ttl.sub_passes),
+                "deletedDocuments": Int64(ttl.deleted_documents),
             },
         },
         "ebbdb": {
             "version": EBBDB_VERSION,
             "writes": {
-                "commits": Int64(app.engine.commits),
-                "durableCommits": Int64(app.engine.durable),
-                "groups": Int64(app.gateway.groups),
-                "syncs": Int64(app.gateway.syncs),
+                "commits": Int64(engine.commits),
+                "durableCommits": Int64(engine.durable),
+                "groups": Int64(ctx.gateway.groups),
+                "syncs": Int64(ctx.gateway.syncs),
             },
         },
         "ok": 1.0,
@@ -175,7 +180,7 @@ async def list_commands(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Every command this server knows, from the registry."""
     commands = {}
     for cmd in REGISTRY.commands():
-        if cmd.test_only and not ctx.app.test_commands_enabled:
+        if cmd.test_only and not ctx.test_commands_enabled():
             continue
         commands[cmd.name] = {
             "help": cmd.help,
@@ -201,7 +206,7 @@ _FSYNC_SEE_ALSO = "http://dochub.mongodb.org/core/fsynccommand"
 async def fsync(ctx: CommandContext, p: FsyncParams) -> dict[str, Any]:
     """Flush every write to disk; with lock: true, also block writes until fsyncUnlock."""
     if p.lock:
-        count = await ctx.app.gateway.fsync_lock()
+        count = await ctx.gateway.fsync_lock()
         log.warning("fsync lock taken (lock count %d): writes wait until fsyncUnlock", count)
         return {
             "info": "now locked against writes, use db.fsyncUnlock() to unlock",
@@ -209,14 +214,14 @@ async def fsync(ctx: CommandContext, p: FsyncParams) -> dict[str, Any]:
             "seeAlso": _FSYNC_SEE_ALSO,
             "ok": 1.0,
         }
-    await ctx.app.gateway.wait_durable(force=True)
+    await ctx.gateway.wait_durable(force=True)
     return {"numFiles": 1, "ok": 1.0}
 
 
 @REGISTRY.command("fsyncUnlock", admin_only=True)
 async def fsync_unlock(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Release one fsync lock; writes resume when none is left."""
-    left = ctx.app.gateway.fsync_unlock()
+    left = ctx.gateway.fsync_unlock()
     if left is None:
         raise CommandError(ErrorCode.IllegalOperation, "fsyncUnlock called when not locked")
     log.warning("fsyncUnlock completed, lock count %d", left)

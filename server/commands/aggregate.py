@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.commands.crud import cursor_reply
+from server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
+from server.commands.replies import cursor_reply
 from server.context import CommandContext
 from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
 from server.registry import REGISTRY
 from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from storage.catalog import validate_collection_name
@@ -73,19 +73,19 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
             "The 'cursor' option is required, except for aggregate with the explain argument",
         )
     first = _batch_size(p.cursor)
-    now = ctx.app.clock.now_ms()
+    now = ctx.now()
     variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
-    source = EngineSource(ctx.app.engine, ctx.db, now)
+    source = EngineSource(ctx.gateway.engine, ctx.db, now)
 
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms
 
     results = run_pipeline(pipeline, source, collection, variables)
-    run = PipelineRun(iter(results), set_now, ctx.app.gateway.read)
+    run = PipelineRun(iter(results), set_now, ctx.gateway.read)
     docs = await run.fill(first, now) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
     cid = 0
     if not run.exhausted:
-        cid = ctx.app.cursors.open(ns, run).id
+        cid = ctx.cursors.open(ns, run).id
     return cursor_reply(ns, cid, "firstBatch", docs)

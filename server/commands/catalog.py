@@ -7,9 +7,9 @@ from typing import Any
 
 from bson import Int64
 
+from server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from server.registry import REGISTRY
 from storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from storage.query.match import compile_filter
@@ -32,7 +32,7 @@ async def list_databases(ctx: CommandContext, p: ListDatabasesParams) -> dict[st
     match = compile_filter(p.filter)
     entries = []
     total = 0
-    for db in ctx.app.engine.databases():
+    for db in ctx.gateway.engine.databases():
         size = db.data_size + _PAGE * (db.collections + db.index_count)
         entry: dict[str, Any] = {"name": db.name}
         if not p.name_only:
@@ -77,7 +77,7 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     match = compile_filter(p.filter)
     batch = [
         e
-        for e in (_collection_entry(c, p.name_only) for c in ctx.app.engine.collections(ctx.db))
+        for e in (_collection_entry(c, p.name_only) for c in ctx.gateway.engine.collections(ctx.db))
         if match(e)
     ]
     return {
@@ -123,7 +123,7 @@ class CreateParams:
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
     options = dict(p.options or {})
-    await ctx.app.gateway.write(ctx.app.engine.create_collection, ctx.db, p.collection, options)
+    await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
 
 
@@ -136,10 +136,10 @@ class DropParams:
 async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
     """Drop a collection with its indexes (dropping a missing one succeeds, as in MongoDB 7)."""
     validate_collection_name(ctx.db, p.collection)
-    info = ctx.app.engine.collection(ctx.db, p.collection)
+    info = ctx.collection(p.collection)
     if info is None:
         return {"ok": 1.0}
-    await ctx.app.gateway.write(ctx.app.engine.drop_collection, ctx.db, p.collection)
+    await ctx.gateway.write(ctx.gateway.engine.drop_collection, ctx.db, p.collection)
     return {"nIndexesWas": len(info.indexes), "ns": info.ns, "ok": 1.0}
 
 
@@ -147,7 +147,7 @@ async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
 async def drop_database(ctx: CommandContext, p: Any) -> dict[str, Any]:
     """Drop every collection of the database."""
     validate_db_name(ctx.db)
-    await ctx.app.gateway.write(ctx.app.engine.drop_database, ctx.db)
+    await ctx.gateway.write(ctx.gateway.engine.drop_database, ctx.db)
     return {"dropped": ctx.db, "ok": 1.0}
 
 
@@ -204,7 +204,7 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
     hidden, by name or key pattern."""
     validate_collection_name(ctx.db, p.collection)
-    if ctx.app.engine.collection(ctx.db, p.collection) is None:
+    if ctx.collection(p.collection) is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
@@ -217,8 +217,14 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.InvalidOptions, "no expireAfterSeconds or hidden field to change in 'index'"
         )
-    change = await ctx.app.gateway.write(
-        ctx.app.engine.modify_index, ctx.db, p.collection, key_pattern, index_name, expire, hidden
+    change = await ctx.gateway.write(
+        ctx.gateway.engine.modify_index,
+        ctx.db,
+        p.collection,
+        key_pattern,
+        index_name,
+        expire,
+        hidden,
     )
     reply: dict[str, Any] = {}
     if change.expire_new is not None:

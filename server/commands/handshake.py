@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import MAX_MESSAGE_SIZE
+from server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
 from server.context import CommandContext
-from server.errors import ErrorCode
-from server.params import ItemCount, Kind, NoParams, arg
 from server.registry import REGISTRY
 from server.version import (
     EBBDB_VERSION,
@@ -21,14 +20,6 @@ from server.version import (
 )
 from storage.documents import MAX_DOCUMENT_SIZE
 
-MAX_WRITE_BATCH_SIZE = 100_000
-#: How many documents or statements a write command carries (insert, update, delete).
-WRITE_BATCH = ItemCount(
-    1,
-    MAX_WRITE_BATCH_SIZE,
-    f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {{count}} operations.",
-    ErrorCode.InvalidLength,
-)
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 
 
@@ -41,8 +32,8 @@ class HelloParams:
 @REGISTRY.command("hello", "isMaster", "ismaster", params=HelloParams, lenient=True)
 async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     """Describe this server to a connecting client (a standalone, writable primary)."""
-    if p.client is not None and ctx.conn.client_metadata is None:
-        ctx.conn.client_metadata = dict(p.client)
+    if p.client is not None and ctx.client.metadata is None:
+        ctx.client.metadata = dict(p.client)
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
     return {
         primary_field: True,
@@ -52,7 +43,7 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         "maxWriteBatchSize": MAX_WRITE_BATCH_SIZE,
         "localTime": datetime.datetime.now(datetime.UTC),
         "logicalSessionTimeoutMinutes": LOGICAL_SESSION_TIMEOUT_MINUTES,
-        "connectionId": ctx.conn.id,
+        "connectionId": ctx.client.id,
         "minWireVersion": MIN_WIRE_VERSION,
         "maxWireVersion": MAX_WIRE_VERSION,
         "readOnly": False,
@@ -90,7 +81,7 @@ async def build_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 @REGISTRY.command("whatsmyuri", lenient=True)
 async def whatsmyuri(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """The client's own address as the server sees it."""
-    return {"you": ctx.conn.peer, "ok": 1.0}
+    return {"you": ctx.client.peer, "ok": 1.0}
 
 
 @dataclass(frozen=True)

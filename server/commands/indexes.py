@@ -7,9 +7,9 @@ from typing import Any
 
 from bson import Int64
 
+from server.arguments import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
 from server.registry import REGISTRY
 from storage.catalog import validate_collection_name
 from storage.indexes import parse_index_spec
@@ -29,7 +29,7 @@ async def create_indexes(ctx: CommandContext, p: CreateIndexesParams) -> dict[st
     if not p.indexes:
         raise CommandError(ErrorCode.BadValue, "Must specify at least one index to create")
     specs = [parse_index_spec(doc) for doc in p.indexes]
-    result = await ctx.app.gateway.write(ctx.app.engine.create_indexes, ctx.db, p.collection, specs)
+    result = await ctx.gateway.write(ctx.gateway.engine.create_indexes, ctx.db, p.collection, specs)
     reply: dict[str, Any] = {
         "numIndexesBefore": result.before,
         "numIndexesAfter": result.after,
@@ -52,7 +52,7 @@ class ListIndexesParams:
 async def list_indexes(ctx: CommandContext, p: ListIndexesParams) -> dict[str, Any]:
     """The indexes of a collection, as a cursor."""
     validate_collection_name(ctx.db, p.collection)
-    info = ctx.app.engine.collection(ctx.db, p.collection)
+    info = ctx.collection(p.collection)
     if info is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
@@ -80,5 +80,5 @@ async def drop_indexes(ctx: CommandContext, p: DropIndexesParams) -> dict[str, A
     """Drop indexes by name, key pattern, a list of names, or "*" (all but _id_)."""
     validate_collection_name(ctx.db, p.collection)
     which = p.index
-    was = await ctx.app.gateway.write(ctx.app.engine.drop_indexes, ctx.db, p.collection, which)
+    was = await ctx.gateway.write(ctx.gateway.engine.drop_indexes, ctx.db, p.collection, which)
     return {"nIndexesWas": was, "ok": 1.0}

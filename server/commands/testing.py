@@ -9,9 +9,9 @@ from typing import Any
 
 from bson import Int64
 
+from server.arguments import Kind, NoParams, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import Kind, NoParams, arg
 from server.registry import REGISTRY
 
 # The clock stays where BSON dates and Python datetimes can both show it.
@@ -26,7 +26,7 @@ def _as_datetime(ms: int) -> datetime.datetime:
 @REGISTRY.command("ttlMonitorPass", params=NoParams, admin_only=True, test_only=True)
 async def ttl_monitor_pass(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Run a TTL monitor pass now, at the expiry clock's time; reply with what it deleted."""
-    result = await ctx.app.ttl_monitor.run_pass()
+    result = await ctx.ttl_monitor.run_pass()
     return {
         "deleted": Int64(result.total),
         "collections": [
@@ -49,7 +49,7 @@ async def ttl_clock(ctx: CommandContext, p: TtlClockParams) -> dict[str, Any]:
     """Move the clock that expiry and last-modified times use: {advanceSeconds: n} or
     {advanceMillis: n} forward (negative: back), {reset: true} back to real time; with neither,
     just report it. Replies with the clock's time and its offset from real time."""
-    clock = ctx.app.clock
+    clock = ctx.clock
     if p.reset and (p.advance_seconds is not None or p.advance_millis is not None):
         raise CommandError(
             ErrorCode.BadValue, "ttlClock takes either reset or an advance, not both"

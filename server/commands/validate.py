@@ -9,9 +9,9 @@ from typing import Any
 from bson import Binary, Int64
 from bson.datetime_ms import DatetimeMS
 
+from server.arguments import COMMAND_VALUE, Kind, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, arg
 from server.registry import REGISTRY
 from storage.catalog import validate_collection_name
 from storage.validate import (
@@ -80,7 +80,7 @@ async def validate(ctx: CommandContext, p: ValidateParams) -> dict[str, Any]:
     refused = _refused_combination(p)
     if refused is not None:
         raise CommandError(ErrorCode.InvalidOptions, refused)
-    info = ctx.app.engine.collection(ctx.db, p.collection)
+    info = ctx.collection(p.collection)
     if info is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound,
@@ -95,8 +95,8 @@ async def validate(ctx: CommandContext, p: ValidateParams) -> dict[str, Any]:
     if p.metadata:
         return _reply(validate_metadata(info))
     # A snapshot read: background validation is the same check, and writers are not held up.
-    result = await ctx.app.gateway.read(
-        validate_collection, ctx.app.engine, info, p.full, p.enforce_fast_count
+    result = await ctx.gateway.read(
+        validate_collection, ctx.gateway.engine, info, p.full, p.enforce_fast_count
     )
     return _reply(result)
 

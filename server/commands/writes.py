@@ -1,6 +1,6 @@
-"""Changing documents: update, delete and findAndModify. Statements are parsed here, run on the
-writer thread by storage/writes.py (which matches through the query engine, so expired documents
-are never matched), and per-statement failures go back in `writeErrors`."""
+"""Writing documents: insert, update, delete and findAndModify. Statements are parsed here, run on
+the writer thread by storage (storage/writes.py matches through the query engine, so expired
+documents are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server.commands.handshake import WRITE_BATCH
+from server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode, write_error
-from server.params import COMMAND_VALUE, Kind, OneOf, arg
 from server.registry import REGISTRY
 from storage import writes
 from storage.catalog import validate_collection_name
@@ -21,6 +20,14 @@ from storage.query.expressions import command_variables
 from storage.query.paths import MISSING
 from storage.query.projection import parse_projection
 from storage.query.update import Update, parse_update
+
+#: How many documents or statements a write command carries (insert, update, delete).
+WRITE_BATCH = ItemCount(
+    1,
+    MAX_WRITE_BATCH_SIZE,
+    f"Write batch sizes must be between 1 and {MAX_WRITE_BATCH_SIZE}. Got {{count}} operations.",
+    ErrorCode.InvalidLength,
+)
 
 S = TypeVar("S")
 
@@ -63,6 +70,36 @@ def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Updat
     return change
 
 
+# -- insert ----------------------------------------------------------------------------------------
+
+#: An insert this small is a bounded write (see Gateway.write_small).
+SMALL_INSERT_DOCS = 16
+SMALL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class InsertParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True, check=WRITE_BATCH)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+
+
+@REGISTRY.command("insert", params=InsertParams, writes=True)
+async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
+    """Insert documents; per-document failures are reported in writeErrors."""
+    gateway = ctx.gateway
+    small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+    result = await (gateway.write_small if small else gateway.write_stamped)(
+        gateway.engine.insert, ctx.db, p.collection, p.documents, p.ordered
+    )
+    ctx.stats.count_documents("insert", result.inserted)
+    reply: dict[str, Any] = {"n": result.inserted}
+    if result.errors:
+        reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+    reply["ok"] = 1.0
+    return reply
+
+
 # -- update ----------------------------------------------------------------------------------------
 
 
@@ -99,8 +136,9 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
                 ErrorCode.FailedToParse,
                 "Update argument must be either an object or an array",
             )
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
-    engine = ctx.app.engine
+    variables = command_variables(p.let, ctx.now())
+    gateway = ctx.gateway
+    engine = gateway.engine
 
     def job(now_ms: int) -> dict[str, Any]:
         # Every statement in one writer job (one commit shared with other clients' writes); the
@@ -142,9 +180,8 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         not s.multi and by_id(s.q) for s in statements
     )
-    gateway = ctx.app.gateway
-    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
-    ctx.app.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
+    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
+    ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
 
@@ -180,8 +217,9 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
     validate_collection_name(ctx.db, p.collection)
     statements = p.deletes
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
-    engine = ctx.app.engine
+    variables = command_variables(p.let, ctx.now())
+    gateway = ctx.gateway
+    engine = gateway.engine
 
     def job(now_ms: int) -> dict[str, Any]:
         n = 0
@@ -201,9 +239,8 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     small = len(statements) <= SMALL_STATEMENTS and all(
         s.limit == 1 and by_id(s.q) for s in statements
     )
-    gateway = ctx.app.gateway
-    reply = await (gateway.write_small(job) if small else gateway.write_now(job))
-    ctx.app.stats.count_documents("delete", reply["n"])
+    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
+    ctx.stats.count_documents("delete", reply["n"])
     return reply
 
 
@@ -254,14 +291,14 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     """Update or remove one document and return it (before, or with `new` after, the change)."""
     validate_collection_name(ctx.db, p.collection)
     _check_find_and_modify(p)
-    variables = command_variables(p.let, ctx.app.clock.now_ms())
+    variables = command_variables(p.let, ctx.now())
     spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
-    gateway = ctx.app.gateway
-    result = await (gateway.write_small if by_id(p.query) else gateway.write_now)(
+    gateway = ctx.gateway
+    result = await (gateway.write_small if by_id(p.query) else gateway.write_stamped)(
         writes.find_and_modify,
-        ctx.app.engine,
+        gateway.engine,
         ctx.db,
         p.collection,
         spec,

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 from pymongo import AsyncMongoClient, MongoClient
 
-from server.testing import ServerThread
+from server.embedded import ServerThread
 from tests.helpers import Recorder
 
 

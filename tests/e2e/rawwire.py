@@ -25,7 +25,7 @@ from protocol import (
     encode_msg,
     encode_query,
 )
-from server.testing import ServerThread
+from server.embedded import ServerThread
 
 TIMEOUT = 5.0
 _request_ids = itertools.count(1000)

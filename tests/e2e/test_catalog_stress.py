@@ -17,7 +17,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
-from server.testing import ServerThread
+from server.embedded import ServerThread
 
 StartServer = Callable[..., ServerThread]
 Client = MongoClient[dict[str, Any]]

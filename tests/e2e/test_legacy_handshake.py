@@ -10,7 +10,7 @@ import bson
 import pytest
 
 from protocol import Reply
-from server.testing import ServerThread
+from server.embedded import ServerThread
 from tests.e2e.rawwire import connect, op_msg, op_query
 
 QUERY_FAILURE = 2  # OP_REPLY responseFlags bit

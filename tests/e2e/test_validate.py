@@ -15,7 +15,7 @@ from bson import Binary, Int64
 from pymongo import ASCENDING, DESCENDING, MongoClient
 from pymongo.errors import CollectionInvalid, OperationFailure
 
-from server.testing import ServerThread
+from server.embedded import ServerThread
 from storage import ttl
 from tests.storage.test_storage_validate import expiry_key, index_key, rid_of, tamper, value_of
 

@@ -7,7 +7,7 @@ import bson
 import pytest
 from bson import Int64
 
-from server.commands.crud import cursor_reply
+from server.commands.replies import cursor_reply
 from storage.documents import CODEC
 
 

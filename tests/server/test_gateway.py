@@ -102,7 +102,7 @@ def test_small_writes_run_at_once_when_the_writer_is_idle(engine: Engine) -> Non
                 return insert(engine, 1)
 
             assert await gateway.write_small(job) == 1
-            assert await gateway.write_now(job) == 0  # a duplicate _id: nothing inserted
+            assert await gateway.write_stamped(job) == 0  # a duplicate _id: nothing inserted
             assert ran_on[0] == loop_thread
             assert ran_on[1] != loop_thread
         finally:

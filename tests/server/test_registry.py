@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import server.commands  # noqa: F401  (importing registers every handler)
-from server.params import NoParams
+from server.arguments import NoParams
 from server.registry import REGISTRY, Command, Registry
 
 EXPECTED = [

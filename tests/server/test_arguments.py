@@ -14,19 +14,7 @@ import bson
 import pytest
 from bson import Decimal128, Int64
 
-from server.commands.aggregate import AggregateParams
-from server.commands.catalog import CollModIndex, CollModParams, CreateParams
-from server.commands.crud import FindParams, GetMoreParams, InsertParams
-from server.commands.query import CountParams, DistinctParams
-from server.commands.writes import (
-    DeleteParams,
-    DeleteStatement,
-    FindAndModifyParams,
-    UpdateParams,
-    UpdateStatement,
-)
-from server.errors import CommandError, ErrorCode
-from server.params import (
+from server.arguments import (
     COMMAND_VALUE,
     GENERIC_FIELDS,
     REST,
@@ -43,6 +31,18 @@ from server.params import (
     extract_lenient,
     type_mismatch,
 )
+from server.commands.aggregate import AggregateParams
+from server.commands.catalog import CollModIndex, CollModParams, CreateParams
+from server.commands.reads import CountParams, DistinctParams, FindParams, GetMoreParams
+from server.commands.writes import (
+    DeleteParams,
+    DeleteStatement,
+    FindAndModifyParams,
+    InsertParams,
+    UpdateParams,
+    UpdateStatement,
+)
+from server.errors import CommandError, ErrorCode
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Whole-result queries: count, distinct, and explain for find, count and distinct."""
+"""Reading documents: find, getMore and killCursors (cursors), and the whole-result queries count,
+distinct, and explain for find, count and distinct."""
 
 from __future__ import annotations
 
@@ -8,12 +9,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import bson
+from bson import Int64
 
-from server.commands.crud import FindParams, prepare_find
+from server.arguments import (
+    COMMAND_VALUE,
+    TERSE_MISMATCH,
+    Kind,
+    NonNegative,
+    RefusedUnlessDefault,
+    arg,
+    extract,
+)
+from server.commands.replies import cursor_reply
 from server.context import CommandContext
-from server.cursors import each_chunk
+from server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from server.errors import CommandError, ErrorCode
-from server.params import COMMAND_VALUE, Kind, NonNegative, arg, extract
 from server.registry import REGISTRY
 from server.version import MONGODB_VERSION
 from storage import keys
@@ -22,7 +32,148 @@ from storage.documents import CODEC
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.planner import CollScan, IndexScan, Plan
 from storage.query.compare import compare
+from storage.query.expressions import command_variables
 from storage.query.paths import MISSING, leaves, split
+
+#: The find options ebbdb does not implement, accepted only with their default value.
+_FIND_UNSUPPORTED = RefusedUnlessDefault("find option '{field}' is not supported")
+_BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {value}")
+
+
+@dataclass(frozen=True)
+class FindParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    filter: dict[str, Any] | None = arg("filter", Kind.DOC)
+    projection: dict[str, Any] | None = arg("projection", Kind.DOC)
+    sort: dict[str, Any] | None = arg("sort", Kind.DOC)
+    limit: int = arg("limit", Kind.INT, 0)
+    single_batch: bool = arg("singleBatch", Kind.BOOL, False)
+    no_cursor_timeout: bool = arg("noCursorTimeout", Kind.BOOL, False)
+    hint: Any = arg("hint", Kind.STRING_OR_DOC)
+    allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+    allow_partial_results: bool = arg("allowPartialResults", Kind.BOOL, False)
+    # Checked in this order, the one a find with several of these faults is answered by.
+    collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
+    tailable: bool = arg("tailable", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    await_data: bool = arg("awaitData", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    return_key: bool = arg("returnKey", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    show_record_id: bool = arg("showRecordId", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    min: dict[str, Any] | None = arg("min", Kind.DOC, check=_FIND_UNSUPPORTED)
+    max: dict[str, Any] | None = arg("max", Kind.DOC, check=_FIND_UNSUPPORTED)
+    batch_size: int | None = arg("batchSize", Kind.INT, check=_BATCH_SIZE)
+    skip: int = arg(
+        "skip",
+        Kind.INT,
+        0,
+        check=NonNegative("Skip value must be non-negative, but received: {value}"),
+    )
+
+
+@dataclass(frozen=True)
+class PreparedFind:
+    ns: str
+    coll: CollectionInfo | None
+    spec: QuerySpec
+    single_batch: bool
+    limit: int
+    now_ms: int  # the command's time: $$NOW, and what the first batch hides as expired
+
+
+def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
+    """Validate a find and parse its filter, projection, sort and hint (shared with explain)."""
+    validate_collection_name(ctx.db, p.collection)
+    limit = abs(p.limit)
+    now = ctx.now()
+    variables = command_variables(p.let, now)
+    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables)
+    coll = ctx.collection(p.collection)
+    return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
+
+
+@REGISTRY.command("find", params=FindParams)
+async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
+    """Query a collection; returns the first batch and a cursor id for the rest."""
+    q = prepare_find(ctx, p)
+    ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
+    if coll is None:
+        return cursor_reply(ns, 0, "firstBatch", [])
+    run = QueryRun(coll, spec)
+    first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
+    if single_batch and p.batch_size is None:
+        first = limit or DEFAULT_FIRST_BATCH
+    docs = await fill_batch(ctx.gateway.engine, run, first, q.now_ms) if first else []
+    cid = 0
+    if not run.exhausted and not single_batch:
+        cid = ctx.cursors.open(ns, run, p.no_cursor_timeout).id
+    return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+@dataclass(frozen=True)
+class GetMoreParams:
+    cursor_id: Int64 = arg(COMMAND_VALUE, Kind.CURSOR_ID, required=True, mismatch=TERSE_MISMATCH)
+    collection: str = arg("collection", Kind.STRING, required=True)
+    batch_size: int | None = arg("batchSize", Kind.INT, check=_BATCH_SIZE)
+    max_time_ms: int | None = arg("maxTimeMS", Kind.INT)
+
+
+@REGISTRY.command("getMore", params=GetMoreParams)
+async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
+    """The next batch of an open cursor."""
+    ns = ctx.ns(p.collection)
+    cursor = ctx.cursors.get(int(p.cursor_id))
+    if cursor is None:
+        raise CommandError(ErrorCode.CursorNotFound, f"cursor id {int(p.cursor_id)} not found")
+    if cursor.ns != ns:
+        raise CommandError(
+            ErrorCode.Unauthorized,
+            f"Requested getMore on namespace '{ns}', but cursor belongs to a different namespace "
+            f"{cursor.ns}",
+        )
+    if cursor.in_use:
+        raise CommandError(
+            ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
+        )
+    cursor.in_use = True
+    try:
+        docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
+    except BaseException:
+        ctx.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
+        raise
+    finally:
+        cursor.in_use = False
+    if cursor.killed:
+        raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
+    cid = cursor.id
+    if cursor.run.exhausted:
+        ctx.cursors.close(cid)
+        cid = 0
+    return cursor_reply(ns, cid, "nextBatch", docs)
+
+
+@dataclass(frozen=True)
+class KillCursorsParams:
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    cursors: list[Int64] = arg("cursors", Kind.CURSOR_IDS, required=True)
+
+
+@REGISTRY.command("killCursors", params=KillCursorsParams)
+async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, Any]:
+    """Close cursors by id."""
+    killed: list[Int64] = []
+    not_found: list[Int64] = []
+    for cid in p.cursors:
+        (killed if ctx.cursors.close(int(cid)) else not_found).append(cid)
+    return {
+        "cursorsKilled": killed,
+        "cursorsNotFound": not_found,
+        "cursorsAlive": [],
+        "cursorsUnknown": [],
+        "ok": 1.0,
+    }
+
+
+# -- count, distinct ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -43,12 +194,12 @@ def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | N
     validate_collection_name(ctx.db, p.collection)
     # A negative limit counts like its absolute value (MongoDB's legacy rule).
     spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint)
-    return ctx.app.engine.collection(ctx.db, p.collection), spec
+    return ctx.collection(p.collection), spec
 
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
     n = 0
-    async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
+    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
         n += len(chunk)
     return n
 
@@ -60,7 +211,7 @@ async def count(ctx: CommandContext, p: CountParams) -> dict[str, Any]:
     if coll is None:
         return {"n": 0, "ok": 1.0}
     if not spec.filter and not spec.skip and not spec.limit and p.hint is None:
-        return {"n": count_documents(ctx.app.engine, coll, ctx.app.clock.now_ms()), "ok": 1.0}
+        return {"n": count_documents(ctx.gateway.engine, coll, ctx.now()), "ok": 1.0}
     return {"n": await _count(ctx, QueryRun(coll, spec)), "ok": 1.0}
 
 
@@ -80,7 +231,7 @@ def _distinct_spec(
     if not p.key or p.key.startswith("$") or "" in p.key.split("."):
         raise CommandError(ErrorCode.BadValue, f"FieldPath '{p.key}' is not valid for distinct")
     spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint)
-    return ctx.app.engine.collection(ctx.db, p.collection), spec
+    return ctx.collection(p.collection), spec
 
 
 async def _distinct_values(
@@ -88,7 +239,7 @@ async def _distinct_values(
 ) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
-    async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
+    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
             for v in leaves(doc, parts):
@@ -199,7 +350,7 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
             if name == "distinct":
                 n = len(await _distinct_values(ctx, coll, run, dp.key))
             else:
-                async for chunk in each_chunk(ctx.app.engine, run, ctx.app.clock.now_ms()):
+                async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
                     n += len(chunk)
         reply["executionStats"] = {
             "executionSuccess": True,
@@ -211,8 +362,8 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
         }
     reply["command"] = {**inner, "$db": ctx.db}
     reply["serverInfo"] = {
-        "host": ctx.app.host,
-        "port": ctx.app.address[1] if ctx.app.address else 0,
+        "host": ctx.listener.host,
+        "port": ctx.listener.port,
         "version": MONGODB_VERSION,
         "gitVersion": "ebbdb",
     }

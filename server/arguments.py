@@ -1,4 +1,4 @@
-"""Typed command parameters: each command declares a frozen dataclass whose fields say which BSON field
+"""Command arguments: each command declares a frozen dataclass whose fields say which BSON field
 they come from, of what kind, and what rules their values follow (unsupported, refused unless
 default, non-negative, the simple collation, ...); `extract` is the one place a command document
 becomes that object, and so the one place that answers 40415, 40414, 14 and those rules' refusals."""
@@ -521,3 +521,7 @@ def extract_lenient(cls: type[P], command: str, body: Mapping[str, Any]) -> P:
     """Like extract, but unknown fields are ignored (handshake and diagnostic commands, which
     drivers and tools send with fields that vary by version)."""
     return _extract(cls, command, body, False, True)
+
+
+#: The most statements (or documents) one write command may carry; hello reports it.
+MAX_WRITE_BATCH_SIZE = 100_000

@@ -1,0 +1,53 @@
+"""The server's services on a real engine in a temporary directory, without a network: what the
+dispatcher and connection tests hand their handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.clock import ExpiryClock
+from server.config import Config
+from server.context import Services
+from server.cursors import CursorManager
+from server.gateway import Gateway
+from server.log import RingHandler
+from server.parameters import Parameters
+from server.stats import ServerStats
+from server.ttl_monitor import GatewayExpiry, TTLMonitor
+from storage.engine import Engine
+
+
+class NoListener:
+    """A server that listens nowhere."""
+
+    host = "test:0"
+    port = 0
+
+    def active_connections(self) -> int:
+        return 0
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    engine = Engine.open(str(tmp_path / "data"))
+    clock = ExpiryClock()
+    parameters = Parameters({"enableTestCommands": False})
+    gateway = Gateway(engine, clock.now_ms)
+    try:
+        yield Services(
+            gateway=gateway,
+            cursors=CursorManager(),
+            clock=clock,
+            parameters=parameters,
+            stats=ServerStats(),
+            ttl_monitor=TTLMonitor(GatewayExpiry(gateway), parameters, clock.now_ms),
+            config=Config(dbpath=str(tmp_path / "data")),
+            log_ring=RingHandler(),
+            listener=NoListener(),
+        )
+    finally:
+        gateway.close()
+        engine.close()
