@@ -1,0 +1,245 @@
+"""The parsed filter: the tree the matcher builds in the same pass as its predicate (node types,
+operands, how documents, fields, `$and`, `$all` and negations nest), the predicate parse_filter
+returns, a node's own predicate, the top-level conditions, and the filters a $match with $expr
+implies for a pipeline's first read."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from bson import Binary, Decimal128, Int64, ObjectId, Regex
+
+from storage.errors import QueryError
+from storage.query.match import compile_filter, implied_filters, node_predicate, parse_filter
+from storage.query.match_tree import (
+    All,
+    Always,
+    And,
+    Bits,
+    Compare,
+    ElemMatchObject,
+    ElemMatchValue,
+    Exists,
+    Expr,
+    In,
+    Mod,
+    Node,
+    Nor,
+    Not,
+    Or,
+    ParsedFilter,
+    Size,
+    Type,
+    conditions,
+    conjuncts,
+    uses_expr,
+)
+from storage.query.match_tree import Regex as RegexNode
+from storage.query.update import upsert_seed
+
+Doc = dict[str, Any]
+OID = ObjectId(b"\x02" * 12)
+
+
+def _any(v: Any) -> bool:
+    return False  # a stand-in: a leaf's test takes no part in comparing nodes
+
+
+def eq(path: str, value: Any, op: str = "$eq") -> Compare:
+    return Compare(path, op, value, _any)
+
+
+# (filter, tree)
+TREES: list[tuple[Doc, Node]] = [
+    ({}, And(())),
+    ({"a": 1}, eq("a", 1)),
+    ({"a.b": "x"}, eq("a.b", "x")),
+    ({"a": {"b": 1}}, eq("a", {"b": 1})),
+    ({"a": None}, eq("a", None)),
+    ({"a": [1, 2]}, eq("a", [1, 2])),
+    ({"a": 1, "b": 2}, And((eq("a", 1), eq("b", 2)))),
+    ({"a": 1, "$comment": "why"}, eq("a", 1)),
+    ({"$comment": "why"}, And(())),
+    ({"a": {"$eq": 5}}, eq("a", 5)),
+    ({"a": {"$gt": 1, "$lt": 5}}, And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
+    ({"a": {"$gte": Int64(1), "$lte": 2.5}}, And((eq("a", 1, "$gte"), eq("a", 2.5, "$lte")))),
+    ({"a": {"$ne": 1}}, Not(eq("a", 1))),
+    ({"a": {"$in": [1, "x"]}}, In("a", (1, "x"), _any)),
+    ({"a": {"$nin": [1]}}, Not(In("a", (1,), _any))),
+    ({"a": {"$exists": True}}, Exists("a", _any)),
+    ({"a": {"$exists": 0}}, Not(Exists("a", _any))),
+    ({"a": Regex("^x", "i")}, RegexNode("a", "^x", "i", _any)),
+    ({"a": {"$regex": "^x", "$options": "mi"}}, RegexNode("a", "^x", "im", _any)),
+    ({"a": {"$not": Regex("x")}}, Not(RegexNode("a", "x", "", _any))),
+    ({"a": {"$not": {"$gt": 1, "$lt": 5}}}, Not(And((eq("a", 1, "$gt"), eq("a", 5, "$lt"))))),
+    ({"a": {"$type": "number"}}, Type("a", frozenset({1, 16, 18, 19}), _any)),
+    ({"a": {"$type": ["string", 8]}}, Type("a", frozenset({2, 8}), _any)),
+    ({"a": {"$size": 2.0}}, Size("a", 2, _any)),
+    ({"a": {"$mod": [4.5, -1]}}, Mod("a", 4, -1, _any)),
+    ({"a": {"$bitsAllSet": 5}}, Bits("a", "$bitsAllSet", (0, 2), _any)),
+    ({"a": {"$bitsAnyClear": Binary(b"\x02")}}, Bits("a", "$bitsAnyClear", (1,), _any)),
+    ({"a": {"$all": [1, Regex("x")]}}, All("a", (eq("a", 1), RegexNode("a", "x", "", _any)))),
+    ({"a": {"$all": []}}, Always(False)),
+    (
+        {"a": {"$all": [{"$elemMatch": {"b": 1}}]}},
+        All("a", (ElemMatchObject("a", eq("b", 1), _any),)),
+    ),
+    ({"a": {"$elemMatch": {"$gt": 1}}}, ElemMatchValue("a", eq("", 1, "$gt"), _any)),
+    (
+        {"a": {"$elemMatch": {"b": 1, "c": {"$ne": 2}}}},
+        ElemMatchObject("a", And((eq("b", 1), Not(eq("c", 2)))), _any),
+    ),
+    ({"$and": [{"a": 1}]}, eq("a", 1)),
+    ({"$and": [{"a": 1}, {"b": 2, "c": 3}]}, And((eq("a", 1), And((eq("b", 2), eq("c", 3)))))),
+    ({"$or": [{"a": 1}]}, Or((eq("a", 1),))),
+    ({"$or": [{"a": 1}, {"b": 2}]}, Or((eq("a", 1), eq("b", 2)))),
+    ({"$nor": [{"a": 1}]}, Nor((eq("a", 1),))),
+    ({"$expr": {"$eq": ["$a", 1]}}, Expr({"$eq": ["$a", 1]})),
+    ({"$alwaysTrue": 1, "$alwaysFalse": 1}, And((Always(True), Always(False)))),
+    ({"$ref": "c", "$id": OID}, And((eq("$ref", "c"), eq("$id", OID)))),
+    ({"a": {"$ref": "c", "$id": OID}}, eq("a", {"$ref": "c", "$id": OID})),
+]
+
+
+@pytest.mark.parametrize(("flt", "tree"), TREES, ids=[repr(f) for f, _ in TREES])
+def test_the_tree_of_a_filter(flt: Doc, tree: Node) -> None:
+    parsed = parse_filter(flt)
+    assert parsed.tree == tree
+    assert parsed.filter is flt
+
+
+def test_an_absent_filter_is_the_empty_one() -> None:
+    parsed = parse_filter(None)
+    assert parsed == ParsedFilter({}, And(()), parsed.predicate)
+    assert parsed.predicate({"a": 1})
+
+
+def test_leaves_hold_their_tests() -> None:
+    tree = parse_filter({"a": {"$gt": 1}}).tree
+    assert isinstance(tree, Compare)
+    assert tree.test(2) and not tree.test(1) and not tree.test("x")
+    assert tree.expand
+    size = parse_filter({"a": {"$size": 1}}).tree
+    assert isinstance(size, Size) and not size.expand  # judges the array, never its elements
+
+
+DOCS: list[Doc] = [
+    {},
+    {"a": 1},
+    {"a": 3, "b": 2, "c": 3},
+    {"a": [1, 5, {"b": 1, "c": 1}]},
+    {"a": "xy", "b": 2},
+    {"a": None},
+    {"a": {"b": 1}},
+    {"a": [[1, 2], 3]},
+    {"a": [{"b": 1, "c": 2}]},
+    {"a": Decimal128("5")},
+    {"a": datetime.datetime(2020, 1, 1)},
+    {"$ref": "c", "$id": OID},
+]
+
+
+@pytest.mark.parametrize(("flt", "tree"), TREES, ids=[repr(f) for f, _ in TREES])
+def test_the_predicate_is_the_compiled_filter_and_each_node_tests_alike(
+    flt: Doc, tree: Node
+) -> None:
+    parsed = parse_filter(flt)
+    compiled = compile_filter(flt)
+    own = node_predicate(parsed.tree)
+    for doc in DOCS:
+        assert parsed.predicate(doc) == compiled(doc) == own(doc), doc
+
+
+def test_parse_errors_are_the_matchers() -> None:
+    for flt in ({"a": {"$bogus": 1}}, {"$or": []}, {"a": {"$in": 5}}):
+        with pytest.raises(QueryError) as parsed:
+            parse_filter(flt)
+        with pytest.raises(QueryError) as compiled:
+            compile_filter(flt)
+        assert (parsed.value.code_name, parsed.value.message) == (
+            compiled.value.code_name,
+            compiled.value.message,
+        )
+
+
+def test_variables_reach_expr() -> None:
+    parsed = parse_filter({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": 2})
+    assert parsed.tree == Expr({"$eq": ["$a", "$$v"]})
+    assert parsed.predicate({"a": 2}) and not parsed.predicate({"a": 3})
+    assert node_predicate(parsed.tree, {"v": 3})({"a": 3})
+
+
+def test_conjuncts_open_every_and_but_not_all_or_or() -> None:
+    tree = parse_filter(
+        {"a": {"$gt": 1, "$lt": 5}, "$and": [{"b": 1}, {"c": {"$all": [2]}}], "$or": [{"d": 1}]}
+    ).tree
+    assert list(conjuncts(tree)) == [
+        eq("a", 1, "$gt"),
+        eq("a", 5, "$lt"),
+        eq("b", 1),
+        All("c", (eq("c", 2),)),
+        Or((eq("d", 1),)),
+    ]
+
+
+def test_conditions_pair_each_top_level_condition_with_its_node() -> None:
+    flt = {"a": {"$gt": 1, "$lt": 5}, "$comment": "x", "$or": [{"b": 1}, {"c": 2}]}
+    assert list(conditions(parse_filter(flt))) == [
+        ("a", {"$gt": 1, "$lt": 5}, And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
+        ("$or", [{"b": 1}, {"c": 2}], Or((eq("b", 1), eq("c", 2)))),
+    ]
+    assert list(conditions(parse_filter({"$comment": "x", "a": 1}))) == [("a", 1, eq("a", 1))]
+    assert list(conditions(parse_filter({}))) == []
+
+
+def test_uses_expr() -> None:
+    assert uses_expr(parse_filter({"$or": [{"a": 1}, {"$expr": True}]}).tree)
+    assert uses_expr(parse_filter({"$nor": [{"$and": [{"$expr": True}]}]}).tree)
+    assert not uses_expr(parse_filter({"a": {"$elemMatch": {"b": 1}}, "c": {"$ne": 1}}).tree)
+
+
+# (filter, variables, implied filters)
+IMPLIED: list[tuple[Doc, Doc, list[Doc]]] = [
+    ({"a": 1}, {}, [{"a": 1}]),
+    ({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": 5}, [{"a": {"$eq": 5}}]),
+    ({"$expr": {"$eq": ["$$v", "$a.b"]}}, {"v": "x"}, [{"a.b": {"$eq": "x"}}]),
+    ({"$expr": {"$eq": ["$a", "lit"]}}, {}, [{"a": {"$eq": "lit"}}]),
+    (
+        {"k": {"$gt": 1}, "$expr": {"$and": [{"$eq": ["$a", "$$v"]}, {"$eq": ["$b", 2]}]}},
+        {"v": OID},
+        [{"k": {"$gt": 1}}, {"a": {"$eq": OID}}, {"b": {"$eq": 2}}],
+    ),
+    ({"$expr": {"$eq": ["$a", "$$v.x"]}}, {"v": {"x": 3}}, [{"a": {"$eq": 3}}]),
+    # What the variables do not fix, or what means something else to the matcher, is left out.
+    ({"$expr": {"$eq": ["$a", "$$missing"]}}, {}, []),
+    ({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": None}, []),
+    ({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": [1]}, []),
+    ({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": float("nan")}, []),
+    ({"$expr": {"$eq": ["$a", "$b"]}}, {}, []),
+    ({"$expr": {"$eq": ["$a", "$$ROOT"]}}, {}, []),
+    ({"$expr": {"$gt": ["$a", 1]}}, {}, []),
+    ({"$expr": {"$eq": ["$a", {"$add": [1, 1]}]}}, {}, []),
+    # A condition holding $expr anywhere depends on the variables: not pushed.
+    ({"a": 1, "$or": [{"$expr": True}, {"b": 1}]}, {}, [{"a": 1}]),
+    ({"$comment": "x", "a": {"$in": [1, 2]}}, {}, [{"a": {"$in": [1, 2]}}]),
+]
+
+
+@pytest.mark.parametrize(
+    ("flt", "variables", "implied"), IMPLIED, ids=[repr(f) for f, *_ in IMPLIED]
+)
+def test_implied_filters(flt: Doc, variables: Doc, implied: list[Doc]) -> None:
+    # Parsed as a pipeline parses its $match: every variable in scope defined, whatever its value.
+    parsed = parse_filter(flt, {"missing": None, **variables})
+    assert implied_filters(parsed, variables) == implied
+    # A superset: every document the filter matches, each implied filter matches.
+    for doc in [*DOCS, {"a": 5}, {"a": OID, "b": 2, "k": 3}, {"a": {"b": "x"}}]:
+        if parsed.predicate(doc):
+            assert all(compile_filter(f)(doc) for f in implied), doc
+
+
+def test_upsert_seed_reads_a_parsed_filter() -> None:
+    parsed = parse_filter({"a": 1, "$and": [{"b.c": {"$eq": 2}}], "d": {"$in": [3]}})
+    assert upsert_seed(parsed) == {"a": 1, "b": {"c": 2}, "d": 3}
