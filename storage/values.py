@@ -219,7 +219,14 @@ def parse_integer(
     return n
 
 
+# -- field names -----------------------------------------------------------------------------------
+
+#: The `$` names a stored document's field may have: a DBRef's parts (FieldPath accepts them).
+DBREF_FIELDS = frozenset(("$id", "$ref", "$db"))
+
+
 __all__ = [
+    "DBREF_FIELDS",
     "INT32_MAX",
     "INT32_MIN",
     "INT64_MAX",

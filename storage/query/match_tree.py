@@ -76,112 +76,97 @@ class All:
 # -- leaves -----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
 class Leaf:
-    """A test on the values at one path. `test` is the compiled test of one value; `expand` says
-    whether an array at the path also has its elements tested (MongoDB's array rule), which $size
-    and $elemMatch, judging the array itself, do not."""
+    """A test on the values at one path. `test` is the compiled test of one value (given by
+    keyword, after the operands; it takes no part in comparing nodes); `expand` says whether an
+    array at the path also has its elements tested (MongoDB's array rule), which $size and
+    $elemMatch, judging the array itself, do not."""
 
-    __slots__ = ()
     expand: ClassVar[bool] = True
     path: str
-    test: Test
+    test: Test = field(compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Compare(Leaf):
     """`path op value` for $eq (a plain `{path: value}` too), $gt, $gte, $lt and $lte."""
 
-    path: str
     op: str
     value: Any
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class In(Leaf):
     """`$in` (its values as written, regular expressions included)."""
 
-    path: str
     values: tuple[Any, ...]
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Exists(Leaf):
     """`{$exists: true}` (false is Not(Exists))."""
 
-    path: str
-    test: Test = field(compare=False, repr=False)
-
 
 @dataclass(frozen=True, slots=True)
 class Type(Leaf):
     """`$type`: the BSON type codes it accepts ("number" stands for 1, 16, 18 and 19)."""
 
-    path: str
     codes: frozenset[int]
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Regex(Leaf):
     """A regular expression (`{path: /p/}`, `$regex` with `$options`); its option letters sorted."""
 
-    path: str
     pattern: str
     options: str
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class Size(Leaf):
-    """`$size`: the value is an array of this length."""
+class ArrayLeaf(Leaf):
+    """A test of the array at the path itself, never of its elements (MongoDB's
+    ArrayMatchingMatchExpression): $size and $elemMatch."""
 
     expand: ClassVar[bool] = False
-    path: str
-    size: int
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class ElemMatchValue(Leaf):
+class Size(ArrayLeaf):
+    """`$size`: the value is an array of this length."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElemMatchValue(ArrayLeaf):
     """`{$elemMatch: {$gt: 1, ...}}`: one element passes every operator of `child` (a tree of
     leaves with the empty path, tested against the element itself)."""
 
-    expand: ClassVar[bool] = False
-    path: str
     child: Node
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class ElemMatchObject(Leaf):
+class ElemMatchObject(ArrayLeaf):
     """`{$elemMatch: {b: 1, ...}}`: one element, as a document, matches the filter `child`."""
 
-    expand: ClassVar[bool] = False
-    path: str
     child: Node
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Mod(Leaf):
     """`$mod`: divisor and remainder as 64-bit integers."""
 
-    path: str
     divisor: int
     remainder: int
-    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Bits(Leaf):
     """`$bitsAllSet`, `$bitsAllClear`, `$bitsAnySet`, `$bitsAnyClear` over bit positions."""
 
-    path: str
     op: str
     positions: tuple[int, ...]
-    test: Test = field(compare=False, repr=False)
 
 
 Node = And | Or | Nor | Not | Always | Expr | All | Leaf
@@ -237,6 +222,7 @@ __all__ = [
     "All",
     "Always",
     "And",
+    "ArrayLeaf",
     "Bits",
     "Compare",
     "ElemMatchObject",

@@ -30,13 +30,11 @@ from storage.query.match_tree import (
     conjuncts,
 )
 from storage.query.paths import MISSING, split
-from storage.values import INT32_MAX, INT32_MIN, is_number, type_name
+from storage.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
 from storage.values import render as render_value
 
 # FieldPath accepts these `$` names (DBRef parts and metadata fields); any other `$` name is invalid.
-_DOLLAR_FIELDS = frozenset(
-    ("$id", "$ref", "$db", "$sortKey", "$recordId", "$searchSortValues", "$searchScore")
-)
+_DOLLAR_FIELDS = DBREF_FIELDS | {"$sortKey", "$recordId", "$searchSortValues", "$searchScore"}
 
 # An $elemMatch whose first key is one of these is a document match on each element; any other
 # `$` key makes it a value match applied to the element itself ({$elemMatch: {$gt: 5}}).

@@ -19,6 +19,7 @@ from storage.query.paths import split
 # projections; projection.py owns that logic and the update reuses it rather than copying it.
 from storage.query.projection import KeyLeaf, key_leaves, match_key
 from storage.query.update_apply import (
+    Ctx,
     apply_modifiers,
     check_id,
     fill,
@@ -74,14 +75,7 @@ class Update:
             matched = None
             if self._positional and query is not None and not inserting:
                 matched = self._matched_index(query, doc)
-            apply_modifiers(
-                self._root,
-                out,
-                now_ms=now_ms,
-                inserting=inserting,
-                matched=matched,
-                filters=self._filters,
-            )
+            apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
         if "_id" in out:
             if inserting or self._document is not None:
                 check_id(out["_id"])

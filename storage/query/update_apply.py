@@ -50,26 +50,17 @@ _MAX_PADDING = 1_500_000
 _POSITIONAL_NOT_FOUND = "The positional operator did not find the match needed from the query."
 
 
-def apply_modifiers(
-    root: ObjNode,
-    doc: dict[str, Any],
-    *,
-    now_ms: int,
-    inserting: bool,
-    matched: str | None,
-    filters: Mapping[str, Predicate],
-) -> None:
-    """Apply a modifier tree to `doc` in place (a copy the caller made). `matched` is the array
-    index the query matched, for the positional `$`."""
-    ctx = _Ctx(doc, now_ms, inserting, matched, filters)
-    _apply_obj(root, ctx, _At(doc, None, None, [], []))
+def apply_modifiers(root: ObjNode, ctx: Ctx) -> None:
+    """Apply a modifier tree to `ctx.doc` in place (a copy the caller made)."""
+    _apply_obj(root, ctx, _At(ctx.doc, None, None, [], []))
 
 
 # -- applying ---------------------------------------------------------------------------------------
 
 
-class _Ctx:
-    """What one application of an update shares: the document being built and the inputs."""
+class Ctx:
+    """What one application of an update shares: the document being built and the inputs
+    (`matched` is the array index the query matched, for the positional `$`)."""
 
     __slots__ = ("doc", "now_ms", "inserting", "matched", "filters", "ticks")
 
@@ -126,7 +117,7 @@ class _At:
         self.value = value
 
 
-def _apply_node(node: Node, ctx: _Ctx, at: _At) -> None:
+def _apply_node(node: Node, ctx: Ctx, at: _At) -> None:
     if isinstance(node, ObjNode):
         _apply_obj(node, ctx, at)
     elif isinstance(node, ArrNode):
@@ -137,7 +128,7 @@ def _apply_node(node: Node, ctx: _Ctx, at: _At) -> None:
         _apply_leaf(node, ctx, at)
 
 
-def _apply_obj(node: ObjNode, ctx: _Ctx, at: _At) -> None:
+def _apply_obj(node: ObjNode, ctx: Ctx, at: _At) -> None:
     steps = [(name, node.children[name]) for name in node.order]
     if node.positional is not None:
         matched = ctx.matched
@@ -158,7 +149,7 @@ def _apply_obj(node: ObjNode, ctx: _Ctx, at: _At) -> None:
         _apply_child(child, name, ctx, at)
 
 
-def _apply_child(child: Node, name: str, ctx: _Ctx, at: _At) -> None:
+def _apply_child(child: Node, name: str, ctx: Ctx, at: _At) -> None:
     if at.create:
         _apply_node(child, ctx, _At(at.value, at.parent, at.key, at.taken, [*at.create, name]))
         # The child may have created the path this node stands on: later children go inside it.
@@ -199,7 +190,7 @@ def index_of(part: str) -> int | None:
     return int(part) if part.isascii() and part.isdigit() else None
 
 
-def _apply_arr(node: ArrNode, ctx: _Ctx, at: _At) -> None:
+def _apply_arr(node: ArrNode, ctx: Ctx, at: _At) -> None:
     if at.create:
         raise QueryError(
             "BadValue",
@@ -233,7 +224,7 @@ def _apply_arr(node: ArrNode, ctx: _Ctx, at: _At) -> None:
 # -- leaves -----------------------------------------------------------------------------------------
 
 
-def _apply_leaf(leaf: Leaf, ctx: _Ctx, at: _At) -> None:
+def _apply_leaf(leaf: Leaf, ctx: Ctx, at: _At) -> None:
     if leaf.op == "$setOnInsert" and not ctx.inserting:
         return
     if at.create:
@@ -258,7 +249,7 @@ def _check_immutable(taken: list[str]) -> None:
         )
 
 
-def _create(ctx: _Ctx, at: _At, value: Any) -> None:
+def _create(ctx: Ctx, at: _At, value: Any) -> None:
     """Create `at.create` under the existing element `at.value`, ending in `value`: documents on
     the way, an array padded with nulls up to a numeric part."""
     container = at.value
@@ -323,14 +314,14 @@ def _check_viable(at: _At) -> None:
     )
 
 
-def _set_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _set_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     if _same(at.value, leaf.arg):
         return False
     at.set(copy_value(leaf.arg))
     return True
 
 
-def _unset_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _unset_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     if type(at.parent) is list:
         at.set(None)  # an array element is nulled, never removed
     else:
@@ -339,7 +330,7 @@ def _unset_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-def _arith_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _arith_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     current = at.value
     if number_kind(current) is None:
         raise QueryError(
@@ -360,7 +351,7 @@ def _arith_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-def _min_max_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _min_max_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     c = compare(at.value, leaf.arg)
     if c == 0 or (c > 0 if leaf.op == "$max" else c < 0):
         return False
@@ -368,12 +359,12 @@ def _min_max_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-def _current_date_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _current_date_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     at.set(_now(leaf, ctx))
     return True
 
 
-def _push_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _push_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     if type(at.value) is not list:
         raise QueryError(
             "BadValue",
@@ -431,7 +422,7 @@ def _push_sort_key(
     return functools.cmp_to_key(cmp)
 
 
-def _add_to_set_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _add_to_set_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     array = at.value
     if type(array) is not list:
         raise QueryError(
@@ -444,7 +435,7 @@ def _add_to_set_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return bool(added)
 
 
-def _pop_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _pop_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     array = at.value
     if type(array) is not list:
         raise QueryError(
@@ -457,7 +448,7 @@ def _pop_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-def _pull_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _pull_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     array = at.value
     if type(array) is not list:
         raise QueryError("BadValue", "Cannot apply $pull to a non-array value")
@@ -472,7 +463,7 @@ def _pull_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-def _bit_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
+def _bit_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     current = at.value
     if number_kind(current) not in ("int", "long"):
         raise QueryError(
@@ -487,7 +478,7 @@ def _bit_existing(leaf: Leaf, ctx: _Ctx, at: _At) -> bool:
     return True
 
 
-_UPDATE_EXISTING: dict[str, Callable[[Leaf, _Ctx, _At], bool]] = {
+_UPDATE_EXISTING: dict[str, Callable[[Leaf, Ctx, _At], bool]] = {
     "$set": _set_existing,
     "$setOnInsert": _set_existing,
     "$unset": _unset_existing,
@@ -505,18 +496,18 @@ _UPDATE_EXISTING: dict[str, Callable[[Leaf, _Ctx, _At], bool]] = {
 }
 
 
-def _new_pushed(leaf: Leaf, ctx: _Ctx) -> list[Any]:
+def _new_pushed(leaf: Leaf, ctx: Ctx) -> list[Any]:
     array: list[Any] = []
     _push(array, leaf.arg)
     return array
 
 
-def _new_mul(leaf: Leaf, ctx: _Ctx) -> Any:
+def _new_mul(leaf: Leaf, ctx: Ctx) -> Any:
     # A missing field becomes a zero of the argument's type (and sign, for a double).
     return _arith(leaf.arg, 0, True)
 
 
-def _now(leaf: Leaf, ctx: _Ctx) -> Any:
+def _now(leaf: Leaf, ctx: Ctx) -> Any:
     if leaf.arg:
         return DatetimeMS(ctx.now_ms)
     # Each timestamp an update records is distinct, as MongoDB reserves one clock tick for each.
@@ -524,7 +515,7 @@ def _now(leaf: Leaf, ctx: _Ctx) -> Any:
     return Timestamp(ctx.now_ms // 1000, ctx.ticks)
 
 
-_NEW_VALUE: dict[str, Callable[[Leaf, _Ctx], Any]] = {
+_NEW_VALUE: dict[str, Callable[[Leaf, Ctx], Any]] = {
     "$set": lambda leaf, ctx: copy_value(leaf.arg),
     "$setOnInsert": lambda leaf, ctx: copy_value(leaf.arg),
     "$inc": lambda leaf, ctx: leaf.arg,
@@ -541,7 +532,7 @@ _NEW_VALUE: dict[str, Callable[[Leaf, _Ctx], Any]] = {
 # -- $rename ----------------------------------------------------------------------------------------
 
 
-def _apply_rename(leaf: Leaf, ctx: _Ctx, at: _At) -> None:
+def _apply_rename(leaf: Leaf, ctx: Ctx, at: _At) -> None:
     """Move the source's value to this node's path (a $set there, then an $unset of the source)."""
     spec: Rename = leaf.arg
     value: Any = ctx.doc
@@ -586,7 +577,7 @@ def _apply_rename(leaf: Leaf, ctx: _Ctx, at: _At) -> None:
     _check_immutable(list(spec.source))
 
 
-def _check_rename_target(leaf: Leaf, ctx: _Ctx, at: _At) -> None:
+def _check_rename_target(leaf: Leaf, ctx: Ctx, at: _At) -> None:
     """The target may be an array itself, but no element of one."""
     elements: list[tuple[Any, str]] = []
     value: Any = ctx.doc

@@ -12,31 +12,8 @@ import pytest
 from bson import Binary, Decimal128, Int64, ObjectId, Regex
 
 from storage.errors import QueryError
+from storage.query import match_tree as t
 from storage.query.match import compile_filter, implied_filters, node_predicate, parse_filter
-from storage.query.match_tree import (
-    All,
-    Always,
-    And,
-    Bits,
-    Compare,
-    ElemMatchObject,
-    ElemMatchValue,
-    Exists,
-    Expr,
-    In,
-    Mod,
-    Node,
-    Nor,
-    Not,
-    Or,
-    ParsedFilter,
-    Size,
-    Type,
-    conditions,
-    conjuncts,
-    uses_expr,
-)
-from storage.query.match_tree import Regex as RegexNode
 from storage.query.update import upsert_seed
 
 Doc = dict[str, Any]
@@ -47,64 +24,64 @@ def _any(v: Any) -> bool:
     return False  # a stand-in: a leaf's test takes no part in comparing nodes
 
 
-def eq(path: str, value: Any, op: str = "$eq") -> Compare:
-    return Compare(path, op, value, _any)
+def eq(path: str, value: Any, op: str = "$eq") -> t.Compare:
+    return t.Compare(path, op, value, test=_any)
 
 
 # (filter, tree)
-TREES: list[tuple[Doc, Node]] = [
-    ({}, And(())),
+TREES: list[tuple[Doc, t.Node]] = [
+    ({}, t.And(())),
     ({"a": 1}, eq("a", 1)),
     ({"a.b": "x"}, eq("a.b", "x")),
     ({"a": {"b": 1}}, eq("a", {"b": 1})),
     ({"a": None}, eq("a", None)),
     ({"a": [1, 2]}, eq("a", [1, 2])),
-    ({"a": 1, "b": 2}, And((eq("a", 1), eq("b", 2)))),
+    ({"a": 1, "b": 2}, t.And((eq("a", 1), eq("b", 2)))),
     ({"a": 1, "$comment": "why"}, eq("a", 1)),
-    ({"$comment": "why"}, And(())),
+    ({"$comment": "why"}, t.And(())),
     ({"a": {"$eq": 5}}, eq("a", 5)),
-    ({"a": {"$gt": 1, "$lt": 5}}, And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
-    ({"a": {"$gte": Int64(1), "$lte": 2.5}}, And((eq("a", 1, "$gte"), eq("a", 2.5, "$lte")))),
-    ({"a": {"$ne": 1}}, Not(eq("a", 1))),
-    ({"a": {"$in": [1, "x"]}}, In("a", (1, "x"), _any)),
-    ({"a": {"$nin": [1]}}, Not(In("a", (1,), _any))),
-    ({"a": {"$exists": True}}, Exists("a", _any)),
-    ({"a": {"$exists": 0}}, Not(Exists("a", _any))),
-    ({"a": Regex("^x", "i")}, RegexNode("a", "^x", "i", _any)),
-    ({"a": {"$regex": "^x", "$options": "mi"}}, RegexNode("a", "^x", "im", _any)),
-    ({"a": {"$not": Regex("x")}}, Not(RegexNode("a", "x", "", _any))),
-    ({"a": {"$not": {"$gt": 1, "$lt": 5}}}, Not(And((eq("a", 1, "$gt"), eq("a", 5, "$lt"))))),
-    ({"a": {"$type": "number"}}, Type("a", frozenset({1, 16, 18, 19}), _any)),
-    ({"a": {"$type": ["string", 8]}}, Type("a", frozenset({2, 8}), _any)),
-    ({"a": {"$size": 2.0}}, Size("a", 2, _any)),
-    ({"a": {"$mod": [4.5, -1]}}, Mod("a", 4, -1, _any)),
-    ({"a": {"$bitsAllSet": 5}}, Bits("a", "$bitsAllSet", (0, 2), _any)),
-    ({"a": {"$bitsAnyClear": Binary(b"\x02")}}, Bits("a", "$bitsAnyClear", (1,), _any)),
-    ({"a": {"$all": [1, Regex("x")]}}, All("a", (eq("a", 1), RegexNode("a", "x", "", _any)))),
-    ({"a": {"$all": []}}, Always(False)),
+    ({"a": {"$gt": 1, "$lt": 5}}, t.And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
+    ({"a": {"$gte": Int64(1), "$lte": 2.5}}, t.And((eq("a", 1, "$gte"), eq("a", 2.5, "$lte")))),
+    ({"a": {"$ne": 1}}, t.Not(eq("a", 1))),
+    ({"a": {"$in": [1, "x"]}}, t.In("a", (1, "x"), test=_any)),
+    ({"a": {"$nin": [1]}}, t.Not(t.In("a", (1,), test=_any))),
+    ({"a": {"$exists": True}}, t.Exists("a", test=_any)),
+    ({"a": {"$exists": 0}}, t.Not(t.Exists("a", test=_any))),
+    ({"a": Regex("^x", "i")}, t.Regex("a", "^x", "i", test=_any)),
+    ({"a": {"$regex": "^x", "$options": "mi"}}, t.Regex("a", "^x", "im", test=_any)),
+    ({"a": {"$not": Regex("x")}}, t.Not(t.Regex("a", "x", "", test=_any))),
+    ({"a": {"$not": {"$gt": 1, "$lt": 5}}}, t.Not(t.And((eq("a", 1, "$gt"), eq("a", 5, "$lt"))))),
+    ({"a": {"$type": "number"}}, t.Type("a", frozenset({1, 16, 18, 19}), test=_any)),
+    ({"a": {"$type": ["string", 8]}}, t.Type("a", frozenset({2, 8}), test=_any)),
+    ({"a": {"$size": 2.0}}, t.Size("a", 2, test=_any)),
+    ({"a": {"$mod": [4.5, -1]}}, t.Mod("a", 4, -1, test=_any)),
+    ({"a": {"$bitsAllSet": 5}}, t.Bits("a", "$bitsAllSet", (0, 2), test=_any)),
+    ({"a": {"$bitsAnyClear": Binary(b"\x02")}}, t.Bits("a", "$bitsAnyClear", (1,), test=_any)),
+    ({"a": {"$all": [1, Regex("x")]}}, t.All("a", (eq("a", 1), t.Regex("a", "x", "", test=_any)))),
+    ({"a": {"$all": []}}, t.Always(False)),
     (
         {"a": {"$all": [{"$elemMatch": {"b": 1}}]}},
-        All("a", (ElemMatchObject("a", eq("b", 1), _any),)),
+        t.All("a", (t.ElemMatchObject("a", eq("b", 1), test=_any),)),
     ),
-    ({"a": {"$elemMatch": {"$gt": 1}}}, ElemMatchValue("a", eq("", 1, "$gt"), _any)),
+    ({"a": {"$elemMatch": {"$gt": 1}}}, t.ElemMatchValue("a", eq("", 1, "$gt"), test=_any)),
     (
         {"a": {"$elemMatch": {"b": 1, "c": {"$ne": 2}}}},
-        ElemMatchObject("a", And((eq("b", 1), Not(eq("c", 2)))), _any),
+        t.ElemMatchObject("a", t.And((eq("b", 1), t.Not(eq("c", 2)))), test=_any),
     ),
     ({"$and": [{"a": 1}]}, eq("a", 1)),
-    ({"$and": [{"a": 1}, {"b": 2, "c": 3}]}, And((eq("a", 1), And((eq("b", 2), eq("c", 3)))))),
-    ({"$or": [{"a": 1}]}, Or((eq("a", 1),))),
-    ({"$or": [{"a": 1}, {"b": 2}]}, Or((eq("a", 1), eq("b", 2)))),
-    ({"$nor": [{"a": 1}]}, Nor((eq("a", 1),))),
-    ({"$expr": {"$eq": ["$a", 1]}}, Expr({"$eq": ["$a", 1]})),
-    ({"$alwaysTrue": 1, "$alwaysFalse": 1}, And((Always(True), Always(False)))),
-    ({"$ref": "c", "$id": OID}, And((eq("$ref", "c"), eq("$id", OID)))),
+    ({"$and": [{"a": 1}, {"b": 2, "c": 3}]}, t.And((eq("a", 1), t.And((eq("b", 2), eq("c", 3)))))),
+    ({"$or": [{"a": 1}]}, t.Or((eq("a", 1),))),
+    ({"$or": [{"a": 1}, {"b": 2}]}, t.Or((eq("a", 1), eq("b", 2)))),
+    ({"$nor": [{"a": 1}]}, t.Nor((eq("a", 1),))),
+    ({"$expr": {"$eq": ["$a", 1]}}, t.Expr({"$eq": ["$a", 1]})),
+    ({"$alwaysTrue": 1, "$alwaysFalse": 1}, t.And((t.Always(True), t.Always(False)))),
+    ({"$ref": "c", "$id": OID}, t.And((eq("$ref", "c"), eq("$id", OID)))),
     ({"a": {"$ref": "c", "$id": OID}}, eq("a", {"$ref": "c", "$id": OID})),
 ]
 
 
 @pytest.mark.parametrize(("flt", "tree"), TREES, ids=[repr(f) for f, _ in TREES])
-def test_the_tree_of_a_filter(flt: Doc, tree: Node) -> None:
+def test_the_tree_of_a_filter(flt: Doc, tree: t.Node) -> None:
     parsed = parse_filter(flt)
     assert parsed.tree == tree
     assert parsed.filter is flt
@@ -112,17 +89,17 @@ def test_the_tree_of_a_filter(flt: Doc, tree: Node) -> None:
 
 def test_an_absent_filter_is_the_empty_one() -> None:
     parsed = parse_filter(None)
-    assert parsed == ParsedFilter({}, And(()), parsed.predicate)
+    assert parsed == t.ParsedFilter({}, t.And(()), parsed.predicate)
     assert parsed.predicate({"a": 1})
 
 
 def test_leaves_hold_their_tests() -> None:
     tree = parse_filter({"a": {"$gt": 1}}).tree
-    assert isinstance(tree, Compare)
+    assert isinstance(tree, t.Compare)
     assert tree.test(2) and not tree.test(1) and not tree.test("x")
     assert tree.expand
     size = parse_filter({"a": {"$size": 1}}).tree
-    assert isinstance(size, Size) and not size.expand  # judges the array, never its elements
+    assert isinstance(size, t.Size) and not size.expand  # judges the array, never its elements
 
 
 DOCS: list[Doc] = [
@@ -143,7 +120,7 @@ DOCS: list[Doc] = [
 
 @pytest.mark.parametrize(("flt", "tree"), TREES, ids=[repr(f) for f, _ in TREES])
 def test_the_predicate_is_the_compiled_filter_and_each_node_tests_alike(
-    flt: Doc, tree: Node
+    flt: Doc, tree: t.Node
 ) -> None:
     parsed = parse_filter(flt)
     compiled = compile_filter(flt)
@@ -166,7 +143,7 @@ def test_parse_errors_are_the_matchers() -> None:
 
 def test_variables_reach_expr() -> None:
     parsed = parse_filter({"$expr": {"$eq": ["$a", "$$v"]}}, {"v": 2})
-    assert parsed.tree == Expr({"$eq": ["$a", "$$v"]})
+    assert parsed.tree == t.Expr({"$eq": ["$a", "$$v"]})
     assert parsed.predicate({"a": 2}) and not parsed.predicate({"a": 3})
     assert node_predicate(parsed.tree, {"v": 3})({"a": 3})
 
@@ -175,29 +152,29 @@ def test_conjuncts_open_every_and_but_not_all_or_or() -> None:
     tree = parse_filter(
         {"a": {"$gt": 1, "$lt": 5}, "$and": [{"b": 1}, {"c": {"$all": [2]}}], "$or": [{"d": 1}]}
     ).tree
-    assert list(conjuncts(tree)) == [
+    assert list(t.conjuncts(tree)) == [
         eq("a", 1, "$gt"),
         eq("a", 5, "$lt"),
         eq("b", 1),
-        All("c", (eq("c", 2),)),
-        Or((eq("d", 1),)),
+        t.All("c", (eq("c", 2),)),
+        t.Or((eq("d", 1),)),
     ]
 
 
 def test_conditions_pair_each_top_level_condition_with_its_node() -> None:
     flt = {"a": {"$gt": 1, "$lt": 5}, "$comment": "x", "$or": [{"b": 1}, {"c": 2}]}
-    assert list(conditions(parse_filter(flt))) == [
-        ("a", {"$gt": 1, "$lt": 5}, And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
-        ("$or", [{"b": 1}, {"c": 2}], Or((eq("b", 1), eq("c", 2)))),
+    assert list(t.conditions(parse_filter(flt))) == [
+        ("a", {"$gt": 1, "$lt": 5}, t.And((eq("a", 1, "$gt"), eq("a", 5, "$lt")))),
+        ("$or", [{"b": 1}, {"c": 2}], t.Or((eq("b", 1), eq("c", 2)))),
     ]
-    assert list(conditions(parse_filter({"$comment": "x", "a": 1}))) == [("a", 1, eq("a", 1))]
-    assert list(conditions(parse_filter({}))) == []
+    assert list(t.conditions(parse_filter({"$comment": "x", "a": 1}))) == [("a", 1, eq("a", 1))]
+    assert list(t.conditions(parse_filter({}))) == []
 
 
 def test_uses_expr() -> None:
-    assert uses_expr(parse_filter({"$or": [{"a": 1}, {"$expr": True}]}).tree)
-    assert uses_expr(parse_filter({"$nor": [{"$and": [{"$expr": True}]}]}).tree)
-    assert not uses_expr(parse_filter({"a": {"$elemMatch": {"b": 1}}, "c": {"$ne": 1}}).tree)
+    assert t.uses_expr(parse_filter({"$or": [{"a": 1}, {"$expr": True}]}).tree)
+    assert t.uses_expr(parse_filter({"$nor": [{"$and": [{"$expr": True}]}]}).tree)
+    assert not t.uses_expr(parse_filter({"a": {"$elemMatch": {"b": 1}}, "c": {"$ne": 1}}).tree)
 
 
 # (filter, variables, implied filters)
