@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bson import DBRef, Decimal128, Int64, Regex
+from bson import DBRef, Regex
 
 from storage.errors import QueryError
 from storage.query.compare import equal
@@ -19,9 +19,8 @@ from storage.query.match import compile_filter
 from storage.query.match_tree import Predicate
 from storage.query.paths import split
 from storage.values import (
-    INT32_MAX,
-    INT32_MIN,
     IntegerError,
+    is_number,
     parse_integer,
     render,
     render_element,
@@ -608,16 +607,7 @@ def _same_identifier(found: str | None, ident: str) -> str:
 
 def number_kind(value: Any) -> str | None:
     """The BSON numeric type of a value ("int", "long", "double", "decimal"), None if not one."""
-    t = type(value)
-    if t is int:
-        return "int" if INT32_MIN <= value <= INT32_MAX else "long"
-    if t is Int64:
-        return "long"
-    if t is float:
-        return "double"
-    if t is Decimal128:
-        return "decimal"
-    return None
+    return type_name(value) if is_number(value) else None
 
 
 def _to_python(value: Any) -> int | float | decimal.Decimal:
