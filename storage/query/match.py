@@ -194,7 +194,7 @@ def _parse_doc(
             # {field: value}, the commonest filter of all (an `_id` lookup): straight to the
             # predicate _field_predicate makes of the leaf _parse_field would give.
             test = eq_test(value)
-            nodes.append(Compare(key, "$eq", value, test=test))
+            nodes.append(Compare(key, test, "$eq", value))
             preds.append(_top_field_terms(key, (test,), ()))
         else:
             node = _parse_field(key, value)
@@ -242,7 +242,7 @@ def _parse_top_operator(
         return Always(always), _always if always else _never
     if op in ("$ref", "$id", "$db"):
         # DBRef fields: MongoDB compares them by plain equality, whatever the value looks like.
-        leaf = Compare(op, "$eq", value, test=eq_test(value))
+        leaf = Compare(op, eq_test(value), "$eq", value)
         return leaf, _field_predicate(op, leaf)
     if op in _UNSUPPORTED_TOP:
         raise QueryError("NotImplemented", f"{op} is not supported")
@@ -270,7 +270,7 @@ def _parse_field(path: str, value: Any) -> Node:
         return _parse_operators(path, value)
     if is_regex(value):
         return _regex_leaf(path, *regex_source(value))
-    return Compare(path, "$eq", value, test=eq_test(value))
+    return Compare(path, eq_test(value), "$eq", value)
 
 
 def _parse_operators(path: str, ops: Mapping[str, Any]) -> Node:
@@ -288,34 +288,34 @@ def _parse_operators(path: str, ops: Mapping[str, Any]) -> Node:
 
 
 def _regex_leaf(path: str, pattern: str, options: str) -> Regex:
-    return Regex(path, pattern, "".join(sorted(options)), test=regex_test(pattern, options))
+    return Regex(path, regex_test(pattern, options), pattern, "".join(sorted(options)))
 
 
 def _parse_eq(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
-    return Compare(path, op, arg, test=eq_test(arg))
+    return Compare(path, eq_test(arg), op, arg)
 
 
 def _parse_range(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     if is_regex(arg):
         raise QueryError("BadValue", f"Can't have RegEx as arg to predicate over field '{path}'.")
-    return Compare(path, op, arg, test=range_test(arg, op))
+    return Compare(path, range_test(arg, op), op, arg)
 
 
 def _parse_ne(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     if is_regex(arg):
         raise QueryError("BadValue", "Can't have regex as arg to $ne.")
-    return Not(Compare(path, "$eq", arg, test=eq_test(arg)))
+    return Not(Compare(path, eq_test(arg), "$eq", arg))
 
 
 def _parse_in(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     if not isinstance(arg, list):
         raise QueryError("BadValue", f"{op} needs an array")
-    leaf = In(path, tuple(arg), test=in_test(arg))
+    leaf = In(path, in_test(arg), tuple(arg))
     return leaf if op == "$in" else Not(leaf)
 
 
 def _parse_exists(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
-    exists = Exists(path, test=exists_test)
+    exists = Exists(path, exists_test)
     return exists if true_value(arg) else Not(exists)
 
 
@@ -341,12 +341,12 @@ def _parse_options(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node
 
 def _parse_type(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     codes = type_codes(path, arg)
-    return Type(path, codes, test=type_test(codes))
+    return Type(path, type_test(codes), codes)
 
 
 def _parse_size(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     n = size_argument(arg)
-    return Size(path, n, test=size_test(n))
+    return Size(path, size_test(n), n)
 
 
 def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
@@ -372,7 +372,7 @@ def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> N
                     return True
             return False
 
-        return ElemMatchValue(path, child, test=value_form)
+        return ElemMatchValue(path, value_form, child)
     tree, sub = _parse_doc(arg)
 
     def document_form(v: Any) -> bool:
@@ -384,7 +384,7 @@ def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> N
                 return True
         return False
 
-    return ElemMatchObject(path, tree, test=document_form)
+    return ElemMatchObject(path, document_form, tree)
 
 
 def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
@@ -405,7 +405,7 @@ def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
         elif _first_key(element) in _PATH_OPERATORS:
             raise QueryError("BadValue", "no $ expressions in $all")
         else:
-            nodes.append(Compare(path, "$eq", element, test=eq_test(element)))
+            nodes.append(Compare(path, eq_test(element), "$eq", element))
     return All(path, tuple(nodes))
 
 
@@ -417,12 +417,12 @@ def _first_key(value: Any) -> str | None:
 
 def _parse_mod(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     divisor, remainder = mod_arguments(arg)
-    return Mod(path, divisor, remainder, test=mod_test(divisor, remainder))
+    return Mod(path, mod_test(divisor, remainder), divisor, remainder)
 
 
 def _parse_bits(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     positions = bit_positions(path, op, arg)
-    return Bits(path, op, positions, test=bits_test(op, positions))
+    return Bits(path, bits_test(op, positions), op, positions)
 
 
 def _unsupported(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:

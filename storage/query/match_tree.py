@@ -78,14 +78,14 @@ class All:
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """A test on the values at one path. `test` is the compiled test of one value (given by
-    keyword, after the operands; it takes no part in comparing nodes); `expand` says whether an
-    array at the path also has its elements tested (MongoDB's array rule), which $size and
-    $elemMatch, judging the array itself, do not."""
+    """A test on the values at one path: `test` is the compiled test of one value (built from the
+    operands that follow it; it takes no part in comparing nodes); `expand` says whether an array
+    at the path also has its elements tested (MongoDB's array rule), which $size and $elemMatch,
+    judging the array itself, do not."""
 
     expand: ClassVar[bool] = True
     path: str
-    test: Test = field(compare=False, repr=False, kw_only=True)
+    test: Test = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
