@@ -18,7 +18,8 @@ from storage.catalog import CollectionInfo
 from storage.engine import CODEC, Engine, Reader
 from storage.errors import QueryError
 from storage.planner import CollScan, IndexScan, Plan, plan_query
-from storage.query.match import Predicate, compile_filter
+from storage.query.match import parse_filter
+from storage.query.match_tree import ParsedFilter, Predicate
 from storage.query.projection import Projection, parse_projection
 from storage.query.sort import SortSpec, parse_sort, sort_documents
 
@@ -32,15 +33,25 @@ Position = int | tuple[int, bytes] | None
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """A validated find: filter, projection and sort parsed; skip >= 0; limit 0 means none."""
+    """A validated find: the filter parsed once (its tree for the planner and a positional
+    projection, its predicate for every candidate), projection and sort parsed; skip >= 0; limit 0
+    means none."""
 
-    filter: dict[str, Any]
-    predicate: Predicate
+    query: ParsedFilter
     projection: Projection | None
     sort: SortSpec | None
     skip: int = 0
     limit: int = 0
     hint: Any = None
+
+    @property
+    def filter(self) -> Mapping[str, Any]:
+        """The filter as the client wrote it."""
+        return self.query.filter
+
+    @property
+    def predicate(self) -> Predicate:
+        return self.query.predicate
 
     @classmethod
     def parse(
@@ -59,11 +70,10 @@ class QuerySpec:
             raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
             raise QueryError("BadValue", "limit value must be non-negative")
-        flt = filter or {}
+        query = parse_filter(filter, variables)
         return cls(
-            flt,
-            compile_filter(flt, variables),
-            parse_projection(projection, filter=flt),
+            query,
+            parse_projection(projection, filter=query),
             parse_sort(sort),
             skip,
             limit,
@@ -72,7 +82,7 @@ class QuerySpec:
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
-    return plan_query(coll, spec.filter, spec.sort, spec.hint)
+    return plan_query(coll, spec.query, spec.sort, spec.hint)
 
 
 class QueryRun:
@@ -83,6 +93,7 @@ class QueryRun:
     def __init__(self, coll: CollectionInfo, spec: QuerySpec, plan: Plan | None = None) -> None:
         self.coll = coll
         self.spec = spec
+        self._predicate = spec.query.predicate
         self.plan = plan if plan is not None else choose_plan(coll, spec)
         self.exhausted = False
         self.size_limited = False
@@ -256,7 +267,7 @@ class QueryRun:
 
     def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
-        return self.spec.predicate(doc), doc
+        return self._predicate(doc), doc
 
     def _scan(
         self, reader: Reader, max_docs: int, max_bytes: int, budget: int, first: bool

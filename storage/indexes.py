@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bson import Decimal128, Int64
-
 from storage.catalog import IndexInfo
 from storage.errors import QueryError
 from storage.query.match import compile_filter
+from storage.values import is_number, to_float
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
 MAX_INDEXES = 64
@@ -52,18 +51,10 @@ class IndexSpec:
         return dict(self.key)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, Int64, Decimal128)) and not isinstance(v, bool)
-
-
-def _num(v: Any) -> float:
-    return float(v.to_decimal()) if isinstance(v, Decimal128) else float(v)
-
-
 def _direction_name(v: Any) -> str:
     if isinstance(v, str):
         return v
-    f = _num(v)
+    f = to_float(v)
     return str(int(f)) if f == int(f) else repr(f)
 
 
@@ -75,8 +66,8 @@ def default_name(key: tuple[tuple[str, Any], ...]) -> str:
 def _truthy(v: Any) -> bool:
     if isinstance(v, bool):
         return v
-    if _is_number(v):
-        return _num(v) != 0
+    if is_number(v):
+        return to_float(v) != 0
     return v is not None
 
 
@@ -99,13 +90,13 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
             if d in _SPECIAL_TYPES:
                 raise QueryError("NotImplemented", f"'{d}' indexes are not supported")
             raise QueryError("CannotCreateIndex", f"Unknown index plugin '{d}'")
-        if not _is_number(d):
+        if not is_number(d):
             raise QueryError(
                 "CannotCreateIndex",
                 f"Values in v:2 index key pattern cannot be of type {type(d).__name__}. Only "
                 "numbers > 0, numbers < 0, and strings are allowed.",
             )
-        f = _num(d)
+        f = to_float(d)
         if f == 0 or math.isnan(f):
             raise QueryError(
                 "CannotCreateIndex", "Values in the index key pattern can't be 0 or NaN."
@@ -117,12 +108,12 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
 def _expire_after(value: Any, key: tuple[tuple[str, Any], ...]) -> int:
     """Validate expireAfterSeconds for this key pattern (spec/ttl.md): 0..2147483647 on a date
     field, truncated to a whole number; on `_ts` (the Cosmos default TTL) -1 or 1..2147483647."""
-    if not _is_number(value):
+    if not is_number(value):
         raise QueryError(
             "CannotCreateIndex",
             f"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{type(value).__name__}'",
         )
-    f = _num(value)
+    f = to_float(value)
     if len(key) == 1 and key[0][0] == "_ts" and math.isfinite(f):
         if int(f) == -1 or 1 <= int(f) <= MAX_EXPIRE_AFTER_SECONDS:
             return int(f)
@@ -222,7 +213,7 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
 
 def _same_key(a: tuple[tuple[str, Any], ...], b: tuple[tuple[str, Any], ...]) -> bool:
     return len(a) == len(b) and all(
-        fa == fb and (_num(da) == _num(db) if _is_number(da) and _is_number(db) else da == db)
+        fa == fb and (to_float(da) == to_float(db) if is_number(da) and is_number(db) else da == db)
         for (fa, da), (fb, db) in zip(a, b)
     )
 

@@ -1,4 +1,5 @@
-"""The query planner: turns a filter, a sort and a hint into a plan over the collection's indexes.
+"""The query planner: turns a parsed filter, a sort and a hint into a plan over the collection's
+indexes, reading the bounds off the matcher's tree (storage/query/match_tree.py).
 
 An index only narrows the candidates: every plan's documents still pass through the matcher, so a
 bound here may be wider than the filter (never narrower). Plans are chosen by a fixed preference
@@ -21,9 +22,12 @@ from storage import keys
 from storage.catalog import CollectionInfo, IndexInfo
 from storage.errors import QueryError
 from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
+from storage.query.match import parse_filter
+from storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
 from storage.query.paths import MISSING
 from storage.query.sort import SortSpec
 from storage.ttl import is_cosmos_index
+from storage.values import render
 
 #: Beyond this many point combinations a compound index uses fewer leading fields.
 MAX_INTERVALS = 4096
@@ -105,26 +109,19 @@ def _boundable(v: Any) -> bool:
     return not is_nan(v) and rank(v) not in (RANK_MINKEY, RANK_MAXKEY)
 
 
-def _collect(flt: Mapping[str, Any], out: dict[str, _FieldBounds]) -> None:
-    for path, cond in flt.items():
-        if path == "$and" and isinstance(cond, list):
-            for clause in cond:
-                if isinstance(clause, Mapping):
-                    _collect(clause, out)
-            continue
-        if path.startswith("$"):
-            continue
-        fb = out.setdefault(path, _FieldBounds())
-        if isinstance(cond, Mapping) and cond and next(iter(cond)).startswith("$"):
-            for op, arg in cond.items():
-                if op == "$eq" and _boundable(arg):
-                    fb.point_sets.append([arg])
-                elif op == "$in" and isinstance(arg, list) and all(_boundable(a) for a in arg):
-                    fb.point_sets.append(list(arg))
-                elif op in ("$gt", "$gte", "$lt", "$lte") and _boundable(arg) and arg is not None:
-                    fb.ranges.append((op, arg))
-        elif _boundable(cond):
-            fb.point_sets.append([cond])
+def _collect(node: Node, out: dict[str, _FieldBounds]) -> None:
+    """The bounds the filter's conjuncts put on each path: equalities, `$in` and ranges (not
+    what sits under $or, $nor, $not, $all or $elemMatch)."""
+    for c in conjuncts(node):
+        if isinstance(c, Compare):
+            fb = out.setdefault(c.path, _FieldBounds())
+            if c.op == "$eq":
+                if _boundable(c.value):
+                    fb.point_sets.append([c.value])
+            elif _boundable(c.value) and c.value is not None:
+                fb.ranges.append((c.op, c.value))
+        elif isinstance(c, In) and all(_boundable(v) for v in c.values):
+            out.setdefault(c.path, _FieldBounds()).point_sets.append(list(c.values))
 
 
 def _satisfies(v: Any, op: str, q: Any) -> bool:
@@ -156,7 +153,7 @@ def _component_ranges(
     points = fb.points(multikey)
     if points is not None:
         encoded = sorted({_enc(p, direction) for p in points})
-        desc = ", ".join(f"[{_show(p)}, {_show(p)}]" for p in points)
+        desc = ", ".join(f"[{render(p)}, {render(p)}]" for p in points)
         return [(e, keys.successor(e)) for e in encoded], desc
     if not fb.ranges:
         return None
@@ -189,13 +186,11 @@ def _component_ranges(
         hi = keys.successor(e) if hi_incl else e
     else:
         hi = end
-    left = ("[" if rg.lo_incl else "(") + (_show(rg.lo) if rg.has_lo else _edge(sample, low=True))
-    right = (_show(rg.hi) if rg.has_hi else _edge(sample, low=False)) + ("]" if rg.hi_incl else ")")
+    left = ("[" if rg.lo_incl else "(") + (render(rg.lo) if rg.has_lo else _edge(sample, low=True))
+    right = (render(rg.hi) if rg.has_hi else _edge(sample, low=False)) + (
+        "]" if rg.hi_incl else ")"
+    )
     return [(lo, hi)], f"{left}, {right}"
-
-
-def _show(v: Any) -> str:
-    return repr(v) if not isinstance(v, str) else f'"{v}"'
 
 
 def _edge(sample: Any, low: bool) -> str:
@@ -292,6 +287,8 @@ def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> boo
 
 
 def _partial_implied(index: IndexInfo, flt: Mapping[str, Any]) -> bool:
+    """Whether the filter implies the index's partial filter, read as written: each of the partial
+    filter's conditions is one of the filter's top-level conditions, verbatim."""
     pfe = index.partial_filter
     if pfe is None:
         return True
@@ -347,24 +344,28 @@ def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> Index
         (interval,),
         False,
         sort is not None and bool(sort.keys),
-        {"_id": [f"[{_show(value)}, {_show(value)}]"]},
+        {"_id": [f"[{render(value)}, {render(value)}]"]},
         e,
     )
 
 
 def plan_query(
     coll: CollectionInfo,
-    flt: Mapping[str, Any],
+    query: ParsedFilter | Mapping[str, Any],
     sort: SortSpec | None = None,
     hint: Any = None,
 ) -> Plan:
-    """Choose how to read the candidates for `flt`. Raises QueryError for a bad hint."""
+    """Choose how to read the candidates for a filter (parsed, or a document to parse). Raises
+    QueryError for a bad hint (or a malformed filter document)."""
+    parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
+    flt = parsed.filter
     if hint is None or hint == {} or hint == "":
+        # MongoDB's IDHACK reads the filter as written, as id_point does.
         point = id_point(flt)
         if point is not MISSING and not (sort is not None and sort.natural and not sort.keys):
             return _id_lookup(coll, point, sort)
     bounds: dict[str, _FieldBounds] = {}
-    _collect(flt, bounds)
+    _collect(parsed.tree, bounds)
     natural_reverse = bool(sort and not sort.keys and sort.natural < 0)
     if hint is not None and hint != {} and hint != "":
         hinted = find_hinted(coll, hint)

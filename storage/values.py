@@ -177,6 +177,48 @@ def regex_flags(flags: int | str) -> str:
     return "".join(ch for ch, bit in _FLAG_CHARS if flags & bit)
 
 
+# -- integral arguments ----------------------------------------------------------------------------
+
+
+class IntegerError(ValueError):
+    """Why a value is not the integer an argument must be; the caller adds the code and context."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def parse_integer(
+    value: Any, shown: str, *, non_negative: bool = False, int32: bool = False
+) -> int:
+    """MongoDB's parseIntegerElementTo{Long,NonNegativeLong,NonNegativeInt}: an integral number
+    (a double or decimal must be whole and within 64 bits), else IntegerError with MongoDB's reason,
+    which quotes `shown` (the argument as the caller prints it, `name: value`)."""
+    t = type(value)
+    if not is_number(value):
+        raise IntegerError(f"Expected a number in: {shown}")
+    if t is float:
+        if math.isnan(value):
+            raise IntegerError(f"Expected an integer, but found NaN in: {shown}")
+        if not INT64_MIN <= value < -INT64_MIN:
+            raise IntegerError(f"Cannot represent as a 64-bit integer: {shown}")
+        if value != int(value):
+            raise IntegerError(f"Expected an integer: {shown}")
+        n = int(value)
+    elif t is Decimal128:
+        d = value.to_decimal()
+        if not d.is_finite() or d != d.to_integral_value() or not INT64_MIN <= d <= INT64_MAX:
+            raise IntegerError(f"Cannot represent as a 64-bit integer: {shown}")
+        n = int(d)
+    else:
+        n = int(value)
+    if non_negative and n < 0:
+        raise IntegerError(f"Expected a positive number in: {shown}")
+    if int32 and not INT32_MIN <= n <= INT32_MAX:
+        raise IntegerError(f"Cannot represent {shown} in an int")
+    return n
+
+
 # A Gregorian calendar repeats every 400 years (146,097 days), so any date's day and time are those
 # of a date in datetime's range shifted by whole cycles.
 _CYCLE_MS = 146_097 * 86_400_000
@@ -254,8 +296,10 @@ __all__ = [
     "INT32_MIN",
     "INT64_MAX",
     "INT64_MIN",
+    "IntegerError",
     "is_constant",
     "is_number",
+    "parse_integer",
     "regex_flags",
     "render",
     "render_double",

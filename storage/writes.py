@@ -108,7 +108,7 @@ def delete(
 
 
 def _apply(change: Update, doc: dict[str, Any], spec: QuerySpec, now_ms: int) -> dict[str, Any]:
-    return change.apply(doc, now_ms=now_ms, query=spec.filter)
+    return change.apply(doc, now_ms=now_ms, query=spec.query)
 
 
 def _store(
@@ -132,8 +132,8 @@ def _store(
 def _upsert_document(change: Update, spec: QuerySpec, now_ms: int) -> dict[str, Any]:
     """The document an upsert inserts: the query's equality fields under the update, or the
     replacement with the query's `_id`."""
-    seed = upsert_seed(spec.filter, replacement=change.replacement)
-    return change.apply(seed, now_ms=now_ms, inserting=True, query=spec.filter)
+    seed = upsert_seed(spec.query, replacement=change.replacement)
+    return change.apply(seed, now_ms=now_ms, inserting=True, query=spec.query)
 
 
 def _insert(view: CollectionWrites, doc: dict[str, Any]) -> dict[str, Any]:

@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import copy
 import decimal
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from re import Pattern
 from typing import Any
 
-from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson import Decimal128
 
 from storage.errors import QueryError
-from storage.query.match import Predicate, compile_filter
-from storage.query.paths import MISSING
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+from storage.query.match import compile_filter, node_predicate, parse_filter
+from storage.query.match_tree import (
+    All,
+    Compare,
+    Leaf,
+    Node,
+    Or,
+    ParsedFilter,
+    Predicate,
+    Regex,
+    conjuncts,
+)
+from storage.query.paths import MISSING, split
+from storage.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
+from storage.values import render as render_value
 
 # FieldPath accepts these `$` names (DBRef parts and metadata fields); any other `$` name is invalid.
-_DOLLAR_FIELDS = frozenset(
-    ("$id", "$ref", "$db", "$sortKey", "$recordId", "$searchSortValues", "$searchScore")
-)
+_DOLLAR_FIELDS = DBREF_FIELDS | {"$sortKey", "$recordId", "$searchSortValues", "$searchScore"}
 
 # An $elemMatch whose first key is one of these is a document match on each element; any other
 # `$` key makes it a value match applied to the element itself ({$elemMatch: {$gt: 5}}).
@@ -140,11 +146,12 @@ class Projection:
 
 
 def parse_projection(
-    spec: Mapping[str, Any] | None, filter: Mapping[str, Any] | None = None
+    spec: Mapping[str, Any] | None, filter: ParsedFilter | Mapping[str, Any] | None = None
 ) -> Projection | None:
     """Parse a find projection; None (for None or {}) means "whole documents". `filter` is the
-    query's filter, which a positional projection (`a.$`) needs. Raises QueryError with MongoDB's
-    codeName and message for a malformed projection."""
+    query's filter (parsed, or a document parsed here if a positional projection needs it), which a
+    positional projection (`a.$`) reads. Raises QueryError with MongoDB's codeName and message for a
+    malformed projection."""
     if not spec:
         return None
     return _Parser(filter).parse(spec)
@@ -165,7 +172,7 @@ class _Parser:
     """MongoDB's ParseContext: the projection's type is decided by its first inclusion, exclusion
     or computed field; ambiguous ones (only _id, $slice, $elemMatch) are settled at the end."""
 
-    def __init__(self, filter: Mapping[str, Any] | None) -> None:
+    def __init__(self, filter: ParsedFilter | Mapping[str, Any] | None) -> None:
         self.filter = filter
         self.root = _Node()
         self.inclusion: bool | None = None
@@ -200,7 +207,9 @@ class _Parser:
         _collect_steps(self.root, (), steps)
         leaves: tuple[KeyLeaf, ...] = ()
         if self.has_positional and self.filter is not None:
-            leaves = tuple(key_leaves(self.filter))
+            query = self.filter
+            tree = (query if isinstance(query, ParsedFilter) else parse_filter(query)).tree
+            leaves = tuple(key_leaves(tree))
         return Projection(inclusion, self.root, tuple(steps), leaves)
 
     def parse_element(self, name: str, value: Any, parent: _Node) -> None:
@@ -473,10 +482,6 @@ def _is_constant(value: Any) -> bool:
 # -- $slice ----------------------------------------------------------------------------------------
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, Decimal128)) and not isinstance(value, bool)
-
-
 def _to_int32(value: Any) -> int:
     """BSONElement::safeNumberInt: truncate toward zero, clamp to int32, NaN is 0."""
     number = value.to_decimal() if isinstance(value, Decimal128) else value
@@ -484,22 +489,22 @@ def _to_int32(value: Any) -> int:
         if number.is_nan() if isinstance(number, decimal.Decimal) else math.isnan(number):
             return 0
         if number in (math.inf, -math.inf):
-            return _INT32_MAX if number > 0 else _INT32_MIN
-    return max(_INT32_MIN, min(_INT32_MAX, int(number)))
+            return INT32_MAX if number > 0 else INT32_MIN
+    return max(INT32_MIN, min(INT32_MAX, int(number)))
 
 
 def _find_slice(arg: Any) -> _Slice:
-    if _is_number(arg):
+    if is_number(arg):
         return _Slice(None, _to_int32(arg))
     if isinstance(arg, list):
         if len(arg) != 2:
             raise _SliceSyntaxError(31272, "$slice array argument should be of form [skip, limit]")
         skip, limit = arg
-        if not _is_number(skip):
+        if not is_number(skip):
             raise _SliceSyntaxError(
                 31257, f"$slice expects the skip argument to be a number, got {type_name(skip)}"
             )
-        if not _is_number(limit):
+        if not is_number(limit):
             raise _SliceSyntaxError(
                 31258, f"$slice expects the limit argument to be a number, got {type_name(limit)}"
             )
@@ -604,72 +609,47 @@ def _elem_match(value: Any, entry: _ElemMatch) -> Any:
 # -- positional $ ----------------------------------------------------------------------------------
 
 
-def key_leaves(flt: Mapping[str, Any]) -> list[KeyLeaf]:
+def key_leaves(tree: Node) -> list[KeyLeaf]:
     """The query conditions that can record which array element matched, in the order MongoDB
     evaluates them; the last one that records an element wins. Negations ($ne, $nin, $not, $nor,
-    {$exists: false}) record nothing, nor does an $or unless it is one clause or an $in in disguise."""
+    {$exists: false}) record nothing, nor does an $or unless it is one clause or an $in in disguise;
+    `$all` records as the And of its values it is."""
     leaves: list[KeyLeaf] = []
-    for name, value in flt.items():
-        if name == "$and" and isinstance(value, list):
-            for clause in value:
-                if isinstance(clause, Mapping):
-                    leaves.extend(key_leaves(clause))
-        elif name == "$or" and isinstance(value, list):
-            if len(value) == 1 and isinstance(value[0], Mapping):
-                leaves.extend(key_leaves(value[0]))
+    for node in conjuncts(tree):
+        if isinstance(node, All):
+            leaves.extend(_key_leaf(child) for child in node.children if isinstance(child, Leaf))
+        elif isinstance(node, Or):
+            if len(node.children) == 1:
+                leaves.extend(key_leaves(node.children[0]))
             else:
-                as_in = _or_as_in(value)
-                if as_in is not None:
-                    leaves.append(_leaf(as_in[0], {"$in": as_in[1]}))
-        elif not name.startswith("$"):
-            leaves.extend(_field_leaves(name, value))
+                path = _or_as_in(node)
+                if path is not None:
+                    leaves.append((split(path), node_predicate(node)))
+        elif isinstance(node, Leaf) and not node.path.startswith("$"):
+            leaves.append(_key_leaf(node))
     return leaves
 
 
-def _leaf(path: str, cond: Any) -> KeyLeaf:
-    return tuple(path.split(".")), compile_filter({path: cond})
+def _key_leaf(node: Leaf) -> KeyLeaf:
+    return split(node.path), node_predicate(node)
+
+
+def _or_as_in(node: Or) -> str | None:
+    """The path of an $or of equalities (or regexes) on one path, which MongoDB rewrites to $in
+    before matching; None for any other $or."""
+    paths = set()
+    for clause in node.children:
+        if isinstance(clause, Compare):
+            if clause.op != "$eq" or _is_operator_doc(clause.value):
+                return None
+        elif not isinstance(clause, Regex):
+            return None
+        paths.add(clause.path)
+    return paths.pop() if len(paths) == 1 else None
 
 
 def _is_operator_doc(value: Any) -> bool:
     return isinstance(value, Mapping) and bool(value) and next(iter(value)).startswith("$")
-
-
-def _field_leaves(path: str, cond: Any) -> list[KeyLeaf]:
-    if not _is_operator_doc(cond):
-        return [_leaf(path, cond)]
-    leaves = []
-    for op, arg in cond.items():
-        if op in ("$ne", "$nin", "$not", "$options") or (op == "$exists" and not _truthy(arg)):
-            continue
-        if op == "$regex":
-            sub = {"$regex": arg}
-            if "$options" in cond:
-                sub["$options"] = cond["$options"]
-            leaves.append(_leaf(path, sub))
-        elif op == "$all" and isinstance(arg, list):
-            leaves.extend(_leaf(path, {"$all": [v]}) for v in arg)  # an $and of its values
-        else:
-            leaves.append(_leaf(path, {op: arg}))
-    return leaves
-
-
-def _or_as_in(clauses: list[Any]) -> tuple[str, list[Any]] | None:
-    """An $or of equalities on one path, which MongoDB rewrites to $in before matching."""
-    path: str | None = None
-    values = []
-    for clause in clauses:
-        if not isinstance(clause, Mapping) or len(clause) != 1:
-            return None
-        name, value = next(iter(clause.items()))
-        if name.startswith("$") or (path is not None and name != path):
-            return None
-        if _is_operator_doc(value):
-            if len(value) != 1 or "$eq" not in value or _is_operator_doc(value["$eq"]):
-                return None
-            value = value["$eq"]
-        path = name
-        values.append(value)
-    return (path, values) if path is not None else None
 
 
 def _first_array(doc: dict[str, Any], parts: tuple[str, ...]) -> tuple[int, list[Any]] | None:
@@ -810,57 +790,4 @@ def _exclude_value(value: Any, node: _Node) -> Any:
     return value
 
 
-# -- rendering for messages ------------------------------------------------------------------------
-
-
-def type_name(value: Any) -> str:
-    """MongoDB's name for a value's BSON type, as its messages print it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, Int64):
-        return "long"
-    if isinstance(value, int):
-        return "int" if _INT32_MIN <= value <= _INT32_MAX else "long"
-    names: tuple[tuple[type | tuple[type, ...], str], ...] = (
-        (float, "double"),
-        (str, "string"),
-        (Mapping, "object"),
-        (list, "array"),
-        (Decimal128, "decimal"),
-        (ObjectId, "objectId"),
-        (datetime, "date"),
-        ((Regex, Pattern), "regex"),
-        ((Binary, bytes), "binData"),
-        (Timestamp, "timestamp"),
-        (Code, "javascript"),
-        (MinKey, "minKey"),
-        (MaxKey, "maxKey"),
-    )
-    for kind, name in names:
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
-
-
-def render_value(value: Any) -> str:
-    """A value as MongoDB prints BSON inside messages ({ $slice: [ 1, 0 ] })."""
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        return "{ " + ", ".join(f"{k}: {render_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[ " + ", ".join(render_value(v) for v in value) + " ]" if value else "[]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return f"{int(value)}.0"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return str(int(value)) if isinstance(value, int) else str(value)
-
-
-__all__ = ["Projection", "parse_projection"]
+__all__ = ["Projection", "parse_projection", "render_value", "type_name"]

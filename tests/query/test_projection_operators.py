@@ -10,6 +10,8 @@ import pytest
 from bson import Decimal128, Int64
 
 from storage.errors import QueryError
+from storage.query.match import parse_filter
+from storage.query.match_tree import ParsedFilter
 from storage.query.projection import parse_projection
 
 Doc = dict[str, Any]
@@ -733,7 +735,7 @@ PARSE_ERRORS: list[tuple[str, Doc | None, Doc, str, str]] = [
 ]
 
 
-def _apply(spec: Doc, doc: Doc, flt: Doc | None = None) -> Doc:
+def _apply(spec: Doc, doc: Doc, flt: Doc | ParsedFilter | None = None) -> Doc:
     projection = parse_projection(spec, filter=flt)
     assert projection is not None
     return projection.apply(doc)
@@ -768,6 +770,8 @@ def test_positional(flt: Doc, spec: Doc, doc: Doc, expected: Doc) -> None:
     out = _apply(spec, doc, flt)
     assert out == expected
     assert list(out) == list(expected)
+    # The filter as a find parses it once: the projection reads its tree.
+    assert _apply(spec, doc, parse_filter(flt)) == expected
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,9 @@ from storage import ttl
 from storage.engine import CODEC, Engine
 from storage.errors import QueryError
 from storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
+from storage.indexes import parse_index_spec
 from storage.planner import CollScan, IndexScan
+from storage.query.match_tree import And, Compare
 from tests.helpers import enc
 
 N = 40
@@ -354,6 +356,34 @@ def test_documents_inserted_between_chunks_are_seen_later(engine: Engine) -> Non
 def test_query_spec_rejects_bad_input(kwargs: dict) -> None:
     with pytest.raises(QueryError):
         QuerySpec.parse(**kwargs)
+
+
+def test_query_spec_parses_the_filter_once() -> None:
+    """The spec holds the parsed filter: as written, its tree (what the planner and a positional
+    projection read) and its predicate."""
+    flt = {"n": {"$gte": 3}, "odd": True}
+    spec = QuerySpec.parse(flt, {"pad.$": 1})
+    assert spec.filter is flt and spec.query.filter is flt
+    assert isinstance(spec.query.tree, And)
+    assert [
+        (c.path, c.op, c.value) for c in spec.query.tree.children if isinstance(c, Compare)
+    ] == [
+        ("n", "$gte", 3),
+        ("odd", "$eq", True),
+    ]
+    assert spec.predicate({"n": 3, "odd": True}) and not spec.predicate({"n": 2, "odd": True})
+    assert QuerySpec.parse().filter == {}
+
+
+def test_the_plan_comes_from_the_parsed_filter(engine: Engine) -> None:
+    assert engine.create_indexes("db", "c", [parse_index_spec({"key": {"grp": 1}})])
+    coll = engine.collection("db", "c")
+    assert coll is not None
+    spec = QuerySpec.parse({"$and": [{"grp": {"$in": [1, 2]}}, {"n": {"$lt": 9}}]})
+    plan = choose_plan(coll, spec)
+    assert isinstance(plan, IndexScan) and plan.index.name == "grp_1"
+    assert plan.bounds == {"grp": ["[1, 1], [2, 2]"]}
+    assert sorted(dec(raw)["_id"] for raw in drain(engine, QueryRun(coll, spec))[0]) == [1, 2, 5, 6]
 
 
 def test_count_documents(engine: Engine) -> None:

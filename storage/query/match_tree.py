@@ -1,0 +1,247 @@
+"""The parsed filter: MongoDB's MatchExpression tree as frozen dataclasses. The matcher builds it in
+the same pass that compiles the predicate (match.parse_filter); the planner, upsert seeding,
+positional projection and pipeline pushdown read it instead of the filter document."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+#: A leaf's test of one value (MongoDB's matchesSingleElement).
+Test = Callable[[Any], bool]
+Predicate = Callable[[dict[str, Any]], bool]
+
+
+# -- logical nodes ----------------------------------------------------------------------------------
+#
+# A filter document parses to the node of its one condition, or to an And of its conditions in
+# order (an empty one, which always holds, for none); `$comment` parses to nothing. A field's
+# operators do the same: `{a: {$gt: 1, $lt: 5}}` is And(Compare, Compare).
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    """Every child holds: a filter document, `$and`, a field's several operators."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    """`$or`: some child holds (a one-clause `$or` stays an Or)."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Nor:
+    """`$nor`: no child holds."""
+
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """The child does not hold: `$not`, and `$ne`, `$nin` and `{$exists: false}`, which MongoDB
+    parses as the negation of `$eq`, `$in` and `$exists`."""
+
+    child: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Always:
+    """A constant: `$alwaysTrue`, `$alwaysFalse`, and `{$all: []}` (matches nothing)."""
+
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """`{$expr: spec}`: the aggregation expression as written (what it sees as `$$name` is given
+    when the filter is compiled, so the tree does not depend on it)."""
+
+    spec: Any
+
+
+@dataclass(frozen=True, slots=True)
+class All:
+    """`$all` on a field: an And of its values' equalities (Compare), regexes (Regex) or
+    `$elemMatch` nodes. Kept apart from a plain And because the planner does not bound it."""
+
+    path: str
+    children: tuple[Node, ...]
+
+
+# -- leaves -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """A test on the values at one path: `test` is the compiled test of one value (built from the
+    operands that follow it; it takes no part in comparing nodes); `expand` says whether an array
+    at the path also has its elements tested (MongoDB's array rule), which $size and $elemMatch,
+    judging the array itself, do not."""
+
+    expand: ClassVar[bool] = True
+    path: str
+    test: Test = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Leaf):
+    """`path op value` for $eq (a plain `{path: value}` too), $gt, $gte, $lt and $lte."""
+
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class In(Leaf):
+    """`$in` (its values as written, regular expressions included)."""
+
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Leaf):
+    """`{$exists: true}` (false is Not(Exists))."""
+
+
+@dataclass(frozen=True, slots=True)
+class Type(Leaf):
+    """`$type`: the BSON type codes it accepts ("number" stands for 1, 16, 18 and 19)."""
+
+    codes: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Regex(Leaf):
+    """A regular expression (`{path: /p/}`, `$regex` with `$options`); its option letters sorted."""
+
+    pattern: str
+    options: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayLeaf(Leaf):
+    """A test of the array at the path itself, never of its elements (MongoDB's
+    ArrayMatchingMatchExpression): $size and $elemMatch."""
+
+    expand: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Size(ArrayLeaf):
+    """`$size`: the value is an array of this length."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElemMatchValue(ArrayLeaf):
+    """`{$elemMatch: {$gt: 1, ...}}`: one element passes every operator of `child` (a tree of
+    leaves with the empty path, tested against the element itself)."""
+
+    child: Node
+
+
+@dataclass(frozen=True, slots=True)
+class ElemMatchObject(ArrayLeaf):
+    """`{$elemMatch: {b: 1, ...}}`: one element, as a document, matches the filter `child`."""
+
+    child: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Mod(Leaf):
+    """`$mod`: divisor and remainder as 64-bit integers."""
+
+    divisor: int
+    remainder: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bits(Leaf):
+    """`$bitsAllSet`, `$bitsAllClear`, `$bitsAnySet`, `$bitsAnyClear` over bit positions."""
+
+    op: str
+    positions: tuple[int, ...]
+
+
+Node = And | Or | Nor | Not | Always | Expr | All | Leaf
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFilter:
+    """A filter parsed once: the document as written, its tree, and the compiled predicate (built
+    in the same pass, with the `$$` variables the filter was parsed with)."""
+
+    filter: Mapping[str, Any]
+    tree: Node
+    predicate: Predicate = field(compare=False, repr=False)
+
+
+# -- reading the tree -------------------------------------------------------------------------------
+
+
+def conjuncts(node: Node) -> Iterator[Node]:
+    """The conditions that must all hold for `node` to hold, And nodes (documents, `$and`, a
+    field's operators) opened all the way down; `$all` and one-clause `$or` are not opened."""
+    if isinstance(node, And):
+        for child in node.children:
+            yield from conjuncts(child)
+    else:
+        yield node
+
+
+def conditions(parsed: ParsedFilter) -> Iterator[tuple[str, Any, Node]]:
+    """The filter's top-level conditions as written, each with its node: (key, value, node) in
+    order, `$comment` left out (it parses to nothing)."""
+    entries = [(k, v) for k, v in parsed.filter.items() if k != "$comment"]
+    if len(entries) == 1:
+        yield entries[0][0], entries[0][1], parsed.tree
+        return
+    assert isinstance(parsed.tree, And) and len(parsed.tree.children) == len(entries)
+    for (key, value), node in zip(entries, parsed.tree.children):
+        yield key, value, node
+
+
+def uses_expr(node: Node) -> bool:
+    """Whether the node holds an `$expr` (whose result depends on the variables)."""
+    if isinstance(node, Expr):
+        return True
+    if isinstance(node, (And, Or, Nor)):
+        return any(uses_expr(c) for c in node.children)
+    if isinstance(node, Not):
+        return uses_expr(node.child)
+    return False  # $expr is refused below the top level ($elemMatch)
+
+
+__all__ = [
+    "All",
+    "Always",
+    "And",
+    "ArrayLeaf",
+    "Bits",
+    "Compare",
+    "ElemMatchObject",
+    "ElemMatchValue",
+    "Exists",
+    "Expr",
+    "In",
+    "Leaf",
+    "Mod",
+    "Node",
+    "Nor",
+    "Not",
+    "Or",
+    "ParsedFilter",
+    "Regex",
+    "Size",
+    "Test",
+    "Type",
+    "conditions",
+    "conjuncts",
+    "uses_expr",
+]
