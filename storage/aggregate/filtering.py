@@ -9,40 +9,39 @@ from typing import Any
 
 from storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from storage.query.expressions import Expression, compile_expression
-from storage.query.match import Predicate, compile_filter
+from storage.query.match import ParsedFilter, compile_filter, parse_filter
+from storage.query.match_tree import uses_expr
 from storage.query.projection import render_value as render
 
 # $redact's system variables and the values they stand for.
 _REDACT_VARIABLES = {"DESCEND": "descend", "PRUNE": "prune", "KEEP": "keep"}
 
 
-def contains_expr(value: Any) -> bool:
-    """Whether a filter uses $expr anywhere (and so depends on the variables)."""
-    if isinstance(value, Mapping):
-        return any(k == "$expr" or contains_expr(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_expr(v) for v in value)
-    return False
-
-
 # -- $match ------------------------------------------------------------------------------------------
 
 
 class Match(Stage, name="$match"):
-    filter: dict[str, Any]
-    # None when the filter uses $expr: it is compiled per run, with that run's variables.
-    predicate: Predicate | None
+    """The filter, parsed once. With $expr its predicate depends on the run's variables, so it is
+    rebuilt per run (`dynamic`); the parse at pipeline parse time reports a malformed filter then,
+    as MongoDB does."""
+
+    parsed: ParsedFilter
+    dynamic: bool
 
     @classmethod
     def of(cls, flt: dict[str, Any], defined: frozenset[str] = frozenset()) -> Match:
-        if contains_expr(flt):
-            # Compiled now only to report a malformed $expr at parse time, as MongoDB does.
-            compile_filter(flt, dict.fromkeys(defined))
-            return cls(flt, None)
-        return cls(flt, compile_filter(flt))
+        parsed = parse_filter(flt, dict.fromkeys(defined))
+        return cls(parsed, uses_expr(parsed.tree))
+
+    @property
+    def filter(self) -> Mapping[str, Any]:
+        return self.parsed.filter
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        predicate = self.predicate or compile_filter(self.filter, ctx.variables)
+        if self.dynamic:
+            predicate = compile_filter(self.parsed.filter, ctx.variables)
+        else:
+            predicate = self.parsed.predicate
         return (d for d in docs if predicate(d))
 
 
