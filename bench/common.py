@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pymongo
 from pymongo import MongoClient
@@ -108,11 +108,18 @@ def make_parser(
     return ap
 
 
-def picker(quick: bool) -> Callable[[int | None, int, int], int]:
+N = TypeVar("N", int, float)
+
+
+class Pick(Protocol):
+    def __call__(self, value: N | None, full: N, quick_value: N) -> N: ...
+
+
+def picker(quick: bool) -> Pick:
     """pick(value, full, quick): the value given on the command line, else the default for
     a full or a --quick run."""
 
-    def pick(value: int | None, full: int, quick_value: int) -> int:
+    def pick(value: N | None, full: N, quick_value: N) -> N:
         return value if value is not None else (quick_value if quick else full)
 
     return pick
@@ -350,6 +357,16 @@ def connect(target: Target, timeout_ms: int) -> Client | None:
         print(f"cannot reach {target.label} ({target.uri}): {exc}", file=sys.stderr)
         return None
     return client
+
+
+def connect_all(targets: Sequence[Target], timeout_ms: int) -> bool:
+    """Give each target, in order, its client (see connect); False once one cannot be reached
+    (the ones before it keep theirs, for close)."""
+    for t in targets:
+        t.client = connect(t, timeout_ms)
+        if t.client is None:
+            return False
+    return True
 
 
 def record_error(target: Target, name: str, exc: PyMongoError) -> None:

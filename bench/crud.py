@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import common
-from common import Client, Doc
+from common import Doc
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
@@ -152,9 +152,11 @@ def bench_find(db: Database[Doc], cfg: Config) -> dict[str, float]:
     return {"find_docs": _rate(n, secs)}
 
 
-def warm_up(client: Client, cfg: Config) -> None:
+def warm_up(target: Target, cfg: Config) -> None:
     if cfg.warmup <= 0:
         return
+    client = target.client
+    assert client is not None
     client.drop_database(DB_NAME)
     coll = client[DB_NAME]["warmup"]
     docs = make_docs(0, cfg.warmup)
@@ -287,12 +289,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {t.label}: {t.uri}")
 
     try:
+        if not common.connect_all(targets, cfg.timeout_ms):
+            return 2
         for t in targets:
-            t.client = common.connect(t, cfg.timeout_ms)
-            if t.client is None:
-                return 2
             try:
-                warm_up(t.client, cfg)
+                warm_up(t, cfg)
             except PyMongoError as exc:  # the rounds will report what fails
                 print(f"  ! {t.label} warm-up: {exc}", file=sys.stderr)
 

@@ -577,11 +577,7 @@ def parse_args(
     ap.add_argument("--sample-every", type=float, default=None, help="memory sample period, s (3)")
     ap.add_argument("--pid", type=int, default=None, help="ebbdb's pid, for its memory")
     args = ap.parse_args(argv)
-    quick = args.quick
-
-    def pick(value: float | None, full: float, quick_value: float) -> float:
-        return value if value is not None else (quick_value if quick else full)
-
+    pick = common.picker(args.quick)
     cfg = Config(
         seconds=pick(args.seconds, 60.0, 6.0),
         connections=args.connections,
@@ -592,7 +588,7 @@ def parse_args(
         sample_every=pick(args.sample_every, 3.0, 0.5),
         timeout_ms=args.timeout_ms,
     )
-    args.rounds = common.picker(quick)(args.rounds, 3, 1)
+    args.rounds = pick(args.rounds, 3, 1)
     if (
         min(cfg.seconds, cfg.connections, cfg.preload, cfg.owned, cfg.sample_every, args.rounds)
         <= 0

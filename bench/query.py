@@ -560,10 +560,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     try:
+        if not common.connect_all(targets, cfg.timeout_ms):
+            return 2
         for t in targets:
-            t.client = common.connect(t, cfg.timeout_ms)
-            if t.client is None:
-                return 2
             t.floor = is_floor(t)
             print(
                 f"  {t.label}: {t.uri}"

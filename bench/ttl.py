@@ -705,10 +705,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{cfg.n_find:,} docs" + (", reuse" if cfg.reuse else "")
     )
     try:
+        if not common.connect_all(targets, cfg.timeout_ms):
+            return 2
         for t in targets:
-            t.client = common.connect(t, cfg.timeout_ms)
-            if t.client is None:
-                return 2
             print(f"  {t.label}: {t.uri}", flush=True)
         for t in targets:
             run_target(t, cfg, args.rounds)

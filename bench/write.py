@@ -501,9 +501,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for t in targets:
                 print(f"  {t.label}: {t.uri}", flush=True)
-                t.client = common.connect(t, cfg.timeout_ms)
-                if t.client is None:
-                    return 2
+            if not common.connect_all(targets, cfg.timeout_ms):
+                return 2
+            for t in targets:
                 try:
                     set_up(t, cfg)
                 except PyMongoError as exc:  # the rounds will report what fails

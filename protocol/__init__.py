@@ -1,43 +1,6 @@
 """Bytes <-> MongoDB wire messages, sans-I/O: no sockets, no asyncio, no storage, no command names."""
 
-from protocol.wire import (
-    HEADER_SIZE,
-    MAX_MESSAGE_SIZE,
-    MIN_MESSAGE_SIZE,
-    FrameDecoder,
-    Header,
-    Msg,
-    MsgFlags,
-    OpCode,
-    ProtocolError,
-    Query,
-    Reply,
-    decode_header,
-    decode_message,
-    decode_reply,
-    encode_msg,
-    encode_msg_from,
-    encode_query,
-    encode_reply,
-)
+from protocol import wire
+from protocol.wire import *  # noqa: F403  (the package's API: wire's __all__, declared there once)
 
-__all__ = [
-    "HEADER_SIZE",
-    "MAX_MESSAGE_SIZE",
-    "MIN_MESSAGE_SIZE",
-    "FrameDecoder",
-    "Header",
-    "Msg",
-    "MsgFlags",
-    "OpCode",
-    "ProtocolError",
-    "Query",
-    "Reply",
-    "decode_header",
-    "decode_message",
-    "decode_reply",
-    "encode_msg",
-    "encode_msg_from",
-    "encode_query",
-    "encode_reply",
-]
+__all__ = wire.__all__

@@ -345,3 +345,25 @@ def decode_reply(frame: bytes) -> Reply:
     if len(docs) != count:
         raise ProtocolError(f"OP_REPLY says {count} documents but holds {len(docs)}")
     return Reply(header.request_id, header.response_to, rflags, cursor_id, start, tuple(docs))
+
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAX_MESSAGE_SIZE",
+    "MIN_MESSAGE_SIZE",
+    "FrameDecoder",
+    "Header",
+    "Msg",
+    "MsgFlags",
+    "OpCode",
+    "ProtocolError",
+    "Query",
+    "Reply",
+    "decode_header",
+    "decode_message",
+    "decode_reply",
+    "encode_msg",
+    "encode_msg_from",
+    "encode_query",
+    "encode_reply",
+]

@@ -24,7 +24,6 @@ from storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from storage.entries import index_bodies
 from storage.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
 from storage.errors import StorageError
-from storage.indexes import IndexSpec
 from storage.reader import Reader
 from storage.records import CollectionWrites, Records
 from storage.writer import CatalogChanges, Outcome, Writer
@@ -62,7 +61,15 @@ class Engine:
         self.env = env
         self._writer = Writer(env, self._load_catalog(env))
         self._records = Records(env)
-        self._ddl = Ddl(env, self._records, self._writer)
+        ddl = Ddl(env, self._records, self._writer)
+        # The DDL operations are Ddl's own methods (storage/ddl.py says what each returns and
+        # raises), handed out as they are rather than declared a second time here.
+        self.create_collection = ddl.create_collection
+        self.drop_collection = ddl.drop_collection
+        self.drop_database = ddl.drop_database
+        self.create_indexes = ddl.create_indexes
+        self.drop_indexes = ddl.drop_indexes
+        self.modify_index = ddl.modify_index
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -147,40 +154,6 @@ class Engine:
                     DatabaseInfo(db, len(colls), docs, size, sum(len(c.indexes) for c in colls))
                 )
         return result
-
-    def create_collection(
-        self, db: str, name: str, options: dict[str, Any] | None = None
-    ) -> CollectionInfo:
-        """Create an empty collection. Raises NamespaceExists or InvalidNamespace."""
-        return self._ddl.create_collection(db, name, options)
-
-    def drop_collection(self, db: str, name: str) -> bool:
-        """Drop a collection, its documents and its indexes. False when it did not exist."""
-        return self._ddl.drop_collection(db, name)
-
-    def drop_database(self, db: str) -> list[str]:
-        """Drop every collection of `db`; returns their names."""
-        return self._ddl.drop_database(db)
-
-    def create_indexes(self, db: str, name: str, specs: Sequence[IndexSpec]) -> CreateIndexesResult:
-        """See Ddl.create_indexes."""
-        return self._ddl.create_indexes(db, name, specs)
-
-    def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
-        """See Ddl.drop_indexes."""
-        return self._ddl.drop_indexes(db, name, which)
-
-    def modify_index(
-        self,
-        db: str,
-        name: str,
-        key_pattern: dict[str, Any] | None,
-        index_name: str | None,
-        expire_after: int | None,
-        hidden: bool | None,
-    ) -> IndexChange:
-        """See Ddl.modify_index."""
-        return self._ddl.modify_index(db, name, key_pattern, index_name, expire_after, hidden)
 
     # -- writes ----------------------------------------------------------------------------------
 

@@ -48,6 +48,41 @@ def _each_statement(
     return errors
 
 
+@dataclass(frozen=True)
+class StatementsParams:
+    """The fields update and delete share besides their statements (MongoDB's
+    WriteCommandRequestBase, with `let`); each adds its statements' field."""
+
+    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    ordered: bool = arg("ordered", Kind.BOOL, True)
+    let: dict[str, Any] | None = arg("let", Kind.DOC)
+
+
+async def _run_statements(
+    ctx: CommandContext,
+    statements: Sequence[S],
+    ordered: bool,
+    small: bool,
+    counts: Callable[[], dict[str, Any]],
+    run: Callable[[dict[str, Any], int, S, int], None],
+) -> dict[str, Any]:
+    """Run every statement in one writer job (one commit shared with other clients' writes; a
+    bounded write when `small`, see Gateway.write_small) and reply: the counts, which `run(reply,
+    i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again), then
+    writeErrors for the statements that failed, then ok."""
+
+    def job(now_ms: int) -> dict[str, Any]:
+        reply = counts()
+        errors = _each_statement(statements, ordered, lambda i, s: run(reply, i, s, now_ms))
+        if errors:
+            reply["writeErrors"] = errors
+        reply["ok"] = 1.0
+        return reply
+
+    gateway = ctx.gateway
+    return await (gateway.write_small(job) if small else gateway.write_stamped(job))
+
+
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
 SMALL_STATEMENTS = 16
 
@@ -116,13 +151,10 @@ class UpdateStatement:
 
 
 @dataclass(frozen=True)
-class UpdateParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+class UpdateParams(StatementsParams):
     updates: tuple[UpdateStatement, ...] = arg(
         "updates", Kind.DOCS, required=True, check=WRITE_BATCH, of=UpdateStatement
     )
-    ordered: bool = arg("ordered", Kind.BOOL, True)
-    let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
 @REGISTRY.command("update", params=UpdateParams, writes=True)
@@ -137,50 +169,35 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
                 "Update argument must be either an object or an array",
             )
     variables = command_variables(p.let, ctx.now())
-    gateway = ctx.gateway
-    engine = gateway.engine
+    engine = ctx.gateway.engine
 
-    def job(now_ms: int) -> dict[str, Any]:
-        # Every statement in one writer job (one commit shared with other clients' writes); the
-        # counts are rebuilt from scratch if the job is run again.
-        n = modified = 0
-        upserted: list[dict[str, Any]] = []
-
-        def run(i: int, s: UpdateStatement) -> None:
-            nonlocal n, modified
-            result = writes.update(
-                engine,
-                ctx.db,
-                p.collection,
-                QuerySpec.parse(s.q, hint=s.hint, variables=variables),
-                _parse_change(s.u, s.array_filters, s.multi),
-                s.multi,
-                s.upsert,
-                now_ms,
-            )
-            if result.error is not None:
-                # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
-                # though the documents it changed before failing stay changed.
-                raise result.error
-            n += result.matched
-            modified += result.modified
-            if result.upserted_id is not MISSING:
-                n += 1
-                upserted.append({"index": i, "_id": result.upserted_id})
-
-        errors = _each_statement(statements, p.ordered, run)
-        reply: dict[str, Any] = {"n": n, "nModified": modified}
-        if upserted:
-            reply["upserted"] = upserted
-        if errors:
-            reply["writeErrors"] = errors
-        reply["ok"] = 1.0
-        return reply
+    def run(reply: dict[str, Any], i: int, s: UpdateStatement, now_ms: int) -> None:
+        result = writes.update(
+            engine,
+            ctx.db,
+            p.collection,
+            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
+            _parse_change(s.u, s.array_filters, s.multi),
+            s.multi,
+            s.upsert,
+            now_ms,
+        )
+        if result.error is not None:
+            # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
+            # though the documents it changed before failing stay changed.
+            raise result.error
+        reply["n"] += result.matched
+        reply["nModified"] += result.modified
+        if result.upserted_id is not MISSING:
+            reply["n"] += 1
+            reply.setdefault("upserted", []).append({"index": i, "_id": result.upserted_id})
 
     small = len(statements) <= SMALL_STATEMENTS and all(
         not s.multi and by_id(s.q) for s in statements
     )
-    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
+    reply = await _run_statements(
+        ctx, statements, p.ordered, small, lambda: {"n": 0, "nModified": 0}, run
+    )
     ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
@@ -203,13 +220,10 @@ class DeleteStatement:
 
 
 @dataclass(frozen=True)
-class DeleteParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+class DeleteParams(StatementsParams):
     deletes: tuple[DeleteStatement, ...] = arg(
         "deletes", Kind.DOCS, required=True, check=WRITE_BATCH, of=DeleteStatement
     )
-    ordered: bool = arg("ordered", Kind.BOOL, True)
-    let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
 @REGISTRY.command("delete", params=DeleteParams, writes=True)
@@ -218,28 +232,18 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     statements = p.deletes
     variables = command_variables(p.let, ctx.now())
-    gateway = ctx.gateway
-    engine = gateway.engine
+    engine = ctx.gateway.engine
 
-    def job(now_ms: int) -> dict[str, Any]:
-        n = 0
-
-        def run(_i: int, s: DeleteStatement) -> None:
-            nonlocal n
-            spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables)
-            n += writes.delete(engine, ctx.db, p.collection, spec, s.limit == 1, now_ms).deleted
-
-        errors = _each_statement(statements, p.ordered, run)
-        reply: dict[str, Any] = {"n": n}
-        if errors:
-            reply["writeErrors"] = errors
-        reply["ok"] = 1.0
-        return reply
+    def run(reply: dict[str, Any], _i: int, s: DeleteStatement, now_ms: int) -> None:
+        spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables)
+        reply["n"] += writes.delete(
+            engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
+        ).deleted
 
     small = len(statements) <= SMALL_STATEMENTS and all(
         s.limit == 1 and by_id(s.q) for s in statements
     )
-    reply = await (gateway.write_small(job) if small else gateway.write_stamped(job))
+    reply = await _run_statements(ctx, statements, p.ordered, small, lambda: {"n": 0}, run)
     ctx.stats.count_documents("delete", reply["n"])
     return reply
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 import zoneinfo
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from storage.errors import QueryError
@@ -227,11 +227,46 @@ def time_zone(name: str) -> TimeZone:
 
 # -- formatting --------------------------------------------------------------------------------------
 
-_TO_STRING_SPECIFIERS = frozenset("bBdGHjLmMSwuUVYzZ")
+
+def _pad(n: int, width: int) -> str:
+    return f"-{-n:0{width}d}" if n < 0 else f"{n:0{width}d}"
+
+
+def _offset_hhmm(p: Parts) -> str:
+    minutes = abs(p.offset_ms) // MS_PER_MINUTE
+    return f"{'-' if p.offset_ms < 0 else '+'}{minutes // 60:02d}{minutes % 60:02d}"
+
+
+def _offset_minutes(p: Parts) -> str:
+    minutes = abs(p.offset_ms) // MS_PER_MINUTE
+    return f"{'-' if p.offset_ms < 0 else '+'}{minutes}"
+
+
+#: $dateToString's specifiers (after the `%`), each with how it renders the date's parts.
+_RENDER: dict[str, Callable[[Parts], str]] = {
+    "%": lambda p: "%",
+    "Y": lambda p: _pad(p.year, 4),
+    "G": lambda p: _pad(p.iso_year, 4),
+    "m": lambda p: _pad(p.month, 2),
+    "d": lambda p: _pad(p.day, 2),
+    "H": lambda p: _pad(p.hour, 2),
+    "M": lambda p: _pad(p.minute, 2),
+    "S": lambda p: _pad(p.second, 2),
+    "L": lambda p: _pad(p.millisecond, 3),
+    "j": lambda p: _pad(p.day_of_year, 3),
+    "w": lambda p: str(p.day_of_week),
+    "u": lambda p: str(p.iso_day_of_week),
+    "U": lambda p: _pad(p.week, 2),
+    "V": lambda p: _pad(p.iso_week, 2),
+    "b": lambda p: MONTH_NAMES[p.month - 1][:3],
+    "B": lambda p: MONTH_NAMES[p.month - 1],
+    "z": _offset_hhmm,
+    "Z": _offset_minutes,
+}
 
 
 def validate_format(fmt: str) -> None:
-    _check_format(fmt, _TO_STRING_SPECIFIERS)
+    _check_format(fmt, _RENDER)
 
 
 def _check_format(fmt: str, specifiers: Container[str]) -> None:
@@ -251,10 +286,6 @@ def _check_format(fmt: str, specifiers: Container[str]) -> None:
             i += 1
 
 
-def _pad(n: int, width: int) -> str:
-    return f"-{-n:0{width}d}" if n < 0 else f"{n:0{width}d}"
-
-
 def format_date(fmt: str, ms: int, tz: TimeZone) -> str:
     """$dateToString's rendering of a validated format."""
     p = parts_of(ms, tz)
@@ -268,47 +299,8 @@ def format_date(fmt: str, ms: int, tz: TimeZone) -> str:
             continue
         s = fmt[i + 1]
         i += 2
-        if s == "%":
-            out.append("%")
-        elif s == "Y":
-            out.append(_pad(p.year, 4))
-        elif s == "G":
-            out.append(_pad(p.iso_year, 4))
-        elif s == "m":
-            out.append(_pad(p.month, 2))
-        elif s == "d":
-            out.append(_pad(p.day, 2))
-        elif s == "H":
-            out.append(_pad(p.hour, 2))
-        elif s == "M":
-            out.append(_pad(p.minute, 2))
-        elif s == "S":
-            out.append(_pad(p.second, 2))
-        elif s == "L":
-            out.append(_pad(p.millisecond, 3))
-        elif s == "j":
-            out.append(_pad(p.day_of_year, 3))
-        elif s == "w":
-            out.append(str(p.day_of_week))
-        elif s == "u":
-            out.append(str(p.iso_day_of_week))
-        elif s == "U":
-            out.append(_pad(p.week, 2))
-        elif s == "V":
-            out.append(_pad(p.iso_week, 2))
-        elif s == "b":
-            out.append(MONTH_NAMES[p.month - 1][:3])
-        elif s == "B":
-            out.append(MONTH_NAMES[p.month - 1])
-        elif s == "z":
-            minutes = abs(p.offset_ms) // MS_PER_MINUTE
-            sign = "-" if p.offset_ms < 0 else "+"
-            out.append(f"{sign}{minutes // 60:02d}{minutes % 60:02d}")
-        elif s == "Z":
-            minutes = abs(p.offset_ms) // MS_PER_MINUTE
-            out.append(f"{'-' if p.offset_ms < 0 else '+'}{minutes}")
-        else:
-            out.append("%" + s)
+        render = _RENDER.get(s)
+        out.append("%" + s if render is None else render(p))
     return "".join(out)
 
 

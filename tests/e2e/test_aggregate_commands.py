@@ -215,9 +215,15 @@ class _Sent(monitoring.CommandListener):
         pass
 
 
-def _get_more_in_thread(uri: str, cid: Any, out: dict[str, Any]) -> threading.Thread:
-    """Start a getMore of 30 slow documents (seconds of work) on another connection; return once
-    it has been sent and the server has had a moment to start on it."""
+def _get_more_in_thread(client: Client, uri: str) -> tuple[Any, dict[str, Any], threading.Thread]:
+    """Open a cursor over 100 slow documents, then start a getMore of 30 of them (seconds of
+    work) on another connection; return once it has been sent and the server has had a moment
+    to start on it. Returns the cursor id, the getMore's outcome ("reply" or "code", filled in
+    when it ends) and its thread."""
+    client.shop.slow.insert_many([{"_id": i} for i in range(100)])
+    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
+    cid = first["cursor"]["id"]
+    out: dict[str, Any] = {}
     listener = _Sent()
 
     def run() -> None:
@@ -231,15 +237,11 @@ def _get_more_in_thread(uri: str, cid: Any, out: dict[str, Any]) -> threading.Th
     t.start()
     assert listener.sent.wait(10)
     time.sleep(0.3)
-    return t
+    return cid, out, t
 
 
 def test_concurrent_get_more_is_refused(client: Client, uri: str) -> None:
-    client.shop.slow.insert_many([{"_id": i} for i in range(100)])
-    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
-    cid = first["cursor"]["id"]
-    out: dict[str, Any] = {}
-    t = _get_more_in_thread(uri, cid, out)
+    cid, out, t = _get_more_in_thread(client, uri)
     with pytest.raises(OperationFailure) as info:
         client.shop.command("getMore", cid, collection="slow", batchSize=1)
     assert info.value.code == 143
@@ -248,11 +250,7 @@ def test_concurrent_get_more_is_refused(client: Client, uri: str) -> None:
 
 
 def test_kill_during_get_more(client: Client, uri: str) -> None:
-    client.shop.slow.insert_many([{"_id": i} for i in range(100)])
-    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
-    cid = first["cursor"]["id"]
-    out: dict[str, Any] = {}
-    t = _get_more_in_thread(uri, cid, out)
+    cid, out, t = _get_more_in_thread(client, uri)
     killed = client.shop.command("killCursors", "slow", cursors=[cid])
     assert killed["cursorsKilled"] == [cid]
     t.join(60)

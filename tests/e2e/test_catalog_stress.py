@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from pymongo import MongoClient
+from pymongo.collection import Collection
+from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from server.embedded import ServerThread
@@ -146,57 +148,63 @@ def _docs(rng: random.Random) -> list[dict[str, Any]]:
     ]
 
 
-def _mutator(uri: str, seed: int, deadline: float, tally: Tally) -> None:
+#: (the random generator, the client, a database, a collection, the operation to run on them)
+Draw = tuple[random.Random, Client, Database[dict[str, Any]], Collection[dict[str, Any]], str]
+
+
+def _operations(uri: str, seed: int, deadline: float, weights: dict[str, int]) -> Iterator[Draw]:
+    """Until the deadline, on a client of its own: a database and a collection of the stress set
+    and an operation drawn by `weights`, each picked at random from `seed`."""
     rng = random.Random(seed)
     with _client(uri) as client:
         while time.monotonic() < deadline:
             db = client[rng.choice(DATABASES)]
             coll = db[rng.choice(COLLECTIONS)]
-            index = rng.choice(list(INDEXES))
-            op = rng.choices(list(MUTATIONS), weights=list(MUTATIONS.values()))[0]
-            with tally.outcome(op):
-                if op == "create_collection":
-                    # check_exists=False: the server, not a listCollections first, decides.
-                    db.create_collection(coll.name, check_exists=False)
-                elif op == "insert_many":
-                    coll.insert_many(_docs(rng))
-                elif op == "create_index":
-                    keys, options = INDEXES[index]
-                    coll.create_index(keys, name=index, **options)
-                elif op == "drop_index":
-                    coll.drop_index(index)
-                elif op == "drop":
-                    coll.drop()
-                else:
-                    client.drop_database(db.name)
+            op = rng.choices(list(weights), weights=list(weights.values()))[0]
+            yield rng, client, db, coll, op
+
+
+def _mutator(uri: str, seed: int, deadline: float, tally: Tally) -> None:
+    for rng, client, db, coll, op in _operations(uri, seed, deadline, MUTATIONS):
+        index = rng.choice(list(INDEXES))
+        with tally.outcome(op):
+            if op == "create_collection":
+                # check_exists=False: the server, not a listCollections first, decides.
+                db.create_collection(coll.name, check_exists=False)
+            elif op == "insert_many":
+                coll.insert_many(_docs(rng))
+            elif op == "create_index":
+                keys, options = INDEXES[index]
+                coll.create_index(keys, name=index, **options)
+            elif op == "drop_index":
+                coll.drop_index(index)
+            elif op == "drop":
+                coll.drop()
+            else:
+                client.drop_database(db.name)
 
 
 def _reader(uri: str, seed: int, deadline: float, tally: Tally) -> None:
-    rng = random.Random(seed)
-    with _client(uri) as client:
-        while time.monotonic() < deadline:
-            db = client[rng.choice(DATABASES)]
-            coll = db[rng.choice(COLLECTIONS)]
-            op = rng.choices(list(READS), weights=list(READS.values()))[0]
-            flt = rng.choice(({}, {"x": {"$gte": 50}}, {"y": 3, "x": {"$lt": 90}}))
-            with tally.outcome(op):
-                if op == "list_collection_names":
-                    db.list_collection_names()
-                elif op == "list_collections":
-                    list(db.list_collections())
-                elif op == "list_database_names":
-                    client.list_database_names()
-                elif op == "listDatabases":
-                    client.admin.command("listDatabases")
-                elif op == "list_indexes":
-                    list(coll.list_indexes())
-                elif op == "find":
-                    # Small batches, so that a drop can land between a find and its getMores.
-                    list(coll.find(flt).batch_size(3))
-                elif op == "ttlMonitorPass":
-                    client.admin.command("ttlMonitorPass")
-                else:
-                    client.admin.command("ttlClock", advanceSeconds=20)
+    for rng, client, db, coll, op in _operations(uri, seed, deadline, READS):
+        flt = rng.choice(({}, {"x": {"$gte": 50}}, {"y": 3, "x": {"$lt": 90}}))
+        with tally.outcome(op):
+            if op == "list_collection_names":
+                db.list_collection_names()
+            elif op == "list_collections":
+                list(db.list_collections())
+            elif op == "list_database_names":
+                client.list_database_names()
+            elif op == "listDatabases":
+                client.admin.command("listDatabases")
+            elif op == "list_indexes":
+                list(coll.list_indexes())
+            elif op == "find":
+                # Small batches, so that a drop can land between a find and its getMores.
+                list(coll.find(flt).batch_size(3))
+            elif op == "ttlMonitorPass":
+                client.admin.command("ttlMonitorPass")
+            else:
+                client.admin.command("ttlClock", advanceSeconds=20)
 
 
 def test_catalog_changes_race_with_readers_without_errors(start_server: StartServer) -> None:

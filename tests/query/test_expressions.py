@@ -13,7 +13,7 @@ from bson.datetime_ms import DatetimeMS
 from storage.errors import QueryError
 from storage.query.expressions import compile_expression, truthy
 from storage.query.paths import MISSING
-from tests.query.expr_support import Doc, raises, run, typed
+from tests.query.expr_support import Doc, errors_test, run, typed
 
 DATE = DatetimeMS(1_700_000_000_123)  # 2023-11-14T22:13:20.123Z
 DOC: Doc = {
@@ -484,11 +484,7 @@ ERRORS: list[tuple[str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_errors(spec: Any, code_name: str, message: str) -> None:
-    assert raises(spec, DOC) == (code_name, message)
+test_errors = errors_test(ERRORS, DOC)
 
 
 def test_parse_errors_come_before_evaluation() -> None:

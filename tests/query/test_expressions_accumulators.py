@@ -113,6 +113,36 @@ ACC_ERRORS: list[tuple[str, str, Any, str, str]] = [
         "InvalidPipelineOperator",
         "Unrecognized expression '$bogus'",
     ),
+    # The n-accumulators ($firstN ... $bottomN) and $top/$bottom.
+    (
+        "firstN not an object",
+        "$firstN",
+        5,
+        "Location5787801",
+        "specification must be an object; found $firstN: 5",
+    ),
+    ("maxN without n", "$maxN", {"input": "$s"}, "Location5787906", "Missing value for 'n'"),
+    (
+        "lastN unknown",
+        "$lastN",
+        {"input": 1, "n": 1, "x": 1},
+        "Location5787901",
+        "Unknown argument for 'n' operator: x",
+    ),
+    (
+        "top with n",
+        "$top",
+        {"output": 1, "sortBy": {"a": 1}, "n": 1},
+        "Location5788002",
+        "Unknown argument to $top 'n'",
+    ),
+    (
+        "topN without sortBy",
+        "$topN",
+        {"output": 1, "n": 1},
+        "Location5788005",
+        "Missing value for 'sortBy'",
+    ),
 ]
 
 
@@ -194,48 +224,6 @@ def test_n_accumulator(op: str, arg: Any, expected: Any) -> None:
     for doc in RANKED:
         acc.add(doc, {})
     assert typed(acc.result()) == typed(expected)
-
-
-N_ERRORS: list[tuple[str, str, Any, str, str]] = [
-    (
-        "firstN not an object",
-        "$firstN",
-        5,
-        "Location5787801",
-        "specification must be an object; found $firstN: 5",
-    ),
-    ("maxN without n", "$maxN", {"input": "$s"}, "Location5787906", "Missing value for 'n'"),
-    (
-        "lastN unknown",
-        "$lastN",
-        {"input": 1, "n": 1, "x": 1},
-        "Location5787901",
-        "Unknown argument for 'n' operator: x",
-    ),
-    (
-        "top with n",
-        "$top",
-        {"output": 1, "sortBy": {"a": 1}, "n": 1},
-        "Location5788002",
-        "Unknown argument to $top 'n'",
-    ),
-    (
-        "topN without sortBy",
-        "$topN",
-        {"output": 1, "n": 1},
-        "Location5788005",
-        "Missing value for 'sortBy'",
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("op", "arg", "code_name", "message"), [e[1:] for e in N_ERRORS], ids=[e[0] for e in N_ERRORS]
-)
-def test_n_accumulator_errors(op: str, arg: Any, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as info:
-        compile_accumulator(op, arg)
-    assert (info.value.code_name, info.value.message) == (code_name, message)
 
 
 def test_n_must_be_positive() -> None:

@@ -10,7 +10,7 @@ from bson import Decimal128, Int64, Regex
 from bson.datetime_ms import DatetimeMS
 
 from storage.query.paths import MISSING
-from tests.query.expr_support import Doc, raises, run, typed
+from tests.query.expr_support import Doc, errors_test, run, typed
 
 DOC: Doc = {
     "s": "Hello World",
@@ -653,8 +653,4 @@ ERRORS: list[tuple[str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_errors(spec: Any, code_name: str, message: str) -> None:
-    assert raises(spec, DOC) == (code_name, message)
+test_errors = errors_test(ERRORS, DOC)

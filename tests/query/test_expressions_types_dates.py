@@ -12,7 +12,7 @@ from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Rege
 from bson.datetime_ms import DatetimeMS
 
 from storage.query.paths import MISSING
-from tests.query.expr_support import Doc, raises, run, typed
+from tests.query.expr_support import Doc, errors_test, run, typed
 
 OID = ObjectId("5ab9c3da31c2ab715d421285")  # generated 2018-03-27T04:08:58Z
 D = DatetimeMS(1_700_000_000_123)  # Tuesday 2023-11-14T22:13:20.123Z
@@ -621,8 +621,4 @@ ERRORS: list[tuple[str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_errors(spec: Any, code_name: str, message: str) -> None:
-    assert raises(spec, DOC) == (code_name, message)
+test_errors = errors_test(ERRORS, DOC)

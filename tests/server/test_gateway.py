@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -16,6 +17,7 @@ from storage.engine import Engine
 from tests.helpers import enc
 
 NOW = 1_700_000_000_000
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -29,28 +31,38 @@ def insert(engine: Engine, i: int) -> int:
     return engine.insert("db", "c", [enc({"_id": i})], now_ms=NOW).inserted
 
 
-def test_writes_queued_together_share_one_commit(engine: Engine) -> None:
-    release = threading.Event()
+def on_gateway(engine: Engine, test: Callable[[Gateway], Awaitable[T]], **options: Any) -> T:
+    """Run `test` on an event loop with a gateway to `engine` (the clock at NOW, `options` as
+    Gateway takes them), closed after."""
 
-    async def main() -> list[int]:
-        gateway = Gateway(engine, lambda: NOW)
+    async def main() -> T:
+        gateway = Gateway(engine, lambda: NOW, **options)
         try:
-            # The first job holds the writer until the others are queued behind it.
-            first = asyncio.ensure_future(gateway.write(lambda: release.wait(5)))
-            await asyncio.sleep(0.05)
-            before = engine.commits
-            rest = [asyncio.ensure_future(gateway.write(insert, engine, i)) for i in range(50)]
-            await asyncio.sleep(0.05)
-            release.set()
-            await first
-            results = await asyncio.gather(*rest)
-            # The holder's group, then one group for all fifty.
-            assert engine.commits - before == 2
-            return results
+            return await test(gateway)
         finally:
             gateway.close()
 
-    assert asyncio.run(main()) == [1] * 50
+    return asyncio.run(main())
+
+
+def test_writes_queued_together_share_one_commit(engine: Engine) -> None:
+    release = threading.Event()
+
+    async def test(gateway: Gateway) -> list[int]:
+        # The first job holds the writer until the others are queued behind it.
+        first = asyncio.ensure_future(gateway.write(lambda: release.wait(5)))
+        await asyncio.sleep(0.05)
+        before = engine.commits
+        rest = [asyncio.ensure_future(gateway.write(insert, engine, i)) for i in range(50)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await first
+        results = await asyncio.gather(*rest)
+        # The holder's group, then one group for all fifty.
+        assert engine.commits - before == 2
+        return results
+
+    assert on_gateway(engine, test) == [1] * 50
 
 
 def test_journaled_waiters_share_a_sync(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,62 +79,50 @@ def test_journaled_waiters_share_a_sync(engine: Engine, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(engine, "sync", slow_sync)
 
-    async def main() -> None:
-        gateway = Gateway(engine, lambda: NOW, lambda: 10_000.0)
-        try:
-            await gateway.write(insert, engine, 0)
-            first = asyncio.ensure_future(gateway.wait_durable())
-            await asyncio.get_running_loop().run_in_executor(None, syncing.wait, 5)
-            # Eight writers commit and wait while that sync is in progress ...
-            for i in range(1, 9):
-                await gateway.write(insert, engine, i)
-            waiters = [asyncio.ensure_future(gateway.wait_durable()) for _ in range(8)]
-            await asyncio.sleep(0.05)
-            release.set()
-            await asyncio.gather(first, *waiters)
-            # ... and at most one more sync covers all eight (none, when the sync in progress
-            # started writing after their commits).
-            assert len(calls) <= 2
-            assert engine.durable == engine.commits
-        finally:
-            gateway.close()
+    async def test(gateway: Gateway) -> None:
+        await gateway.write(insert, engine, 0)
+        first = asyncio.ensure_future(gateway.wait_durable())
+        await asyncio.get_running_loop().run_in_executor(None, syncing.wait, 5)
+        # Eight writers commit and wait while that sync is in progress ...
+        for i in range(1, 9):
+            await gateway.write(insert, engine, i)
+        waiters = [asyncio.ensure_future(gateway.wait_durable()) for _ in range(8)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, *waiters)
+        # ... and at most one more sync covers all eight (none, when the sync in progress
+        # started writing after their commits).
+        assert len(calls) <= 2
+        assert engine.durable == engine.commits
 
-    asyncio.run(main())
+    on_gateway(engine, test, sync_interval_ms=lambda: 10_000.0)
 
 
 def test_small_writes_run_at_once_when_the_writer_is_idle(engine: Engine) -> None:
-    async def main() -> None:
-        gateway = Gateway(engine, lambda: NOW)
-        try:
-            loop_thread = threading.get_ident()
-            ran_on: list[int] = []
+    async def test(gateway: Gateway) -> None:
+        loop_thread = threading.get_ident()
+        ran_on: list[int] = []
 
-            def job(now_ms: int) -> int:
-                ran_on.append(threading.get_ident())
-                return insert(engine, 1)
+        def job(now_ms: int) -> int:
+            ran_on.append(threading.get_ident())
+            return insert(engine, 1)
 
-            assert await gateway.write_small(job) == 1
-            assert await gateway.write_stamped(job) == 0  # a duplicate _id: nothing inserted
-            assert ran_on[0] == loop_thread
-            assert ran_on[1] != loop_thread
-        finally:
-            gateway.close()
+        assert await gateway.write_small(job) == 1
+        assert await gateway.write_stamped(job) == 0  # a duplicate _id: nothing inserted
+        assert ran_on[0] == loop_thread
+        assert ran_on[1] != loop_thread
 
-    asyncio.run(main())
+    on_gateway(engine, test)
 
 
 def test_fsync_lock_holds_writes_until_unlocked(engine: Engine) -> None:
-    async def main() -> None:
-        gateway = Gateway(engine, lambda: NOW)
-        try:
-            assert await gateway.fsync_lock() == 1
-            pending = asyncio.ensure_future(gateway.write(insert, engine, 1))
-            await asyncio.sleep(0.2)
-            assert not pending.done()
-            assert gateway.fsync_unlock() == 0
-            assert await asyncio.wait_for(pending, 5) == 1
-            assert gateway.fsync_unlock() is None
-        finally:
-            gateway.close()
+    async def test(gateway: Gateway) -> None:
+        assert await gateway.fsync_lock() == 1
+        pending = asyncio.ensure_future(gateway.write(insert, engine, 1))
+        await asyncio.sleep(0.2)
+        assert not pending.done()
+        assert gateway.fsync_unlock() == 0
+        assert await asyncio.wait_for(pending, 5) == 1
+        assert gateway.fsync_unlock() is None
 
-    asyncio.run(main())
+    on_gateway(engine, test)

@@ -78,6 +78,17 @@ def _handler(
     return h
 
 
+def _stuck_on_first(
+    made: list[logsetup.QueuedHandler], capacity: int
+) -> tuple[BlockingSink, logsetup.QueuedHandler]:
+    """A handler whose writer is stuck writing the line "first" to a blocked sink."""
+    sink = BlockingSink()
+    h = _handler(made, sink, capacity=capacity)
+    h.handle(_record("first"))
+    assert sink.entered.wait(WAIT), "the writer never called the sink"
+    return sink, h
+
+
 def test_lines_reach_the_sink_in_order(handlers: list[logsetup.QueuedHandler]) -> None:
     sink = BlockingSink(blocked=False)
     h = _handler(handlers, sink, capacity=100)
@@ -88,10 +99,7 @@ def test_lines_reach_the_sink_in_order(handlers: list[logsetup.QueuedHandler]) -
 
 
 def test_emit_does_not_block_when_the_sink_blocks(handlers: list[logsetup.QueuedHandler]) -> None:
-    sink = BlockingSink()
-    h = _handler(handlers, sink, capacity=10)
-    h.handle(_record("first"))
-    assert sink.entered.wait(WAIT), "the writer never called the sink"
+    sink, h = _stuck_on_first(handlers, capacity=10)
     # The writer is stuck in write("first"): 10 lines fill the queue, the other 990 are dropped.
     # Were emit to wait for room, the thread below would wait for as long as the sink is blocked.
     emitter = threading.Thread(target=lambda: [h.handle(_record(f"line {i}")) for i in range(1000)])
@@ -105,10 +113,7 @@ def test_emit_does_not_block_when_the_sink_blocks(handlers: list[logsetup.Queued
 def test_drops_are_reported_once_where_the_gap_is(
     handlers: list[logsetup.QueuedHandler],
 ) -> None:
-    sink = BlockingSink()
-    h = _handler(handlers, sink, capacity=3)
-    h.handle(_record("first"))
-    assert sink.entered.wait(WAIT)
+    sink, h = _stuck_on_first(handlers, capacity=3)
     for i in range(10):  # 0, 1, 2 are queued; 3..9 are dropped
         h.handle(_record(f"line {i}"))
     assert h.dropped == 7
@@ -126,10 +131,7 @@ def test_drops_are_reported_once_where_the_gap_is(
 def test_drops_still_pending_are_reported_on_close(
     handlers: list[logsetup.QueuedHandler],
 ) -> None:
-    sink = BlockingSink()
-    h = _handler(handlers, sink, capacity=2)
-    h.handle(_record("first"))
-    assert sink.entered.wait(WAIT)
+    sink, h = _stuck_on_first(handlers, capacity=2)
     for i in range(5):
         h.handle(_record(f"line {i}"))
     sink.release.set()
@@ -189,18 +191,21 @@ def _write(sink: logsetup.FdSink, text: str) -> None:
     sink.close()
 
 
-def test_log_file_is_created(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("old", "append", "text", "expected"),
+    [(None, False, "one\n", "one\n"), ("old\n", True, "new\n", "old\nnew\n")],
+    ids=["is_created", "logappend_appends"],
+)
+def test_log_file_written_in_place(
+    tmp_path: Path, old: str | None, append: bool, text: str, expected: str
+) -> None:
+    """A new log file is created; with --logappend an existing one is appended to. Either way no
+    other file appears."""
     path = tmp_path / "ebbdb.log"
-    _write(logsetup.open_log_file(str(path), append=False), "one\n")
-    assert path.read_text() == "one\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ebbdb.log"]
-
-
-def test_logappend_appends(tmp_path: Path) -> None:
-    path = tmp_path / "ebbdb.log"
-    path.write_text("old\n")
-    _write(logsetup.open_log_file(str(path), append=True), "new\n")
-    assert path.read_text() == "old\nnew\n"
+    if old is not None:
+        path.write_text(old)
+    _write(logsetup.open_log_file(str(path), append=append), text)
+    assert path.read_text() == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ebbdb.log"]
 
 

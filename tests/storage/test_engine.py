@@ -4,13 +4,14 @@ durability across reopen, the data-directory lock, map growth and record scans."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import bson
 import pytest
 from bson import Int64, ObjectId, Regex
 
 from storage import ttl
-from storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine
+from storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine, InsertResult
 from storage.errors import (
     DocumentTooLarge,
     DuplicateKey,
@@ -40,6 +41,20 @@ def error_summary(result) -> list[tuple[int, type]]:
     return [(i, type(exc)) for i, exc in result.errors]
 
 
+E = TypeVar("E", bound=StorageError)
+
+
+def one_error(result: InsertResult, inserted: int, index: int, kind: type[E], code_name: str) -> E:
+    """The one failure of an insert that wrote `inserted` documents: document `index` of the
+    batch, refused with a `kind` that reports `code_name`."""
+    assert result.inserted == inserted
+    [(i, exc)] = result.errors
+    assert i == index
+    assert isinstance(exc, kind)
+    assert exc.code_name == code_name
+    return exc
+
+
 # -- inserts ---------------------------------------------------------------------------------------
 
 
@@ -62,15 +77,11 @@ def test_insert_unordered_goes_on_after_duplicates(engine: Engine) -> None:
 def test_duplicate_against_earlier_insert(engine: Engine) -> None:
     engine.insert("db", "c", [enc({"_id": "x"})])
     result = engine.insert("db", "c", [enc({"_id": "x", "v": 2})])
-    assert result.inserted == 0
-    [(index, exc)] = result.errors
-    assert index == 0
-    assert isinstance(exc, DuplicateKey)
+    exc = one_error(result, 0, 0, DuplicateKey, "DuplicateKey")
     assert exc.ns == "db.c"
     assert exc.index_name == "_id_"
     assert exc.key_pattern == {"_id": 1}
     assert exc.key_value == {"_id": "x"}
-    assert exc.code_name == "DuplicateKey"
 
 
 def test_numeric_ids_of_different_types_collide(engine: Engine) -> None:
@@ -123,20 +134,12 @@ def test_id_already_first_keeps_the_client_bytes(engine: Engine) -> None:
 @pytest.mark.parametrize("bad_id", [[1, 2], []])
 def test_array_id_is_rejected(engine: Engine, bad_id: list) -> None:
     result = engine.insert("db", "c", [enc({"_id": bad_id})])
-    assert result.inserted == 0
-    [(index, exc)] = result.errors
-    assert index == 0
-    assert isinstance(exc, InvalidIdField)
-    assert exc.code_name == "InvalidIdField"
+    one_error(result, 0, 0, InvalidIdField, "InvalidIdField")
 
 
 def test_regex_id_is_rejected(engine: Engine) -> None:
     result = engine.insert("db", "c", [enc({"_id": Regex("^a", "i")})])
-    assert result.inserted == 0
-    [(index, exc)] = result.errors
-    assert index == 0
-    assert isinstance(exc, QueryError)
-    assert exc.code_name == "BadValue"
+    one_error(result, 0, 0, QueryError, "BadValue")
 
 
 def test_object_id_containing_an_array_is_allowed(engine: Engine) -> None:
@@ -147,12 +150,8 @@ def test_object_id_containing_an_array_is_allowed(engine: Engine) -> None:
 def test_oversized_document_is_rejected(engine: Engine) -> None:
     big = enc({"_id": 1, "s": "x" * MAX_DOCUMENT_SIZE})
     result = engine.insert("db", "c", [big, enc({"_id": 2})], ordered=False)
-    assert result.inserted == 1
-    [(index, exc)] = result.errors
-    assert index == 0
-    assert isinstance(exc, DocumentTooLarge)
     # MongoDB's insert path reports "object to insert too large" as BadValue.
-    assert exc.code_name == "BadValue"
+    exc = one_error(result, 1, 0, DocumentTooLarge, "BadValue")
     assert exc.message.startswith("object to insert too large")
     assert [d["_id"] for d in stored_docs(engine)] == [2]
 
@@ -178,11 +177,7 @@ def test_document_at_the_limit_is_accepted(engine: Engine) -> None:
 def test_invalid_bson_is_rejected(engine: Engine, garbage: bytes) -> None:
     docs = [enc({"_id": 1}), garbage, enc({"_id": 2})]
     result = engine.insert("db", "c", docs, ordered=False)
-    assert result.inserted == 2
-    [(index, exc)] = result.errors
-    assert index == 1
-    assert isinstance(exc, InvalidBSON)
-    assert exc.code_name == "InvalidBSON"
+    one_error(result, 2, 1, InvalidBSON, "InvalidBSON")
 
 
 def test_invalid_bson_stops_an_ordered_insert(engine: Engine) -> None:

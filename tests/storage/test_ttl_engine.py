@@ -5,50 +5,36 @@ injected as `now_ms`; nothing sleeps."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import bson
 import pytest
 from bson import Int64
-from bson.datetime_ms import DatetimeMS
 
 from storage import ttl
-from storage.catalog import CollectionInfo
 from storage.engine import CODEC, Engine, IndexChange, InsertResult
 from storage.errors import DuplicateKey, QueryError, StorageError
 from storage.execute import QueryRun, QuerySpec, count_documents
 from storage.indexes import parse_index_spec
 from storage.validate import validate_collection
-from tests.helpers import drain, enc
+from tests.helpers import enc
+from tests.storage.ttl_support import (
+    DB,
+    FAR,
+    MAX32,
+    T0,
+    D,
+    assert_stats_match,
+    check_schedule,
+    coll_of,
+    create,
+    find,
+    records,
+    stats,
+    visible,
+)
 
-DB = "db"
-T0 = 1_700_000_000_000
-FAR = 1 << 60
-MAX32 = 2_147_483_647
 DAY = 86_400_000
-
-
-def D(ms: int) -> DatetimeMS:
-    return DatetimeMS(ms)
-
-
-def create(engine: Engine, name: str, *specs: Mapping[str, Any]) -> None:
-    engine.create_indexes(DB, name, [parse_index_spec(s) for s in specs])
-
-
-def coll_of(engine: Engine, name: str = "c") -> CollectionInfo:
-    info = engine.collection(DB, name)
-    assert info is not None
-    return info
-
-
-def records(engine: Engine, name: str = "c") -> dict[Any, bytes]:
-    """_id -> stored record (header and BSON)."""
-    with engine.read() as r:
-        return {
-            bson.decode(ttl.body(v), CODEC)["_id"]: v for _rid, v in r.scan(coll_of(engine, name))
-        }
 
 
 def rids(engine: Engine, name: str = "c") -> dict[Any, int]:
@@ -56,69 +42,6 @@ def rids(engine: Engine, name: str = "c") -> dict[Any, int]:
         return {
             bson.decode(ttl.body(v), CODEC)["_id"]: rid for rid, v in r.scan(coll_of(engine, name))
         }
-
-
-def stats(engine: Engine, name: str = "c") -> tuple[int, int]:
-    with engine.read() as r:
-        return r.stats(coll_of(engine, name))
-
-
-def assert_stats_match(engine: Engine, name: str = "c") -> None:
-    """The collection statistics agree with what is stored."""
-    stored = records(engine, name)
-    assert stats(engine, name) == (len(stored), sum(len(ttl.body(v)) for v in stored.values()))
-
-
-def find(
-    engine: Engine,
-    now: int,
-    flt: dict[str, Any] | None = None,
-    name: str = "c",
-    max_docs: int = 1000,
-    **spec: Any,
-) -> list[dict[str, Any]]:
-    run = QueryRun(coll_of(engine, name), QuerySpec.parse(flt, **spec))
-    out = drain(engine, run, max_docs, now_ms=now)
-    return [bson.decode(raw, CODEC) for raw in out]
-
-
-def visible(engine: Engine, now: int, name: str = "c") -> set[Any]:
-    """The _ids a find returns at `now`; the plain scan, a filtered scan and an `_id` index scan
-    in batches of two must agree."""
-    plain = [d["_id"] for d in find(engine, now, name=name)]
-    filtered = [d["_id"] for d in find(engine, now, {"_id": {"$exists": True}}, name=name)]
-    by_id = [
-        d["_id"] for d in find(engine, now, name=name, max_docs=2, sort={"_id": 1}, hint={"_id": 1})
-    ]
-    assert set(plain) == set(filtered) == set(by_id), now
-    assert len(plain) == len(set(plain))
-    return set(plain)
-
-
-def check_schedule(
-    engine: Engine, expected: Mapping[Any, int | None], name: str = "c", purge: bool = True
-) -> None:
-    """Every document expires exactly at expected[_id] (None: never): predicate, hiding and
-    count one millisecond before and at that time, then (when `purge`) deletion at those times."""
-    coll = coll_of(engine, name)
-    rules = ttl.rules_for(coll)
-    stored = records(engine, name)
-    assert {i: ttl.expires_at(ttl.read_meta(v), rules) for i, v in stored.items()} == dict(expected)
-    times = sorted({t for t in expected.values() if t is not None})
-    probes = sorted({T0 - 1, T0, FAR, *(p for t in times for p in (t - 1, t))})
-    for now in probes:
-        alive = {i for i, t in expected.items() if t is None or t > now}
-        assert visible(engine, now, name) == alive, now
-        assert count_documents(engine, coll, now) == len(alive), now
-    if not purge:
-        return
-    remaining = set(expected)
-    for now in probes:
-        gone = {i for i in remaining if (t := expected[i]) is not None and t <= now}
-        assert engine.purge_expired(DB, name, now, 1_000_000) == len(gone), now
-        remaining -= gone
-        assert set(records(engine, name)) == remaining, now
-    assert_stats_match(engine, name)
 
 
 def only_error(result: InsertResult) -> StorageError:

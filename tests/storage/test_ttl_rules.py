@@ -17,99 +17,32 @@ import bson
 import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.binary import Binary
-from bson.datetime_ms import DatetimeMS
 
 from storage import ttl
 from storage.catalog import CollectionInfo, IndexInfo
 from storage.engine import CODEC, Engine
 from storage.errors import QueryError
-from storage.execute import QueryRun, QuerySpec, count_documents
+from storage.execute import QueryRun, QuerySpec
 from storage.indexes import parse_index_spec
-from tests.helpers import drain, enc
+from tests.helpers import enc
+from tests.storage.ttl_support import (
+    DB,
+    FAR,
+    MAX32,
+    T0,
+    D,
+    check_schedule,
+    coll_of,
+    create,
+    records,
+    visible,
+)
 
-DB = "db"
-#: 2023-11-14T22:13:20Z in milliseconds: the injected "insert time" of every test.
-T0 = 1_700_000_000_000
-#: A clock far beyond any expiry a test sets (still well inside int64 milliseconds).
-FAR = 1 << 60
-MAX32 = 2_147_483_647
 OID = ObjectId("65540000aabbccddeeff0011")
 UTC = datetime.UTC
 
 
-def D(ms: int) -> DatetimeMS:
-    """A BSON date at exactly `ms` milliseconds since the epoch."""
-    return DatetimeMS(ms)
-
-
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def create(engine: Engine, name: str, *specs: Mapping[str, Any]) -> None:
-    engine.create_indexes(DB, name, [parse_index_spec(s) for s in specs])
-
-
-def coll_of(engine: Engine, name: str) -> CollectionInfo:
-    info = engine.collection(DB, name)
-    assert info is not None
-    return info
-
-
-def records(engine: Engine, name: str) -> dict[Any, bytes]:
-    """_id -> stored record (header and BSON)."""
-    with engine.read() as r:
-        return {
-            bson.decode(ttl.body(v), CODEC)["_id"]: v for _rid, v in r.scan(coll_of(engine, name))
-        }
-
-
-def visible(engine: Engine, name: str, now: int) -> set[Any]:
-    """The _ids a find returns at `now`, asserting that three plans agree: the plain record scan,
-    a filtered collection scan, and an `_id` index scan in small batches."""
-    coll = coll_of(engine, name)
-    results = []
-    for spec, max_docs in (
-        (QuerySpec.parse(), 1000),
-        (QuerySpec.parse({"_id": {"$exists": True}}), 1000),
-        (QuerySpec.parse(None, None, {"_id": 1}, hint={"_id": 1}), 2),
-    ):
-        out = drain(engine, QueryRun(coll, spec), max_docs, now_ms=now)
-        ids = [bson.decode(raw, CODEC)["_id"] for raw in out]
-        assert len(ids) == len(set(ids))
-        results.append(set(ids))
-    assert results[0] == results[1] == results[2], f"plans disagree at {now}: {results}"
-    return results[0]
-
-
-def check_schedule(
-    engine: Engine, name: str, expected: Mapping[Any, int | None], extra: tuple[int, ...] = ()
-) -> None:
-    """Every document of db.`name` expires exactly at expected[_id] (None: never): the predicate
-    says so, reads hide it from that millisecond on (not one earlier), and purge_expired deletes
-    it at that millisecond (not one earlier)."""
-    coll = coll_of(engine, name)
-    rules = ttl.rules_for(coll)
-    stored = records(engine, name)
-    assert set(stored) == set(expected)
-    got = {i: ttl.expires_at(ttl.read_meta(v), rules) for i, v in stored.items()}
-    assert got == dict(expected)
-    times = sorted({t for t in expected.values() if t is not None})
-    probes = sorted({T0 - 1, T0, FAR, *extra, *(p for t in times for p in (t - 1, t))})
-    for now in probes:
-        alive = {i for i, t in expected.items() if t is None or t > now}
-        for i, v in stored.items():
-            assert ttl.expired_value(v, rules, now) == (i not in alive), (i, now)
-        assert visible(engine, name, now) == alive, now
-        assert count_documents(engine, coll, now) == len(alive), now
-        assert engine.count_expired(coll, now) == len(expected) - len(alive), now
-    remaining = set(expected)
-    for now in probes:
-        gone = {i for i in remaining if (t := expected[i]) is not None and t <= now}
-        assert engine.purge_expired(DB, name, now, 1_000_000) == len(gone), now
-        remaining -= gone
-        assert set(records(engine, name)) == remaining, now
-        with engine.read() as r:
-            assert r.stats(coll_of(engine, name))[0] == len(remaining)
 
 
 def run_rows(
@@ -120,7 +53,7 @@ def run_rows(
         create(engine, "c", index)
     docs = [enc({"_id": rid, **fields}) for rid, fields, _ in rows]
     assert engine.insert(DB, "c", docs, now_ms=T0).inserted == len(rows)
-    check_schedule(engine, "c", {rid: want for rid, _, want in rows})
+    check_schedule(engine, {rid: want for rid, _, want in rows})
 
 
 def pure_expiry(specs: list[Mapping[str, Any]], fields: dict[str, Any], modified: int = T0) -> Any:
@@ -273,9 +206,9 @@ def test_inclusive_boundary_at_millisecond_precision(engine: Engine) -> None:
     create(engine, "c", E10)
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(T0 + 123)})], now_ms=T0)
     at = T0 + 123 + 10_000
-    assert visible(engine, "c", at - 1) == {1}
-    assert visible(engine, "c", at) == set()
-    assert visible(engine, "c", at + 1) == set()
+    assert visible(engine, at - 1) == {1}
+    assert visible(engine, at) == set()
+    assert visible(engine, at + 1) == set()
     assert engine.purge_expired(DB, "c", at - 1, 10) == 0
     assert engine.purge_expired(DB, "c", at, 10) == 1
 
@@ -507,7 +440,6 @@ def test_document_ttl_values_on_the_engine(engine: Engine, d: int) -> None:
     default = T0 + 10_000 if d == 10 else None
     check_schedule(
         engine,
-        "c",
         {
             tag: default if n == 0 else None if n == -1 else T0 + n * 1000
             for tag, n in header.items()
@@ -526,7 +458,7 @@ def test_document_ttl_infinity_is_ordinary_data(engine: Engine, d: int | None) -
     assert (result.inserted, result.errors) == (2, ())
     assert [ttl.body(v) for v in records(engine, "c").values()] == [enc(doc) for doc in docs]
     default = T0 + 10_000 if d == 10 else None
-    check_schedule(engine, "c", {1: default, 2: default})
+    check_schedule(engine, {1: default, 2: default})
 
 
 @pytest.mark.parametrize(
@@ -603,7 +535,7 @@ def test_client_ts_field_is_ordinary_data(engine: Engine, client_ts: Any) -> Non
     coll = coll_of(engine, "c")
     run = QueryRun(coll, QuerySpec.parse({"_ts": client_ts}))
     assert run.next_chunk(engine, 10, 1 << 20, now_ms=T0) == [enc(doc)]
-    check_schedule(engine, "c", {1: T0 + 10_000})
+    check_schedule(engine, {1: T0 + 10_000})
 
 
 def test_last_modified_is_kept_outside_the_document(engine: Engine) -> None:
@@ -631,7 +563,7 @@ def test_last_modified_is_kept_outside_the_document(engine: Engine) -> None:
         assert len(value) == ttl.body_offset(value) + len(enc(d))
     run = QueryRun(coll_of(engine, "c"), QuerySpec.parse())
     assert run.next_chunk(engine, 10, 1 << 20, now_ms=T0 + 5) == [enc(d) for d in docs]
-    check_schedule(engine, "c", {1: T0 + 10_000, 2: T0 + 20_000, 3: None})
+    check_schedule(engine, {1: T0 + 10_000, 2: T0 + 20_000, 3: None})
 
 
 def test_documents_without_id_get_one_and_keep_their_expiry(engine: Engine) -> None:
@@ -640,7 +572,7 @@ def test_documents_without_id_get_one_and_keep_their_expiry(engine: Engine) -> N
     [(oid, value)] = records(engine, "c").items()
     assert isinstance(oid, ObjectId)
     assert ttl.read_meta(value) == ttl.RecordMeta(T0, 3, ())
-    check_schedule(engine, "c", {oid: T0 + 3_000})
+    check_schedule(engine, {oid: T0 + 3_000})
 
 
 # -- createIndexes validation ----------------------------------------------------------------------
@@ -786,7 +718,7 @@ def test_key_field_named_expire_after_seconds_is_ordinary(
     assert "expireAfterSeconds" not in coll.indexes[-1].spec()
     doc = {"_id": 1, "expireAfterSeconds": D(0), "a": D(0)}
     engine.insert(DB, "c", [enc(doc)], now_ms=T0)
-    check_schedule(engine, "c", {1: None})
+    check_schedule(engine, {1: None})
 
 
 OK_TS: list[tuple[Any, int]] = [
@@ -916,7 +848,7 @@ def test_create_indexes_against_an_existing_ttl_index(
             engine.create_indexes(DB, "c", [fine, parsed])
         assert info.value.code_name == outcome
     assert [ix.spec() for ix in coll_of(engine, "c").indexes] == before
-    check_schedule(engine, "c", {1: T0 + 10_000})
+    check_schedule(engine, {1: T0 + 10_000})
 
 
 def test_create_indexes_repeat_of_ts_index_reports_all_exist(engine: Engine) -> None:

@@ -562,6 +562,27 @@ def optional(args: Mapping[str, Any], key: str, defined: frozenset[str]) -> Expr
     return compile_expression(args[key], defined) if key in args else None
 
 
+def compile_args(
+    spec: Any,
+    defined: frozenset[str],
+    op: str,
+    required: Mapping[str, int | str],
+    optional_names: Sequence[str],
+    not_object: tuple[int | str, str],
+    unknown: tuple[int | str, str],
+    missing: str = "Missing '{key}' parameter to {op}",
+) -> tuple[list[Expression], list[Expression | None]]:
+    """An operator's {name: expr} arguments compiled (named_args, then require): the `required`
+    ones in their order (the first absent fails with its code and `missing`), then the optional
+    ones in theirs (None when absent)."""
+    args = named_args(spec, (*required, *optional_names), not_object, unknown)
+    require(args, op, required, missing)
+    return (
+        [compile_expression(args[k], defined) for k in required],
+        [optional(args, k, defined) for k in optional_names],
+    )
+
+
 def command_variables(let: Mapping[str, Any] | None, now_ms: int) -> dict[str, Any]:
     """The variables a command's `let` defines, each a constant expression evaluated once (it may
     use $$NOW and the variables before it), with NOW, the command's time."""

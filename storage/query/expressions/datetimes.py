@@ -5,7 +5,7 @@ parts $tsSecond/$tsIncrement. The calendar arithmetic lives in storage.query.dat
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bson import Int64, Timestamp
@@ -27,6 +27,7 @@ from storage.query.expressions.core import (
     Variables,
     check,
     checked,
+    compile_args,
     compile_expression,
     const,
     fail,
@@ -36,7 +37,6 @@ from storage.query.expressions.core import (
     operator,
     optional,
     present,
-    require,
     show,
     type_name,
 )
@@ -153,17 +153,15 @@ _TO_STRING_FORMAT = _format_operand(18533)
 
 @operator("$dateToString")
 def _date_to_string(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    (date_f,), (format_f, tz_f, on_null) = compile_args(
         spec,
-        ("format", "date", "timezone", "onNull"),
+        defined,
+        op,
+        {"date": 18628},
+        ("format", "timezone", "onNull"),
         (18629, "$dateToString only supports an object as its argument"),
         (18534, "Unrecognized argument to $dateToString: {key}"),
     )
-    require(args, op, {"date": 18628})
-    date_f = compile_expression(args["date"], defined)
-    format_f = optional(args, "format", defined)
-    tz_f = optional(args, "timezone", defined)
-    on_null = optional(args, "onNull", defined)
 
     def to_string(doc: dict[str, Any], v: Variables) -> Any:
         x = date_f(doc, v)
@@ -185,21 +183,18 @@ _FROM_STRING_FORMAT = _format_operand(40684)
 
 @operator("$dateFromString")
 def _date_from_string(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    (text_f,), (tz_f, format_f, on_null, on_error) = compile_args(
         spec,
-        ("dateString", "timezone", "format", "onNull", "onError"),
+        defined,
+        op,
+        {"dateString": 40542},
+        ("timezone", "format", "onNull", "onError"),
         (
             40540,
             f"$dateFromString only supports an object as an argument, found: {type_name(spec)}",
         ),
         (40541, "Unrecognized argument to $dateFromString: {key}"),
     )
-    require(args, op, {"dateString": 40542})
-    text_f = compile_expression(args["dateString"], defined)
-    tz_f = optional(args, "timezone", defined)
-    format_f = optional(args, "format", defined)
-    on_null = optional(args, "onNull", defined)
-    on_error = optional(args, "onError", defined)
 
     def from_string(doc: dict[str, Any], v: Variables) -> Any:
         text = text_f(doc, v)
@@ -231,16 +226,15 @@ _ISO_FLAG = (Check.typed((bool,), 40521, "iso8601 must evaluate to a bool, found
 
 @operator("$dateToParts")
 def _date_to_parts(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    (date_f,), (tz_f, iso_f) = compile_args(
         spec,
-        ("date", "timezone", "iso8601"),
+        defined,
+        op,
+        {"date": 40522},
+        ("timezone", "iso8601"),
         (40524, "$dateToParts only supports an object as its argument"),
         (40520, "Unrecognized argument to $dateToParts: {key}"),
     )
-    require(args, op, {"date": 40522})
-    date_f = compile_expression(args["date"], defined)
-    tz_f = optional(args, "timezone", defined)
-    iso_f = optional(args, "iso8601", defined)
 
     def to_parts(doc: dict[str, Any], v: Variables) -> Any:
         x = date_f(doc, v)
@@ -406,20 +400,20 @@ def _zone_in_context(
 
 @operator("$dateAdd", "$dateSubtract")
 def _date_add(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    parts, (tz_f,) = compile_args(
         spec,
-        ("startDate", "unit", "amount", "timezone"),
+        defined,
+        op,
+        dict.fromkeys(("startDate", "unit", "amount"), 5166402),
+        ("timezone",),
         (5166400, f"{op} expects an object as its argument"),
         (
             5166401,
             f"Unrecognized argument to {op}: {{key}}. Expected arguments are startDate, unit, "
             "amount, and optionally timezone.",
         ),
+        f"{op} requires startDate, unit, and amount to be present",
     )
-    message = f"{op} requires startDate, unit, and amount to be present"
-    require(args, op, dict.fromkeys(("startDate", "unit", "amount"), 5166402), message)
-    parts = [compile_expression(args[k], defined) for k in ("startDate", "unit", "amount")]
-    tz_f = optional(args, "timezone", defined)
     sign = 1 if op == "$dateAdd" else -1
 
     def date_add(doc: dict[str, Any], v: Variables) -> Any:
@@ -449,21 +443,26 @@ def _date_add(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return date_add
 
 
-def _week_and_zone(
+def _operands_week_and_zone(
     op: str,
-    unit: Any,
+    operands: Sequence[Expression],
+    unit_at: int,
     week_f: Expression | None,
     tz_f: Expression | None,
     doc: dict[str, Any],
     v: Variables,
-) -> tuple[Any, dates.TimeZone] | None:
-    """startOfWeek (read only for the 'week' unit, "sunday" otherwise) and the time zone, or
-    None when either is nullish."""
-    week = week_f(doc, v) if week_f is not None and unit == "week" else "sunday"
+) -> tuple[list[Any], Any, dates.TimeZone] | None:
+    """$dateDiff's and $dateTrunc's operands (the unit is operands[unit_at]), startOfWeek (read
+    only for the 'week' unit, "sunday" otherwise) and the time zone, or None as soon as one of
+    them is nullish."""
+    got = present(operands, doc, v)
+    if got is None:
+        return None
+    week = week_f(doc, v) if week_f is not None and got[unit_at] == "week" else "sunday"
     if nullish(week):
         return None
     tz = _zone_in_context(op, tz_f, doc, v)
-    return None if tz is None else (week, tz)
+    return None if tz is None else (got, week, tz)
 
 
 _DIFF_DATES = {
@@ -480,26 +479,21 @@ _DIFF_DATES = {
 
 @operator("$dateDiff")
 def _date_diff(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    parts, (tz_f, week_f) = compile_args(
         spec,
-        ("startDate", "endDate", "unit", "timezone", "startOfWeek"),
+        defined,
+        op,
+        {"startDate": 5166303, "endDate": 5166304, "unit": 5166305},
+        ("timezone", "startOfWeek"),
         (5166301, "$dateDiff only supports an object as its argument"),
         (5166302, "Unrecognized argument to $dateDiff: {key}"),
     )
-    require(args, op, {"startDate": 5166303, "endDate": 5166304, "unit": 5166305})
-    parts = [compile_expression(args[k], defined) for k in ("startDate", "endDate", "unit")]
-    tz_f = optional(args, "timezone", defined)
-    week_f = optional(args, "startOfWeek", defined)
 
     def date_diff(doc: dict[str, Any], v: Variables) -> Any:
-        got = present(parts, doc, v)
-        if got is None:
+        found = _operands_week_and_zone(op, parts, 2, week_f, tz_f, doc, v)
+        if found is None:
             return None
-        start, end, unit = got
-        context = _week_and_zone(op, unit, week_f, tz_f, doc, v)
-        if context is None:
-            return None
-        week, tz = context
+        (start, end, unit), week, tz = found
         check(op, start, _DIFF_DATES["startDate"])
         check(op, end, _DIFF_DATES["endDate"])
         unit = _time_unit(op, unit)
@@ -525,9 +519,12 @@ _BIN_SIZE = (
 
 @operator("$dateTrunc")
 def _date_trunc(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    args = named_args(
+    (date_f, unit_f), (bin_f, tz_f, week_f) = compile_args(
         spec,
-        ("date", "unit", "binSize", "timezone", "startOfWeek"),
+        defined,
+        op,
+        {"date": 5439009, "unit": 5439010},
+        ("binSize", "timezone", "startOfWeek"),
         (5439007, "$dateTrunc only supports an object as its argument"),
         (
             5439008,
@@ -535,22 +532,13 @@ def _date_trunc(spec: Any, defined: frozenset[str], op: str) -> Expression:
             "optionally, binSize, timezone, startOfWeek",
         ),
     )
-    require(args, op, {"date": 5439009, "unit": 5439010})
-    date_f = compile_expression(args["date"], defined)
-    unit_f = compile_expression(args["unit"], defined)
-    bin_f = optional(args, "binSize", defined) or const(1)
-    tz_f = optional(args, "timezone", defined)
-    week_f = optional(args, "startOfWeek", defined)
+    operands = (date_f, unit_f, bin_f or const(1))
 
     def date_trunc(doc: dict[str, Any], v: Variables) -> Any:
-        got = present((date_f, unit_f, bin_f), doc, v)
-        if got is None:
+        found = _operands_week_and_zone(op, operands, 1, week_f, tz_f, doc, v)
+        if found is None:
             return None
-        x, unit, bin_size = got
-        context = _week_and_zone(op, unit, week_f, tz_f, doc, v)
-        if context is None:
-            return None
-        week, tz = context
+        (x, unit, bin_size), week, tz = found
         check(op, x, _TRUNC_DATE)
         unit = _time_unit(op, unit)
         check(op, bin_size, _BIN_SIZE)
