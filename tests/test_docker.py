@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
-import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -413,51 +412,42 @@ def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
 
 
 class Server:
-    """The installed `ebbdb` started with an image's arguments; stdout read by a thread."""
+    """The installed `ebbdb` started with an image's arguments; its stdout and stderr go to files in
+    `workdir` (a pipe could fill up and block it), and the startup line is polled for."""
 
     def __init__(self, venv: Venv, argv: list[str], workdir: Path) -> None:
+        self.stdout_path = workdir / "stdout.log"
         self.stderr_path = workdir / "stderr.log"
-        self._stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen(
-            venv.resolve(argv),
-            cwd=workdir,
-            env=venv.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                venv.resolve(argv),
+                cwd=workdir,
+                env=venv.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
         try:
             self.port = self._startup_port()
         except BaseException:
             self.kill()
             raise
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
     @property
     def stderr(self) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
         return self.stderr_path.read_text()
 
     def _startup_port(self) -> int:
-        try:
-            line = self._lines.get(timeout=START_TIMEOUT)
-        except queue.Empty:
-            pytest.fail(f"no startup line within {START_TIMEOUT} s; stderr:\n{self.stderr}")
-        if line is None:
-            self.proc.wait(EXIT_TIMEOUT)
-            pytest.fail(f"exited with {self.proc.returncode} before starting:\n{self.stderr}")
-        match = _STARTUP_RE.search(line)
-        assert match, f"no port in the startup line {line!r}"
-        return int(match.group(1))
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None
+            match = _STARTUP_RE.search(self.stdout_path.read_text())
+            if match:
+                return int(match.group(1))
+            if exited:
+                pytest.fail(f"exited with {self.proc.returncode} before starting:\n{self.stderr}")
+            time.sleep(0.05)
+        pytest.fail(f"no startup line within {START_TIMEOUT} s; stderr:\n{self.stderr}")
 
     def client(self) -> MongoClient[dict[str, Any]]:
         return MongoClient(
@@ -481,7 +471,6 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(EXIT_TIMEOUT)
-        self._stderr.close()
 
 
 def run_health_check(venv: Venv, health_cmd: list[str], port: int) -> int:
