@@ -71,8 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated addresses to listen on (default 127.0.0.1)",
     )
     p.add_argument(
-        "--bind_ip_all", action="store_true", help="listen on all IPv4 and IPv6 addresses"
+        "--bind_ip_all",
+        action="store_true",
+        help="listen on all IPv4 addresses (and all IPv6 ones with --ipv6), as mongod does",
     )
+    p.add_argument("--ipv6", action="store_true", help="with --bind_ip_all, listen on :: too")
     p.add_argument(
         "--dbpath",
         default=DEFAULT_DBPATH,
@@ -119,7 +122,8 @@ def parse_args(argv: list[str]) -> Config:
     except ValueError as exc:
         parser.error(str(exc))
     if ns.bind_ip_all:
-        bind: tuple[str, ...] = ("0.0.0.0", "::")
+        # mongod's rule: 0.0.0.0, and :: only with --ipv6 (a host without IPv6 still starts).
+        bind: tuple[str, ...] = ("0.0.0.0", "::") if ns.ipv6 else ("0.0.0.0",)
     else:
         bind = tuple(part.strip() for part in ns.bind_ip.split(",") if part.strip())
         if not bind:
