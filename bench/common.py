@@ -237,13 +237,18 @@ def ebbdb_and_floor(
     """The ebbdb target and the floor target (None: not given) of a parser made with `spawn`:
     servers started here with --spawn (stopped when `stack` closes; the floor with --raw and
     `floor_ndocs` documents), else ``ebbdb=URI [floor=URI]`` or two bare URIs in that order.
-    A parser error for anything else; RuntimeError when a server cannot be started."""
+    A parser error for anything else; a server that cannot be started is said on stderr and
+    ends the script with status 2 (SystemExit)."""
     if args.spawn:
         if args.targets:
             ap.error("give either --spawn or URIs, not both")
         signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that `stack` still stops them
-        ebbdb = spawn_ebbdb(stack)
-        floor = spawn_floor(stack, floor_ndocs)
+        try:
+            ebbdb = spawn_ebbdb(stack)
+            floor = spawn_floor(stack, floor_ndocs)
+        except RuntimeError as exc:
+            print(f"cannot start the servers: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         e, f = make("ebbdb", ebbdb.uri), make("floor", floor.uri)
         e.pid, f.pid = ebbdb.proc.pid, floor.proc.pid
         return e, f
@@ -459,12 +464,15 @@ def connect_all(targets: Sequence[Target], timeout_ms: int) -> bool:
 @contextlib.contextmanager
 def connected(
     targets: Sequence[T], timeout_ms: int, drop_db: Callable[[T], str | None]
-) -> Iterator[bool]:
-    """Give each target its client for the block (see connect_all): whether every target
-    answered. At the end, whatever happened, each client is closed, first dropping the database
-    drop_db(target) when that is not None (see close)."""
+) -> Iterator[None]:
+    """Give each target its client for the block (see connect_all); when one cannot be reached,
+    the script ends there with status 2 (SystemExit, as for a command-line error). At the end,
+    whatever happened, each client is closed, first dropping the database drop_db(target) when
+    that is not None (see close)."""
     try:
-        yield connect_all(targets, timeout_ms)
+        if not connect_all(targets, timeout_ms):
+            raise SystemExit(2)
+        yield
     finally:
         for t in targets:
             close(t, drop_db=drop_db(t))

@@ -597,11 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(half insert_one, half update_one), {cfg.preload:,} shared documents, rounds={args.rounds}"
     )
     with contextlib.ExitStack() as stack:
-        try:
-            ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, floor_ndocs=1)
-        except RuntimeError as exc:
-            print(f"cannot start the servers: {exc}", file=sys.stderr)
-            return 2
+        ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, floor_ndocs=1)
         targets = [t for t in (ebbdb, floor) if t is not None]
         for t in targets:
             print(f"  {t.label}: {t.uri}", flush=True)

@@ -522,9 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with common.connected(
         targets, cfg.timeout_ms, lambda t: None if t.floor or cfg.reuse else DB_NAME
-    ) as reached:
-        if not reached:
-            return 2
+    ):
         for t in targets:
             t.floor = is_floor(t)
             print(
