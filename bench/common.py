@@ -2,13 +2,14 @@
 
 This module owns the command-line plumbing common to every benchmark: the ``[LABEL=]URI``
 target syntax and its checks (well-formed URI, unique labels), the ``targets``/``--rounds``/
-``--quick`` (and, for the scripts that can start their own servers, ``--spawn``) arguments,
-the base ``Target`` record (label, URI, client, server pid, failed steps), starting ebbdb and
-the floor server and stopping them again, the single-connection client, recording a failing
-step once, the floor server's document shape, the NaN-aware median and percentile, and the
-lines every script prints the same way (the version banner, "cannot reach", "steps that
-failed", "met"/"NOT met"). Each script keeps its own configuration, measurements and report
-layout.
+``--quick`` (and, for the scripts that can start their own servers, ``--spawn``) arguments, each
+script's own options declared once as the fields of its Config (``setting``) and its help texts
+(``Cli``), the base ``Target`` record (label, URI, client, server pid, failed steps), starting
+ebbdb and the floor server and stopping them again, the single-connection client and connecting
+every target for a run (``connected``), recording a failing step once, the floor server's
+document shape, the NaN-aware median and percentile, and the lines every script prints the same
+way (the version banner, "cannot reach", "steps that failed", "met"/"NOT met"). Each script
+keeps its own measurements and report layout.
 
 The scripts are run as ``python bench/<name>.py ...``, so Python puts this folder first on
 ``sys.path`` and they import this module as plain ``common``.
@@ -33,10 +34,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import pymongo
 from pymongo import MongoClient
@@ -108,21 +109,107 @@ def make_parser(
     return ap
 
 
-N = TypeVar("N", int, float)
+# -- settings ------------------------------------------------------------------------------------
+
+_SETTING = "bench.setting"
 
 
-class Pick(Protocol):
-    def __call__(self, value: N | None, full: N, quick_value: N) -> N: ...
+class Settings:
+    """The base of a script's Config, a frozen dataclass: each field declared with `setting` is a
+    command-line option of its own; any other field takes make_parser's argument of that name
+    (timeout_ms)."""
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        """The command-line error for settings the script cannot run with (`args` holds the
+        rest of the command line, --rounds resolved), else None."""
+        return None
 
 
-def picker(quick: bool) -> Pick:
-    """pick(value, full, quick): the value given on the command line, else the default for
-    a full or a --quick run."""
+C = TypeVar("C", bound=Settings)
 
-    def pick(value: N | None, full: N, quick_value: N) -> N:
-        return value if value is not None else (quick_value if quick else full)
 
-    return pick
+@dataclass(frozen=True)
+class Setting:
+    """How one field of a script's Config is set from the command line: its option, its default
+    in a full and in a --quick run, the option's type (an int, a float, or a bool for a flag that
+    takes no value) and its help."""
+
+    option: str
+    full: Any
+    quick: Any
+    kind: type
+    help: str
+
+
+def setting(
+    option: str, full: Any, quick: Any = None, *, help: str, kind: type | None = None
+) -> Any:
+    """A Config dataclass field set by `option`: the value given, else `full`, or `quick` in a
+    --quick run (`quick` defaults to `full`); `kind` defaults to the type of `full`."""
+    kind = kind if kind is not None else type(full)
+    quick = quick if quick is not None else full
+    return field(metadata={_SETTING: Setting(option, full, quick, kind, help)})
+
+
+@dataclass(frozen=True)
+class Cli:
+    """What a script's --help says besides its options: what it measures, the arguments of its
+    examples (each shown as ``python bench/<script>.py <arguments>``) and what --quick does; and
+    its rounds by default (full, quick: 3 and 1 unless it says otherwise). With `spawn` it can
+    start its own servers (see make_parser)."""
+
+    description: str
+    examples: tuple[str, ...]
+    quick_help: str
+    rounds: tuple[int, int] = (3, 1)
+    spawn: bool = False
+
+    def epilog(self, script: str) -> str:
+        heading = "example:" if len(self.examples) == 1 else "examples:"
+        return heading + "".join(f"\n  python bench/{script} {ex}" for ex in self.examples)
+
+
+def parse_args(
+    argv: Sequence[str] | None, config: type[C], cli: Cli
+) -> tuple[argparse.ArgumentParser, argparse.Namespace, C]:
+    """A script's command line: make_parser's arguments, then an option for each setting of
+    `config` (in field order). Returns the parser (for later errors), the arguments, and the
+    config built from them: each setting from its option, else its default for the run (see
+    setting), each other field from make_parser's argument of that name. `args.rounds` becomes
+    the --rounds given, else cli.rounds[0], or cli.rounds[1] with --quick. What `config.invalid`
+    reports is a parser error."""
+    script = Path(sys.modules[config.__module__].__file__ or "").name
+    ap = make_parser(cli.description, cli.epilog(script), cli.quick_help, cli.spawn)
+    declared = [(f.name, f.metadata.get(_SETTING)) for f in fields(config)]
+    for _name, s in declared:
+        if s is None:
+            continue
+        if s.kind is bool:
+            ap.add_argument(s.option, action="store_true", help=s.help)
+        else:
+            ap.add_argument(s.option, type=s.kind, default=None, help=s.help)
+    args = ap.parse_args(argv)
+
+    def pick(given: Any, full: Any, quick: Any) -> Any:
+        return given if given is not None else (quick if args.quick else full)
+
+    values = {
+        name: getattr(args, name)
+        if s is None
+        else pick(getattr(args, _dest(s.option)), s.full, s.quick)
+        for name, s in declared
+    }
+    args.rounds = pick(args.rounds, *cli.rounds)
+    cfg = config(**values)
+    problem = cfg.invalid(args)
+    if problem is not None:
+        ap.error(problem)
+    return ap, args, cfg
+
+
+def _dest(option: str) -> str:
+    """The attribute argparse stores an option under: --batch-size -> batch_size."""
+    return option.lstrip("-").replace("-", "_")
 
 
 def parse_targets(
@@ -150,13 +237,18 @@ def ebbdb_and_floor(
     """The ebbdb target and the floor target (None: not given) of a parser made with `spawn`:
     servers started here with --spawn (stopped when `stack` closes; the floor with --raw and
     `floor_ndocs` documents), else ``ebbdb=URI [floor=URI]`` or two bare URIs in that order.
-    A parser error for anything else; RuntimeError when a server cannot be started."""
+    A parser error for anything else; a server that cannot be started is said on stderr and
+    ends the script with status 2 (SystemExit)."""
     if args.spawn:
         if args.targets:
             ap.error("give either --spawn or URIs, not both")
         signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that `stack` still stops them
-        ebbdb = spawn_ebbdb(stack)
-        floor = spawn_floor(stack, floor_ndocs)
+        try:
+            ebbdb = spawn_ebbdb(stack)
+            floor = spawn_floor(stack, floor_ndocs)
+        except RuntimeError as exc:
+            print(f"cannot start the servers: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         e, f = make("ebbdb", ebbdb.uri), make("floor", floor.uri)
         e.pid, f.pid = ebbdb.proc.pid, floor.proc.pid
         return e, f
@@ -367,6 +459,23 @@ def connect_all(targets: Sequence[Target], timeout_ms: int) -> bool:
         if t.client is None:
             return False
     return True
+
+
+@contextlib.contextmanager
+def connected(
+    targets: Sequence[T], timeout_ms: int, drop_db: Callable[[T], str | None]
+) -> Iterator[None]:
+    """Give each target its client for the block (see connect_all); when one cannot be reached,
+    the script ends there with status 2 (SystemExit, as for a command-line error). At the end,
+    whatever happened, each client is closed, first dropping the database drop_db(target) when
+    that is not None (see close)."""
+    try:
+        if not connect_all(targets, timeout_ms):
+            raise SystemExit(2)
+        yield
+    finally:
+        for t in targets:
+            close(t, drop_db=drop_db(t))
 
 
 def record_error(target: Target, name: str, exc: PyMongoError) -> None:

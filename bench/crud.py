@@ -56,15 +56,33 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+CLI = common.Cli(
+    "CRUD throughput of MongoDB-compatible servers via pymongo.",
+    ("ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090",),
+    quick_help="tiny smoke run",
+)
+
+
 @dataclass(frozen=True)
-class Config:
-    n_single: int  # insert_one / find_one operations per round
-    batches: int  # insert_many batches per round
-    batch_size: int  # documents per insert_many batch
-    find_docs: int  # documents in the collection iterated by find
-    find_reps: int  # full iterations of that find per round
-    warmup: int  # untimed insert_one + find_one calls before the first round
-    timeout_ms: int  # server selection / connect timeout
+class Config(common.Settings):
+    # insert_one / find_one operations per round
+    n_single: int = common.setting("--n", 2000, 50, help="insert_one/find_one ops (2000)")
+    # insert_many batches per round
+    batches: int = common.setting("--batches", 20, 2, help="insert_many batches (20)")
+    # documents per insert_many batch
+    batch_size: int = common.setting("--batch-size", 1000, help="docs per batch (1000)")
+    # documents in the collection iterated by find
+    find_docs: int = common.setting("--find-docs", 10_000, 500, help="docs to iterate (10000)")
+    # full iterations of that find per round
+    find_reps: int = common.setting("--find-reps", 3, 1, help="find iterations (3)")
+    # untimed insert_one + find_one calls before the first round
+    warmup: int = common.setting("--warmup", 200, 10, help="untimed warm-up ops (200)")
+    timeout_ms: int  # server selection / connect timeout (--timeout-ms)
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        if args.rounds < 1 or min(self.n_single, self.batches, self.batch_size, self.find_reps) < 1:
+            return "--rounds, --n, --batches, --batch-size and --find-reps must be >= 1"
+        return None
 
 
 @dataclass
@@ -244,41 +262,9 @@ def print_table(targets: Sequence[Target], rounds: int) -> None:
         print(line(row))
 
 
-def parse_args(
-    argv: Sequence[str] | None,
-) -> tuple[argparse.Namespace, list[Target], Config]:
-    ap = common.make_parser(
-        description="CRUD throughput of MongoDB-compatible servers via pymongo.",
-        epilog="example:\n  python bench/crud.py ebbdb=mongodb://127.0.0.1:27017 "
-        "floor=mongodb://127.0.0.1:27090",
-        quick_help="tiny smoke run",
-    )
-    ap.add_argument("--n", type=int, default=None, help="insert_one/find_one ops (2000)")
-    ap.add_argument("--batches", type=int, default=None, help="insert_many batches (20)")
-    ap.add_argument("--batch-size", type=int, default=1000, help="docs per batch (1000)")
-    ap.add_argument("--find-docs", type=int, default=None, help="docs to iterate (10000)")
-    ap.add_argument("--find-reps", type=int, default=None, help="find iterations (3)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops (200)")
-    args = ap.parse_args(argv)
-
-    pick = common.picker(args.quick)
-    cfg = Config(
-        n_single=pick(args.n, 2000, 50),
-        batches=pick(args.batches, 20, 2),
-        batch_size=args.batch_size,
-        find_docs=pick(args.find_docs, 10_000, 500),
-        find_reps=pick(args.find_reps, 3, 1),
-        warmup=pick(args.warmup, 200, 10),
-        timeout_ms=args.timeout_ms,
-    )
-    args.rounds = pick(args.rounds, 3, 1)
-    if args.rounds < 1 or min(cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_reps) < 1:
-        ap.error("--rounds, --n, --batches, --batch-size and --find-reps must be >= 1")
-    return args, common.parse_targets(ap, args.targets, Target), cfg
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args, targets, cfg = parse_args(argv)
+    ap, args, cfg = common.parse_args(argv, Config, CLI)
+    targets = common.parse_targets(ap, args.targets, Target)
     print(
         f"{common.versions()}; "
         f"insert_one/find_one N={cfg.n_single}, "
@@ -288,9 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for t in targets:
         print(f"  {t.label}: {t.uri}")
 
-    try:
-        if not common.connect_all(targets, cfg.timeout_ms):
-            return 2
+    with common.connected(targets, cfg.timeout_ms, lambda t: DB_NAME):
         for t in targets:
             try:
                 warm_up(t, cfg)
@@ -311,9 +295,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print_table(targets, args.rounds)
         return common.report_failures(targets)
-    finally:
-        for t in targets:
-            common.close(t, drop_db=DB_NAME)
 
 
 if __name__ == "__main__":

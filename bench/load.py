@@ -77,16 +77,48 @@ POOL_WAIT_MAX = 60.0  # seconds the warm-up waits for the pool to fill
 MEM_FIELDS = ("VmRSS", "RssAnon", "RssFile")
 
 
+CLI = common.Cli(
+    "Many connections of mixed reads and writes against ebbdb and the floor, "
+    "with write verification and memory samples.",
+    ("--spawn", "ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090 --pid 1234"),
+    quick_help="one short round: a smoke run",
+    spawn=True,
+)
+
+
 @dataclass(frozen=True)
-class Config:
-    seconds: float  # measured window per round
-    connections: int  # sockets = tasks
-    warmup: float  # minimum untimed seconds before measuring
-    preload: int  # shared documents every task reads
-    owned: int  # documents each task owns at the start (it updates these and its inserts)
-    writes: float  # fraction of operations that write (half inserts, half updates)
-    sample_every: float  # seconds between memory samples
-    timeout_ms: int
+class Config(common.Settings):
+    # measured window per round
+    seconds: float = common.setting("--seconds", 60.0, 6.0, help="measured window per round (60)")
+    # sockets = tasks
+    connections: int = common.setting("--connections", 200, help="sockets and tasks (200)")
+    # minimum untimed seconds before measuring
+    warmup: float = common.setting("--warmup", 5.0, 1.0, help="min. untimed seconds per round (5)")
+    # shared documents every task reads
+    preload: int = common.setting("--preload", 10_000, help="shared documents (10000)")
+    # documents each task owns at the start (it updates these and its inserts)
+    owned: int = common.setting("--owned", 5, help="documents each task starts with (5)")
+    # fraction of operations that write (half inserts, half updates)
+    writes: float = common.setting("--writes", 0.5, help="fraction of writes (0.5)")
+    # seconds between memory samples
+    sample_every: float = common.setting(
+        "--sample-every", 3.0, 0.5, help="memory sample period, s (3)"
+    )
+    # ebbdb's pid (None: the spawned server's, or serverStatus's when it is on this host)
+    pid: int | None = common.setting("--pid", None, kind=int, help="ebbdb's pid, for its memory")
+    timeout_ms: int  # server selection / connect timeout (--timeout-ms)
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        sizes = [self.seconds, self.connections, self.preload, self.owned, self.sample_every]
+        if min(*sizes, args.rounds) <= 0:
+            return (
+                "--seconds, --connections, --preload, --owned, --sample-every, --rounds must be > 0"
+            )
+        if not 0 <= self.writes <= 1 or self.warmup < 0:
+            return "--writes must be within [0, 1] and --warmup >= 0"
+        if self.pid is not None and args.spawn:
+            return "--pid is for a server given by URI"
+        return None
 
 
 @dataclass
@@ -523,10 +555,10 @@ def summary(ebbdb: Target, floor: Target | None, rounds: int) -> None:
 # -- driving --------------------------------------------------------------------------------------
 
 
-def find_pid(t: Target, given: int | None, cfg: Config) -> None:
+def find_pid(t: Target, cfg: Config) -> None:
     """The ebbdb pid for the memory samples: spawned, --pid, or serverStatus when local."""
-    if given is not None:
-        t.pid = given
+    if cfg.pid is not None:
+        t.pid = cfg.pid
     if t.pid is not None:
         return
     host = urlsplit(t.uri).hostname or ""
@@ -556,55 +588,8 @@ async def drive(ebbdb: Target, floor: Target | None, cfg: Config, rounds: int) -
             print_round(t, res, r, rounds)
 
 
-def parse_args(
-    argv: Sequence[str] | None,
-) -> tuple[argparse.ArgumentParser, argparse.Namespace, Config]:
-    ap = common.make_parser(
-        description="Many connections of mixed reads and writes against ebbdb and the floor, "
-        "with write verification and memory samples.",
-        epilog="examples:\n  python bench/load.py --spawn\n"
-        "  python bench/load.py ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090 "
-        "--pid 1234",
-        quick_help="one short round: a smoke run",
-        spawn=True,
-    )
-    ap.add_argument("--seconds", type=float, default=None, help="measured window per round (60)")
-    ap.add_argument("--connections", type=int, default=200, help="sockets and tasks (200)")
-    ap.add_argument("--warmup", type=float, default=None, help="min. untimed seconds per round (5)")
-    ap.add_argument("--preload", type=int, default=10_000, help="shared documents (10000)")
-    ap.add_argument("--owned", type=int, default=5, help="documents each task starts with (5)")
-    ap.add_argument("--writes", type=float, default=0.5, help="fraction of writes (0.5)")
-    ap.add_argument("--sample-every", type=float, default=None, help="memory sample period, s (3)")
-    ap.add_argument("--pid", type=int, default=None, help="ebbdb's pid, for its memory")
-    args = ap.parse_args(argv)
-    pick = common.picker(args.quick)
-    cfg = Config(
-        seconds=pick(args.seconds, 60.0, 6.0),
-        connections=args.connections,
-        warmup=pick(args.warmup, 5.0, 1.0),
-        preload=args.preload,
-        owned=args.owned,
-        writes=args.writes,
-        sample_every=pick(args.sample_every, 3.0, 0.5),
-        timeout_ms=args.timeout_ms,
-    )
-    args.rounds = pick(args.rounds, 3, 1)
-    if (
-        min(cfg.seconds, cfg.connections, cfg.preload, cfg.owned, cfg.sample_every, args.rounds)
-        <= 0
-    ):
-        ap.error(
-            "--seconds, --connections, --preload, --owned, --sample-every, --rounds must be > 0"
-        )
-    if not 0 <= cfg.writes <= 1 or cfg.warmup < 0:
-        ap.error("--writes must be within [0, 1] and --warmup >= 0")
-    if args.pid is not None and args.spawn:
-        ap.error("--pid is for a server given by URI")
-    return ap, args, cfg
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    ap, args, cfg = parse_args(argv)
+    ap, args, cfg = common.parse_args(argv, Config, CLI)
     loop = "uvloop" if common.has_uvloop() else "asyncio"
     print(
         f"{common.versions()}; AsyncMongoClient on {loop}, {cfg.connections} connections, "
@@ -612,11 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(half insert_one, half update_one), {cfg.preload:,} shared documents, rounds={args.rounds}"
     )
     with contextlib.ExitStack() as stack:
-        try:
-            ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, floor_ndocs=1)
-        except RuntimeError as exc:
-            print(f"cannot start the servers: {exc}", file=sys.stderr)
-            return 2
+        ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, floor_ndocs=1)
         targets = [t for t in (ebbdb, floor) if t is not None]
         for t in targets:
             print(f"  {t.label}: {t.uri}", flush=True)
@@ -628,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if floor is None:
             print("  no floor given: the ratios against it are not measured")
         try:
-            find_pid(ebbdb, args.pid, cfg)
+            find_pid(ebbdb, cfg)
         except PyMongoError as exc:
             ebbdb.mem_note = f"serverStatus failed ({type(exc).__name__}): memory not sampled"
         if ebbdb.mem_note:

@@ -77,21 +77,59 @@ ITER_RATIO_MIN = 0.70  # docs/s iterating a find, target / floor
 SEL_FIELD = "group"  # the scan collection's i % 100 field (named as in the floor's documents)
 
 
+CLI = common.Cli(
+    "Query latency and throughput of MongoDB-compatible servers via pymongo.",
+    ("ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27091",),
+    quick_help="small sizes for a smoke run",
+)
+
+
 @dataclass(frozen=True)
-class Config:
-    n_large: int  # documents in the large point-lookup collection
-    n_small: int  # documents in the small point-lookup collection
-    n_scan: int  # documents in the selective-query / iteration collection
-    batch_size: int  # documents per insert_many batch while loading
-    lookups: int  # find_one calls per point collection per round
-    block: int  # find_one calls per block before switching collection
-    sel_reps: int  # indexed 1 % queries per round
-    natural_reps: int  # unindexed 1 % queries per round
-    iter_reps: int  # full iterations per round and target
-    warmup: int  # untimed find_one calls per point collection before the first round
-    seed: int
-    reuse: bool
-    timeout_ms: int
+class Config(common.Settings):
+    reuse: bool = common.setting(
+        "--reuse",
+        False,
+        help="keep collections that already hold the expected documents; keep the data at the end",
+    )
+    # documents in the large point-lookup collection
+    n_large: int = common.setting(
+        "--n-large", 1_000_000, 20_000, help="large collection (1,000,000)"
+    )
+    # documents in the small point-lookup collection
+    n_small: int = common.setting("--n-small", 10_000, 2_000, help="small collection (10,000)")
+    # documents in the selective-query / iteration collection
+    n_scan: int = common.setting(
+        "--n-scan", 100_000, 10_000, help="selective/iterate collection (100,000)"
+    )
+    # documents per insert_many batch while loading
+    batch_size: int = common.setting("--batch-size", 10_000, help="insert_many batch (10,000)")
+    # find_one calls per point collection per round
+    lookups: int = common.setting(
+        "--lookups", 3_000, 300, help="find_one per collection per round (3,000)"
+    )
+    # find_one calls per block before switching collection
+    block: int = common.setting("--block", 250, help="look-ups before switching collection (250)")
+    # indexed 1 % queries per round
+    sel_reps: int = common.setting("--sel-reps", 20, 5, help="indexed 1 %% queries per round (20)")
+    # unindexed 1 % queries per round
+    natural_reps: int = common.setting(
+        "--natural-reps", 5, 2, help="unindexed 1 %% queries per round (5)"
+    )
+    # full iterations per round and target
+    iter_reps: int = common.setting("--iter-reps", 3, 1, help="full iterations per round (3)")
+    # untimed find_one calls per point collection before the first round
+    warmup: int = common.setting("--warmup", 300, 20, help="untimed find_one per collection (300)")
+    seed: int = common.setting("--seed", 12345, help="random seed for the look-ups")
+    timeout_ms: int  # server selection / connect timeout (--timeout-ms)
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        sizes = [self.n_large, self.n_small, self.n_scan, self.batch_size, self.lookups]
+        sizes += [self.block, self.sel_reps, self.natural_reps, self.iter_reps]
+        if min(args.rounds, *sizes) < 1 or self.warmup < 0:
+            return "sizes, repetitions and --rounds must be >= 1 (--warmup >= 0)"
+        if self.n_large == self.n_small:
+            return "--n-large and --n-small must differ"
+        return None
 
 
 @dataclass
@@ -472,86 +510,9 @@ def print_report(targets: Sequence[Target], cfg: Config, rounds: int) -> None:
         print("   (no floor target given: no ratio)")
 
 
-def parse_args(
-    argv: Sequence[str] | None,
-) -> tuple[argparse.Namespace, list[Target], Config]:
-    ap = common.make_parser(
-        description="Query latency and throughput of MongoDB-compatible servers via pymongo.",
-        epilog="example:\n  python bench/query.py ebbdb=mongodb://127.0.0.1:27017 "
-        "floor=mongodb://127.0.0.1:27091",
-        quick_help="small sizes for a smoke run",
-    )
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="keep collections that already hold the expected documents; keep the data at the end",
-    )
-    ap.add_argument("--n-large", type=int, default=None, help="large collection (1,000,000)")
-    ap.add_argument("--n-small", type=int, default=None, help="small collection (10,000)")
-    ap.add_argument(
-        "--n-scan", type=int, default=None, help="selective/iterate collection (100,000)"
-    )
-    ap.add_argument("--batch-size", type=int, default=10_000, help="insert_many batch (10,000)")
-    ap.add_argument(
-        "--lookups", type=int, default=None, help="find_one per collection per round (3,000)"
-    )
-    ap.add_argument(
-        "--block", type=int, default=250, help="look-ups before switching collection (250)"
-    )
-    ap.add_argument(
-        "--sel-reps", type=int, default=None, help="indexed 1 %% queries per round (20)"
-    )
-    ap.add_argument(
-        "--natural-reps", type=int, default=None, help="unindexed 1 %% queries per round (5)"
-    )
-    ap.add_argument("--iter-reps", type=int, default=None, help="full iterations per round (3)")
-    ap.add_argument(
-        "--warmup", type=int, default=None, help="untimed find_one per collection (300)"
-    )
-    ap.add_argument("--seed", type=int, default=12345, help="random seed for the look-ups")
-    args = ap.parse_args(argv)
-
-    pick = common.picker(args.quick)
-    cfg = Config(
-        n_large=pick(args.n_large, 1_000_000, 20_000),
-        n_small=pick(args.n_small, 10_000, 2_000),
-        n_scan=pick(args.n_scan, 100_000, 10_000),
-        batch_size=args.batch_size,
-        lookups=pick(args.lookups, 3_000, 300),
-        block=args.block,
-        sel_reps=pick(args.sel_reps, 20, 5),
-        natural_reps=pick(args.natural_reps, 5, 2),
-        iter_reps=pick(args.iter_reps, 3, 1),
-        warmup=pick(args.warmup, 300, 20),
-        seed=args.seed,
-        reuse=args.reuse,
-        timeout_ms=args.timeout_ms,
-    )
-    args.rounds = pick(args.rounds, 3, 1)
-    if (
-        min(
-            args.rounds,
-            cfg.n_large,
-            cfg.n_small,
-            cfg.n_scan,
-            cfg.batch_size,
-            cfg.lookups,
-            cfg.block,
-            cfg.sel_reps,
-            cfg.natural_reps,
-            cfg.iter_reps,
-        )
-        < 1
-        or cfg.warmup < 0
-    ):
-        ap.error("sizes, repetitions and --rounds must be >= 1 (--warmup >= 0)")
-    if cfg.n_large == cfg.n_small:
-        ap.error("--n-large and --n-small must differ")
-    return args, common.parse_targets(ap, args.targets, Target), cfg
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args, targets, cfg = parse_args(argv)
+    ap, args, cfg = common.parse_args(argv, Config, CLI)
+    targets = common.parse_targets(ap, args.targets, Target)
     print(
         f"{common.versions()}; "
         f"point collections {cfg.n_large:,} / {cfg.n_small:,} docs, {cfg.lookups:,} find_one each; "
@@ -559,9 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (", reuse" if cfg.reuse else "")
     )
 
-    try:
-        if not common.connect_all(targets, cfg.timeout_ms):
-            return 2
+    with common.connected(
+        targets, cfg.timeout_ms, lambda t: None if t.floor or cfg.reuse else DB_NAME
+    ):
         for t in targets:
             t.floor = is_floor(t)
             print(
@@ -609,9 +570,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print_report(targets, cfg, args.rounds)
         return common.report_failures(targets)
-    finally:
-        for t in targets:
-            common.close(t, drop_db=None if t.floor or cfg.reuse else DB_NAME)
 
 
 if __name__ == "__main__":

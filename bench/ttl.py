@@ -89,16 +89,48 @@ FIND_P99_MS = 5.0  # another client's find_one during the purge: p99 under this 
 FIND_MAX_MS = 20.0  # ... and max under this
 
 
+CLI = common.Cli(
+    "TTL pass cost, purge throughput and latency under purge, via pymongo "
+    "(needs --setParameter enableTestCommands=1 on the server).",
+    ("ebbdb=mongodb://127.0.0.1:27500",),
+    quick_help="small sizes for a smoke run",
+    rounds=(1, 1),
+)
+
+
 @dataclass(frozen=True)
-class Config:
-    n_live: int  # documents in the step-1 collection
-    n_expired: int  # documents purged per round in step 2
-    n_find: int  # documents in the step-3 look-up collection
-    batch_size: int  # documents per insert_many batch while loading
-    passes: int  # timed ttlMonitorPass / ping pairs in step 1
-    baseline_secs: float  # length of the step-3 baseline window
-    reuse: bool
-    timeout_ms: int
+class Config(common.Settings):
+    reuse: bool = common.setting(
+        "--reuse",
+        False,
+        help="keep the live and find collections when they already hold the expected "
+        "documents; keep the data at the end",
+    )
+    # documents in the step-1 collection
+    n_live: int = common.setting("--n-live", 1_000_000, 20_000, help="step-1 documents (1,000,000)")
+    # documents purged per round in step 2
+    n_expired: int = common.setting(
+        "--n-expired", 200_000, 10_000, help="step-2 documents (200,000)"
+    )
+    # documents in the step-3 look-up collection
+    n_find: int = common.setting(
+        "--n-find", 100_000, 2_000, help="step-3 look-up collection (100,000)"
+    )
+    # documents per insert_many batch while loading
+    batch_size: int = common.setting("--batch-size", 10_000, help="insert_many batch (10,000)")
+    # timed ttlMonitorPass / ping pairs in step 1
+    passes: int = common.setting("--passes", 20, 10, help="timed step-1 passes (20)")
+    # length of the step-3 baseline window
+    baseline_secs: float = common.setting(
+        "--baseline-secs", 5.0, 1.0, help="step-3 baseline window, s (5)"
+    )
+    timeout_ms: int  # server selection / connect timeout (--timeout-ms)
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        sizes = [self.n_live, self.n_expired, self.n_find, self.batch_size, self.passes]
+        if min(args.rounds, *sizes) < 1 or self.baseline_secs <= 0:
+            return "sizes, --passes, --baseline-secs and --rounds must be positive"
+        return None
 
 
 @dataclass
@@ -650,72 +682,21 @@ def run_target(t: Target, cfg: Config, rounds: int) -> None:
         step(t, "reset clock", lambda: clock(client, reset=True))
 
 
-def parse_args(
-    argv: Sequence[str] | None,
-) -> tuple[argparse.Namespace, list[Target], Config]:
-    ap = common.make_parser(
-        description="TTL pass cost, purge throughput and latency under purge, via pymongo "
-        "(needs --setParameter enableTestCommands=1 on the server).",
-        epilog="example:\n  python bench/ttl.py ebbdb=mongodb://127.0.0.1:27500",
-        quick_help="small sizes for a smoke run",
-    )
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="keep the live and find collections when they already hold the expected "
-        "documents; keep the data at the end",
-    )
-    ap.add_argument("--n-live", type=int, default=None, help="step-1 documents (1,000,000)")
-    ap.add_argument("--n-expired", type=int, default=None, help="step-2 documents (200,000)")
-    ap.add_argument("--n-find", type=int, default=None, help="step-3 look-up collection (100,000)")
-    ap.add_argument("--batch-size", type=int, default=10_000, help="insert_many batch (10,000)")
-    ap.add_argument("--passes", type=int, default=None, help="timed step-1 passes (20)")
-    ap.add_argument(
-        "--baseline-secs", type=float, default=None, help="step-3 baseline window, s (5)"
-    )
-    args = ap.parse_args(argv)
-
-    pick = common.picker(args.quick)
-    cfg = Config(
-        n_live=pick(args.n_live, 1_000_000, 20_000),
-        n_expired=pick(args.n_expired, 200_000, 10_000),
-        n_find=pick(args.n_find, 100_000, 2_000),
-        batch_size=args.batch_size,
-        passes=pick(args.passes, 20, 10),
-        baseline_secs=args.baseline_secs
-        if args.baseline_secs is not None
-        else (1.0 if args.quick else 5.0),
-        reuse=args.reuse,
-        timeout_ms=args.timeout_ms,
-    )
-    args.rounds = pick(args.rounds, 1, 1)
-    if (
-        min(args.rounds, cfg.n_live, cfg.n_expired, cfg.n_find, cfg.batch_size, cfg.passes) < 1
-        or cfg.baseline_secs <= 0
-    ):
-        ap.error("sizes, --passes, --baseline-secs and --rounds must be positive")
-    return args, common.parse_targets(ap, args.targets, Target), cfg
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args, targets, cfg = parse_args(argv)
+    ap, args, cfg = common.parse_args(argv, Config, CLI)
+    targets = common.parse_targets(ap, args.targets, Target)
     print(
         f"{common.versions()}; live {cfg.n_live:,} docs, {cfg.passes} timed passes; "
         f"expired {cfg.n_expired:,} docs x {args.rounds} round(s); find collection "
         f"{cfg.n_find:,} docs" + (", reuse" if cfg.reuse else "")
     )
-    try:
-        if not common.connect_all(targets, cfg.timeout_ms):
-            return 2
+    with common.connected(targets, cfg.timeout_ms, lambda t: None if cfg.reuse else DB_NAME):
         for t in targets:
             print(f"  {t.label}: {t.uri}", flush=True)
         for t in targets:
             run_target(t, cfg, args.rounds)
         print_report(targets, cfg)
         return common.report_failures(targets)
-    finally:
-        for t in targets:
-            common.close(t, drop_db=None if cfg.reuse else DB_NAME)
 
 
 if __name__ == "__main__":

@@ -75,19 +75,46 @@ VS_FLOOR = ("insert_one", "update_one", "find_one", "insert_many", "find")
 VS_SELF = ("bulk_insert_ms", "bulk_update_ms", "plain", "journaled")
 
 
+CLI = common.Cli(
+    "Write-path throughput of ebbdb against the floor server, via pymongo.",
+    ("--spawn", "ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090"),
+    quick_help="small sizes, one round: a smoke run",
+    spawn=True,
+)
+
+
 @dataclass(frozen=True)
-class Config:
-    n_single: int  # insert_one / update_one / find_one operations per round
-    batches: int  # insert_many batches per round
-    batch_size: int  # documents per insert_many batch
-    find_docs: int  # documents iterated by the find (and the floor's --ndocs)
-    find_reps: int  # iterations of that find per round
-    bulk_n: int  # UpdateOne in the bulk_write, documents in the insert_many it is compared with
-    bulk_reps: int  # bulk comparisons per round
-    j_threads: int  # connections (threads) of the j: true comparison
-    j_seconds: float  # length of each j / no-j window
-    warmup: int  # untimed operations per target before the first round
-    timeout_ms: int
+class Config(common.Settings):
+    # insert_one / update_one / find_one operations per round
+    n_single: int = common.setting(
+        "--n", 2000, 200, help="insert_one/update_one/find_one ops (2000)"
+    )
+    # insert_many batches per round
+    batches: int = common.setting("--batches", 20, 3, help="insert_many batches (20)")
+    # documents per insert_many batch
+    batch_size: int = common.setting("--batch-size", 1000, help="docs per insert_many (1000)")
+    # documents iterated by the find (and the floor's --ndocs)
+    find_docs: int = common.setting("--find-docs", 10_000, help="docs the find iterates (10000)")
+    # iterations of that find per round
+    find_reps: int = common.setting("--find-reps", 3, 1, help="find iterations per round (3)")
+    # UpdateOne in the bulk_write, documents in the insert_many it is compared with
+    bulk_n: int = common.setting("--bulk-n", 2000, help="UpdateOne per bulk_write (2000)")
+    # bulk comparisons per round
+    bulk_reps: int = common.setting("--bulk-reps", 3, 1, help="bulk comparisons per round (3)")
+    # connections (threads) of the j: true comparison
+    j_threads: int = common.setting("--j-threads", 8, help="connections for j: true (8)")
+    # length of each j / no-j window
+    j_seconds: float = common.setting("--j-seconds", 3.0, 0.5, help="each j window, s (3)")
+    # untimed operations per target before the first round
+    warmup: int = common.setting("--warmup", 300, 20, help="untimed warm-up ops (300)")
+    timeout_ms: int  # server selection / connect timeout (--timeout-ms)
+
+    def invalid(self, args: argparse.Namespace) -> str | None:
+        sizes = [self.n_single, self.batches, self.batch_size, self.find_docs, self.find_reps]
+        sizes += [self.bulk_n, self.bulk_reps, self.j_threads, args.rounds]
+        if min(sizes) < 1 or self.j_seconds <= 0 or self.warmup < 0:
+            return "sizes, counts, --j-seconds and --rounds must be positive"
+        return None
 
 
 @dataclass
@@ -268,6 +295,11 @@ def open_j_clients(t: Target, cfg: Config) -> None:
             client[DB_NAME]["j"].insert_one(doc)
 
 
+def close_j_clients(t: Target) -> None:
+    for client in t.j_clients:
+        client.close()
+
+
 def j_window(t: Target, cfg: Config, journaled: bool) -> float:
     """insert_one from every j client at once, each in its own thread, for j_seconds: ops/s.
     Raises the first error a thread met."""
@@ -440,51 +472,8 @@ def report(ebbdb: Target, floor: Target | None, cfg: Config, rounds: int) -> Non
     common.table(["target", "measured", "target", "verdict"], rows, left=1)
 
 
-def parse_args(
-    argv: Sequence[str] | None,
-) -> tuple[argparse.ArgumentParser, argparse.Namespace, Config]:
-    ap = common.make_parser(
-        description="Write-path throughput of ebbdb against the floor server, via pymongo.",
-        epilog="examples:\n  python bench/write.py --spawn\n"
-        "  python bench/write.py ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090",
-        quick_help="small sizes, one round: a smoke run",
-        spawn=True,
-    )
-    ap.add_argument("--n", type=int, default=None, help="insert_one/update_one/find_one ops (2000)")
-    ap.add_argument("--batches", type=int, default=None, help="insert_many batches (20)")
-    ap.add_argument("--batch-size", type=int, default=1000, help="docs per insert_many (1000)")
-    ap.add_argument("--find-docs", type=int, default=10_000, help="docs the find iterates (10000)")
-    ap.add_argument("--find-reps", type=int, default=None, help="find iterations per round (3)")
-    ap.add_argument("--bulk-n", type=int, default=2000, help="UpdateOne per bulk_write (2000)")
-    ap.add_argument("--bulk-reps", type=int, default=None, help="bulk comparisons per round (3)")
-    ap.add_argument("--j-threads", type=int, default=8, help="connections for j: true (8)")
-    ap.add_argument("--j-seconds", type=float, default=None, help="each j window, s (3)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up ops (300)")
-    args = ap.parse_args(argv)
-    pick = common.picker(args.quick)
-    cfg = Config(
-        n_single=pick(args.n, 2000, 200),
-        batches=pick(args.batches, 20, 3),
-        batch_size=args.batch_size,
-        find_docs=args.find_docs,
-        find_reps=pick(args.find_reps, 3, 1),
-        bulk_n=args.bulk_n,
-        bulk_reps=pick(args.bulk_reps, 3, 1),
-        j_threads=args.j_threads,
-        j_seconds=args.j_seconds if args.j_seconds is not None else (0.5 if args.quick else 3.0),
-        warmup=pick(args.warmup, 300, 20),
-        timeout_ms=args.timeout_ms,
-    )
-    args.rounds = pick(args.rounds, 3, 1)
-    sizes = [cfg.n_single, cfg.batches, cfg.batch_size, cfg.find_docs, cfg.find_reps]
-    sizes += [cfg.bulk_n, cfg.bulk_reps, cfg.j_threads, args.rounds]
-    if min(sizes) < 1 or cfg.j_seconds <= 0 or cfg.warmup < 0:
-        ap.error("sizes, counts, --j-seconds and --rounds must be positive")
-    return ap, args, cfg
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    ap, args, cfg = parse_args(argv)
+    ap, args, cfg = common.parse_args(argv, Config, CLI)
     print(
         f"{common.versions()}; single ops N={cfg.n_single:,}, insert_many {cfg.batches}x"
         f"{cfg.batch_size:,}, find {cfg.find_docs:,} docs x{cfg.find_reps}, bulk {cfg.bulk_n:,} "
@@ -492,17 +481,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"rounds={args.rounds}"
     )
     with contextlib.ExitStack() as stack:
-        try:
-            ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, cfg.find_docs)
-        except RuntimeError as exc:
-            print(f"cannot start the servers: {exc}", file=sys.stderr)
-            return 2
+        ebbdb, floor = common.ebbdb_and_floor(ap, args, Target, stack, cfg.find_docs)
         targets = [t for t in (ebbdb, floor) if t is not None]
-        try:
-            for t in targets:
-                print(f"  {t.label}: {t.uri}", flush=True)
-            if not common.connect_all(targets, cfg.timeout_ms):
-                return 2
+        for t in targets:
+            print(f"  {t.label}: {t.uri}", flush=True)
+            stack.callback(close_j_clients, t)
+        with common.connected(targets, cfg.timeout_ms, lambda t: None if t.floor else DB_NAME):
             for t in targets:
                 try:
                     set_up(t, cfg)
@@ -515,11 +499,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print_round(t, run_round(t, cfg, r), r, args.rounds)
             report(ebbdb, floor, cfg, args.rounds)
             return common.report_failures(targets)
-        finally:
-            for t in targets:
-                for c in t.j_clients:
-                    c.close()
-                common.close(t, drop_db=None if t.floor else DB_NAME)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,52 @@
-"""Helpers that more than one test file uses: document ids and encoding, long index keys, explain
-plan walking, byte-at-a-time framing, running a query over an engine, and a command recorder for
-driver tests. Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath).
-Fixtures live in the conftest.py files, not here."""
+"""Helpers that more than one test file uses: tables of cases, the QueryError a call raises and the
+test over a table of them, document ids and encoding, long index keys, explain plan walking,
+byte-at-a-time framing, running a query over an engine, and a command recorder for driver tests.
+Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath). Fixtures live
+in the conftest.py files, not here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import bson
+import pytest
 from pymongo import monitoring
 
 from protocol import FrameDecoder
 from storage.engine import CODEC, Engine
+from storage.errors import QueryError
 from storage.execute import QueryRun, QuerySpec
+
+# -- tables of cases -------------------------------------------------------------------------------
+
+
+def cases(argnames: str | Sequence[str], table: Sequence[Sequence[Any]]) -> pytest.MarkDecorator:
+    """A test over a table whose rows are (id, *arguments): one case a row, named by its id."""
+    return pytest.mark.parametrize(
+        argnames, [row[1:] for row in table], ids=[row[0] for row in table]
+    )
+
+
+def query_error(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[str, str]:
+    """(codeName, message) of the QueryError that fn(*args, **kwargs) raises; the test fails if it
+    raises none."""
+    with pytest.raises(QueryError) as info:
+        fn(*args, **kwargs)
+    return info.value.code_name, info.value.message
+
+
+def errors_test(fn: Callable[..., Any], table: Sequence[Sequence[Any]]) -> Callable[..., None]:
+    """The test over a table of errors whose rows are (id, *arguments, codeName, message):
+    fn(*arguments) raises a QueryError with exactly that codeName and message. A module runs it by
+    giving it a name that starts with ``test_``."""
+
+    @cases(("args", "code_name", "message"), [(r[0], r[1:-2], r[-2], r[-1]) for r in table])
+    def test_errors(args: Sequence[Any], code_name: str, message: str) -> None:
+        assert query_error(fn, *args) == (code_name, message)
+
+    return test_errors
+
 
 # -- documents -------------------------------------------------------------------------------------
 

@@ -45,10 +45,8 @@ class Match(Stage, name="$match"):
         return (d for d in docs if predicate(d))
 
 
-@STAGES.stage("$match")
+@STAGES.stage("$match", document=(15959, "the match filter must be an expression in an object"))
 def _parse_match(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(15959, "the match filter must be an expression in an object")
     return Match.of(dict(spec), defined)
 
 

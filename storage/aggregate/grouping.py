@@ -91,10 +91,8 @@ class _Group(Stage, name="$group"):
             yield _group_output(key_value, accs, self.fields)
 
 
-@STAGES.stage("$group")
+@STAGES.stage("$group", document=(15947, "a group's fields must be specified in an object"))
 def _parse_group(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(15947, "a group's fields must be specified in an object")
     if "_id" not in spec:
         raise error(15955, "a group specification must include an _id")
     id_expr = compile_expression(spec["_id"], defined)
@@ -186,13 +184,11 @@ class _Bucket(Stage, name="$bucket"):
         return self.default
 
 
-@STAGES.stage("$bucket")
+@STAGES.stage(
+    "$bucket",
+    document=(40201, "Argument to $bucket stage must be an object, but found type: {type}."),
+)
 def _parse_bucket(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(
-            40201,
-            f"Argument to $bucket stage must be an object, but found type: {type_name(spec)}.",
-        )
     group_by: Expression | None = None
     boundaries: list[Any] | None = None
     default: Any = _NO_DEFAULT

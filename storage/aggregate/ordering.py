@@ -28,10 +28,8 @@ class Sort(Stage, name="$sort"):
         return iter(sort_documents(rows, self.spec))
 
 
-@STAGES.stage("$sort")
+@STAGES.stage("$sort", document=(15973, "the $sort key specification must be an object"))
 def _parse_sort(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(15973, "the $sort key specification must be an object")
     if not spec:
         raise error(15976, "$sort stage must have at least one sort key")
     keys: dict[str, Any] = {}
@@ -128,10 +126,8 @@ class _Sample(Stage, name="$sample"):
         return iter(random.sample(rows, min(self.size, len(rows))))
 
 
-@STAGES.stage("$sample")
+@STAGES.stage("$sample", document=(28745, "the $sample stage specification must be an object"))
 def _parse_sample(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(28745, "the $sample stage specification must be an object")
     size: int | None = None
     for name, value in spec.items():
         if name != "size":

@@ -232,10 +232,8 @@ class _Project(Stage, name="$project"):
         return out
 
 
-@STAGES.stage("$project")
+@STAGES.stage("$project", document=(15969, "$project specification must be an object"))
 def _parse_project(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(15969, "$project specification must be an object")
     parser = _TreeParser("$project", defined, computed_only=False)
     if not spec:
         raise parser.fail(51272, "projection specification must have at least one field")
@@ -330,13 +328,11 @@ def not_a_document(what: str, value: Any, doc: Doc) -> QueryError:
     )
 
 
-@STAGES.stage("$replaceRoot")
+@STAGES.stage(
+    "$replaceRoot",
+    document=(40229, "expected an object as specification for $replaceRoot stage, got {type}"),
+)
 def _parse_replace_root(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise error(
-            40229,
-            f"expected an object as specification for $replaceRoot stage, got {type_name(spec)}",
-        )
     for name in spec:
         if name != "newRoot":
             raise error(40415, f"BSON field '$replaceRoot.{name}' is an unknown field.")

@@ -24,7 +24,7 @@ from storage.query.compare import (
 )
 from storage.query.paths import MISSING
 from storage.query.projection import field_path as _projection_field_path
-from storage.values import DBREF_FIELDS
+from storage.values import DBREF_FIELDS, type_name
 
 Doc = dict[str, Any]
 Variables = Mapping[str, Any]
@@ -119,11 +119,16 @@ class StageRegistry:
     def __init__(self) -> None:
         self._kinds: dict[str, StageKind] = {}
 
-    def stage(self, name: str, placement: Placement = ANYWHERE) -> Callable[[_P], _P]:
-        """Register the decorated parser for the stage `name`."""
+    def stage(
+        self, name: str, placement: Placement = ANYWHERE, document: tuple[int, str] | None = None
+    ) -> Callable[[_P], _P]:
+        """Register the decorated parser for the stage `name`. With `document` (a code and a
+        message, in which "{type}" stands for the specification's BSON type), a specification
+        that is not a document is that error before the parser sees it."""
 
         def register(parser: _P) -> _P:
-            self._add(StageKind(name, parser, placement))
+            run = parser if document is None else _document_first(parser, *document)
+            self._add(StageKind(name, run, placement))
             return parser
 
         return register
@@ -140,6 +145,15 @@ class StageRegistry:
 
     def lookup(self, name: str) -> StageKind | None:
         return self._kinds.get(name)
+
+
+def _document_first(parser: Parser, code: int, message: str) -> Parser:
+    def parse(spec: Any, defined: frozenset[str]) -> Stage:
+        if not isinstance(spec, Mapping):
+            raise error(code, message.replace("{type}", type_name(spec)))
+        return parser(spec, defined)
+
+    return parse
 
 
 #: The one registry every stage family registers into.

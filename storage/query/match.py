@@ -622,34 +622,22 @@ def _top_field_terms(
     key: str, positives: tuple[Test, ...], negatives: tuple[Test, ...]
 ) -> Predicate:
     if len(positives) + len(negatives) == 1:
-        # One operator: the commonest filter of all gets the shortest path.
-        if positives:
-            test = positives[0]
+        # One operator: the commonest filter of all gets the shortest path. A negated one
+        # ($ne, $nin, $not) holds where its inner test finds nothing on the path.
+        test, found = (positives[0], True) if positives else (negatives[0], False)
+        missed = not found
 
-            def one(doc: dict[str, Any]) -> bool:
-                v = doc.get(key, MISSING)
-                if test(v):
-                    return True
-                if type(v) is list:
-                    for e in v:
-                        if test(e):
-                            return True
-                return False
-
-            return one
-        inner = negatives[0]
-
-        def one_negated(doc: dict[str, Any]) -> bool:
+        def one(doc: dict[str, Any]) -> bool:
             v = doc.get(key, MISSING)
-            if inner(v):
-                return False
+            if test(v):
+                return found
             if type(v) is list:
                 for e in v:
-                    if inner(e):
-                        return False
-            return True
+                    if test(e):
+                        return found
+            return missed
 
-        return one_negated
+        return one
     on_value, on_values = _holds(positives, negatives)
 
     def several(doc: dict[str, Any]) -> bool:

@@ -11,7 +11,7 @@ import copy
 import decimal
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bson import Decimal128
@@ -168,21 +168,21 @@ class _SliceSyntaxError(Exception):
         self.message = message
 
 
+@dataclass(eq=False)
 class _Parser:
     """MongoDB's ParseContext: the projection's type is decided by its first inclusion, exclusion
     or computed field; ambiguous ones (only _id, $slice, $elemMatch) are settled at the end."""
 
-    def __init__(self, filter: ParsedFilter | Mapping[str, Any] | None) -> None:
-        self.filter = filter
-        self.root = _Node()
-        self.inclusion: bool | None = None
-        self.id_specified = False
-        self.id_included = False
-        self.has_positional = False
-        self.has_elem_match = False
-        self.has_slice = False
-        # Raised once parsing succeeds: MongoDB finds it when it optimizes the parsed projection.
-        self.deferred: QueryError | None = None
+    filter: ParsedFilter | Mapping[str, Any] | None
+    root: _Node = field(default_factory=_Node)
+    inclusion: bool | None = None
+    id_specified: bool = False
+    id_included: bool = False
+    has_positional: bool = False
+    has_elem_match: bool = False
+    has_slice: bool = False
+    # Raised once parsing succeeds: MongoDB finds it when it optimizes the parsed projection.
+    deferred: QueryError | None = None
 
     def parse(self, spec: Mapping[str, Any]) -> Projection:
         for name, value in spec.items():
@@ -653,6 +653,8 @@ def _is_operator_doc(value: Any) -> bool:
 
 
 def _first_array(doc: dict[str, Any], parts: tuple[str, ...]) -> tuple[int, list[Any]] | None:
+    """The first array along `parts` and how many parts lead to it; None when the path ends, or
+    meets a value that is not a document, before any array."""
     value: Any = doc
     for depth, part in enumerate(parts, 1):
         if not isinstance(value, dict):
@@ -694,21 +696,18 @@ def _positional(
 ) -> dict[str, Any]:
     """Keep only the matched element of the first array on `parts`; with no array on the path the
     document is left as it is."""
-    value: Any = doc
-    for depth, part in enumerate(parts, 1):
-        if not isinstance(value, dict):
-            return doc
-        value = value.get(part, MISSING)
-        if isinstance(value, list):
-            index = key()
-            if index is None:
-                raise _error(
-                    51246, "positional operator '.$' couldn't find a matching element in the array"
-                )
-            if index >= len(value):
-                raise _error(51247, "positional operator '.$' element mismatch")
-            return _with_value(doc, parts[:depth], [value[index]])
-    return doc
+    found = _first_array(doc, parts)
+    if found is None:
+        return doc
+    depth, array = found
+    index = key()
+    if index is None:
+        raise _error(
+            51246, "positional operator '.$' couldn't find a matching element in the array"
+        )
+    if index >= len(array):
+        raise _error(51247, "positional operator '.$' element mismatch")
+    return _with_value(doc, parts[:depth], [array[index]])
 
 
 # -- applying --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from bson import Decimal128, Int64, Regex, Timestamp
@@ -58,26 +59,17 @@ def apply_modifiers(root: ObjNode, ctx: Ctx) -> None:
 # -- applying ---------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True, eq=False)
 class Ctx:
     """What one application of an update shares: the document being built and the inputs
     (`matched` is the array index the query matched, for the positional `$`)."""
 
-    __slots__ = ("doc", "now_ms", "inserting", "matched", "filters", "ticks")
-
-    def __init__(
-        self,
-        doc: dict[str, Any],
-        now_ms: int,
-        inserting: bool,
-        matched: str | None,
-        filters: Mapping[str, Predicate],
-    ) -> None:
-        self.doc = doc
-        self.now_ms = now_ms
-        self.inserting = inserting
-        self.matched = matched
-        self.filters = filters
-        self.ticks = 0
+    doc: dict[str, Any]
+    now_ms: int
+    inserting: bool
+    matched: str | None
+    filters: Mapping[str, Predicate]
+    ticks: int = field(default=0, init=False)
 
     def id_text(self) -> str:
         """The document's `_id` as MongoDB's messages show it."""
@@ -86,26 +78,17 @@ class Ctx:
         return render_element("_id", self.doc["_id"])
 
 
+@dataclass(slots=True, eq=False)
 class _At:
     """Where a node applies: an existing element `value` (held by `parent` under `key`, reached by
     the parts in `taken`), or, when `create` is not empty, the deepest existing element on the
     way and the parts below it that do not exist yet."""
 
-    __slots__ = ("value", "parent", "key", "taken", "create")
-
-    def __init__(
-        self,
-        value: Any,
-        parent: dict[str, Any] | list[Any] | None,
-        key: str | int | None,
-        taken: list[str],
-        create: list[str],
-    ) -> None:
-        self.value = value
-        self.parent = parent
-        self.key = key
-        self.taken = taken
-        self.create = create
+    value: Any
+    parent: dict[str, Any] | list[Any] | None
+    key: str | int | None
+    taken: list[str]
+    create: list[str]
 
     @property
     def name(self) -> str:
@@ -559,13 +542,7 @@ def _apply_rename(leaf: Leaf, ctx: Ctx, at: _At) -> None:
         if i:
             chain.append((value, name))
         parent, value, name = value, child, part
-    for ancestor, ancestor_name in reversed(chain):
-        if type(ancestor) is list:
-            raise QueryError(
-                "BadValue",
-                f"The source field cannot be an array element, '{spec.source_path}' in doc with "
-                f"{ctx.id_text()} has an array field called '{ancestor_name}'",
-            )
+    _refuse_array_element(chain, "source", spec.source_path, ctx)
     _check_rename_target(leaf, ctx, at)
     moved = value
     if at.create:
@@ -586,12 +563,18 @@ def _check_rename_target(leaf: Leaf, ctx: Ctx, at: _At) -> None:
         elements.append((value, part))
     if not at.create:
         elements.pop()  # the element the rename overwrites
-    for element, element_name in reversed(elements):
-        if type(element) is list:
+    _refuse_array_element(elements, "destination", leaf.path, ctx)
+
+
+def _refuse_array_element(chain: list[tuple[Any, str]], side: str, path: str, ctx: Ctx) -> None:
+    """BadValue when one of the values on a $rename `side`'s `path` (with their names, from the
+    top down) is an array: that side would be an array element. The deepest array is named."""
+    for value, name in reversed(chain):
+        if type(value) is list:
             raise QueryError(
                 "BadValue",
-                f"The destination field cannot be an array element, '{leaf.path}' in doc with "
-                f"{ctx.id_text()} has an array field called '{element_name}'",
+                f"The {side} field cannot be an array element, '{path}' in doc with "
+                f"{ctx.id_text()} has an array field called '{name}'",
             )
 
 

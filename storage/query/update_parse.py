@@ -369,41 +369,37 @@ def _parse_push(arg: Any) -> Push:
     for clause in arg:
         if clause not in ("$each", "$slice", "$sort", "$position"):
             raise QueryError("BadValue", f"Unrecognized clause in $push: {clause}")
-    each = arg["$each"]
-    if not isinstance(each, list):
-        raise QueryError(
-            "BadValue",
-            "The argument to $each in $push must be an array but it was of type: "
-            + type_name(each),
-        )
-    slice_ = position = None
+    each = _each(
+        arg, "BadValue", "The argument to $each in $push must be an array but it was of type: "
+    )
     sort: int | tuple[tuple[tuple[str, ...], int], ...] | None = None
-    if "$slice" in arg:
-        slice_ = _push_integer(arg["$slice"])
-        if slice_ is None:
-            raise QueryError(
-                "BadValue",
-                "The value for $slice must be an integer value but was given type: "
-                + type_name(arg["$slice"]),
-            )
+    slice_ = _push_integer(arg, "$slice", "must be an integer value but was given type")
     if "$sort" in arg:
         sort = _parse_push_sort(arg["$sort"])
-    if "$position" in arg:
-        position = _push_integer(arg["$position"])
-        if position is None:
-            raise QueryError(
-                "BadValue",
-                "The value for $position must be an integer value, not of type: "
-                + type_name(arg["$position"]),
-            )
+    position = _push_integer(arg, "$position", "must be an integer value, not of type")
     return Push(tuple(each), position, slice_, sort)
 
 
-def _push_integer(value: Any) -> int | None:
-    try:
-        return parse_integer(value, "")
-    except IntegerError:
+def _each(arg: dict[str, Any], code_name: str, refusal: str) -> list[Any]:
+    """The array of `arg`'s $each; anything else is a `code_name` error, `refusal` followed by its
+    type (MongoDB's $push and $addToSet give different codes and wordings)."""
+    each = arg["$each"]
+    if not isinstance(each, list):
+        raise QueryError(code_name, refusal + type_name(each))
+    return each
+
+
+def _push_integer(arg: dict[str, Any], clause: str, refusal: str) -> int | None:
+    """The integer of $push's `clause` (None: not given); BadValue "The value for <clause>
+    <refusal>: <type>" for anything else (the two clauses word it differently)."""
+    if clause not in arg:
         return None
+    try:
+        return parse_integer(arg[clause], "")
+    except IntegerError:
+        raise QueryError(
+            "BadValue", f"The value for {clause} {refusal}: " + type_name(arg[clause])
+        ) from None
 
 
 def _parse_push_sort(spec: Any) -> int | tuple[tuple[tuple[str, ...], int], ...]:
@@ -448,13 +444,11 @@ def _sort_direction(value: Any) -> int | None:
 def _parse_add_to_set(arg: Any) -> tuple[Any, ...]:
     values: list[Any] = [arg]
     if isinstance(arg, dict) and next(iter(arg), None) == "$each":
-        each = arg["$each"]
-        if not isinstance(each, list):
-            raise QueryError(
-                "TypeMismatch",
-                "The argument to $each in $addToSet must be an array but it was of type "
-                + type_name(each),
-            )
+        each = _each(
+            arg,
+            "TypeMismatch",
+            "The argument to $each in $addToSet must be an array but it was of type ",
+        )
         if len(arg) > 1:
             raise QueryError(
                 "BadValue", f"Found unexpected fields after $each in $addToSet: {render(arg)}"

@@ -20,7 +20,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from server.embedded import ServerThread
-from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_of, ttl_pass
+from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_after, ids_of, ttl_pass
 
 Client = MongoClient[dict[str, Any]]
 StartServer = Callable[..., ServerThread]
@@ -226,8 +226,7 @@ def test_expired_documents_vanish_from_find_count_and_distinct(client: Client) -
     assert coll.distinct("t") == [now]
 
     # One hour (and a bit) later _id 2 is gone too.
-    advance(client, 3601)
-    assert ids_of(coll) == [4]
+    assert ids_after(client, coll, 3601) == [4]
     assert count(coll) == 1
 
 
@@ -265,8 +264,7 @@ def test_values_that_are_not_dates_never_expire(client: Client) -> None:
         {"_id": 10, "t": {"nested": datetime.datetime(2000, 1, 1)}},
     ]
     coll.insert_many(docs)
-    advance(client, 100 * 365 * DAY)
-    assert ids_of(coll) == list(range(1, 11))
+    assert ids_after(client, coll, 100 * 365 * DAY) == list(range(1, 11))
     assert ttl_pass(client)["deleted"] == 0
 
 
@@ -283,8 +281,7 @@ def test_arrays_expire_by_their_earliest_date(client: Client) -> None:
         ]
     )
     assert ids_of(coll) == [2, 3, 4]
-    advance(client, 3600 + 61)
-    assert ids_of(coll) == [3, 4]
+    assert ids_after(client, coll, 3600 + 61) == [3, 4]
 
 
 def test_nested_paths_and_arrays_of_subdocuments(client: Client) -> None:
@@ -302,8 +299,7 @@ def test_nested_paths_and_arrays_of_subdocuments(client: Client) -> None:
         ]
     )
     assert ids_of(coll) == [2, 4, 5, 6]
-    advance(client, 3600 + 1)
-    assert ids_of(coll) == [4, 5, 6]
+    assert ids_after(client, coll, 3600 + 1) == [4, 5, 6]
 
 
 def test_zero_expire_after_seconds_expires_at_a_specific_time(client: Client) -> None:
@@ -311,10 +307,8 @@ def test_zero_expire_after_seconds_expires_at_a_specific_time(client: Client) ->
     ttl_index(coll, "expireAt", 0)
     at = server_now(client) + datetime.timedelta(seconds=100)
     coll.insert_one({"_id": 1, "expireAt": at})
-    advance(client, 95)
-    assert ids_of(coll) == [1]
-    advance(client, 6)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 95) == [1]
+    assert ids_after(client, coll, 6) == []
     assert count(coll) == 0
 
 
@@ -343,8 +337,7 @@ def test_hidden_ttl_index_still_expires(client: Client) -> None:
     now = server_now(client)
     coll.insert_many([{"_id": 1, "t": now - MINUTE}, {"_id": 2, "t": now + MINUTE}])
     assert ids_of(coll) == [2]
-    advance(client, 61)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 61) == []
     assert ttl_pass(client)["deleted"] == 2
 
 
@@ -362,10 +355,8 @@ def test_several_ttl_indexes_any_one_expires_the_document(client: Client) -> Non
         ]
     )
     assert ids_of(coll) == [3, 4]
-    advance(client, 61)
-    assert ids_of(coll) == [4]
-    advance(client, 3600)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 61) == [4]
+    assert ids_after(client, coll, 3600) == []
     assert ttl_pass(client)["deleted"] == 4
 
 
@@ -381,8 +372,7 @@ def test_a_ttl_index_built_over_existing_documents(client: Client) -> None:
     )
     ttl_index(coll, "t", 0, partialFilterExpression={"kind": "temp"})
     assert ids_of(coll) == [2, 3]
-    advance(client, 3601)
-    assert ids_of(coll) == [3]
+    assert ids_after(client, coll, 3601) == [3]
     assert ttl_pass(client)["deleted"] == 2
 
 
@@ -395,8 +385,7 @@ def test_dropping_the_ttl_index_stops_expiry(client: Client) -> None:
     coll.drop_index("t_1")
     # Expiry is decided by the current TTL indexes: the unexpired-by-rule document is back.
     assert ids_of(coll) == [1, 2]
-    advance(client, 10 * 365 * DAY)
-    assert ids_of(coll) == [1, 2]
+    assert ids_after(client, coll, 10 * 365 * DAY) == [1, 2]
     assert ttl_pass(client)["deleted"] == 0
     # A new TTL index on another field does not revive the old one's entries.
     ttl_index(coll, "u", 60)
@@ -758,8 +747,7 @@ def test_insert_over_an_expired_id_succeeds(client: Client) -> None:
     ttl_index(coll, "t", 60)
     now = server_now(client)
     coll.insert_many([{"_id": 1, "t": now}, {"_id": 2, "t": now}])
-    advance(client, 61)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 61) == []
     coll.insert_one({"_id": 1, "fresh": True})
     assert list(coll.find({"_id": 1})) == [{"_id": 1, "fresh": True}]
     # An ordered batch: one expired collision, then a new id.
@@ -837,10 +825,8 @@ def test_ttl_state_survives_a_restart(start_server: StartServer, dbpath: str) ->
         assert reply["deleted"] == 2
         assert reply["collections"] == [{"ns": "keep.c", "deleted": 2}]
         # _id 2 keeps its date: it expires 90 minutes from (real) now.
-        advance(c, 90 * 60 - 60)
-        assert ids_of(coll) == [2, 4]
-        advance(c, 120)
-        assert ids_of(coll) == [4]
+        assert ids_after(c, coll, 90 * 60 - 60) == [2, 4]
+        assert ids_after(c, coll, 120) == [4]
 
 
 def test_monitor_deletes_after_a_restart(start_server: StartServer, dbpath: str) -> None:

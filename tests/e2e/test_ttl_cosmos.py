@@ -18,7 +18,7 @@ from bson.raw_bson import RawBSONDocument
 from pymongo import MongoClient
 
 from server.embedded import ServerThread
-from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_of, ttl_pass
+from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_after, ids_of, ttl_pass
 
 Client = MongoClient[dict[str, Any]]
 StartServer = Callable[..., ServerThread]
@@ -73,20 +73,16 @@ def test_documentation_example(client: Client) -> None:
     coll.insert_many(docs)
     everyone = sorted(d["_id"] for d in docs)
 
-    advance(client, 9)
-    assert ids_of(coll) == everyone
+    assert ids_after(client, coll, 9) == everyone
     # The ttl fields are ordinary data, returned as written (types too).
     raw = {d["_id"]: d.raw for d in coll.with_options(codec_options=RAW).find()}
     for doc in docs:
         assert raw[doc["_id"]] == bson.encode(doc)
 
-    advance(client, 2)  # +11 s
-    assert ids_of(coll) == ["double", "forever", "int", "long"]
+    assert ids_after(client, coll, 2) == ["double", "forever", "int", "long"]  # +11 s
     assert count(coll) == 4
-    advance(client, 10)  # +21 s
-    assert ids_of(coll) == ["forever"]
-    advance(client, 10 * YEAR)
-    assert ids_of(coll) == ["forever"]
+    assert ids_after(client, coll, 10) == ["forever"]  # +21 s
+    assert ids_after(client, coll, 10 * YEAR) == ["forever"]
     done = ttl_pass(client)
     assert done["collections"] == [{"ns": "cosmos.c", "deleted": 6}]
 
@@ -102,8 +98,7 @@ def test_without_a_ts_ttl_index_nothing_expires_by_ttl(client: Client, setup: st
     elif setup == "native ttl index only":
         coll.create_index("t", expireAfterSeconds=3600)
     coll.insert_many([{"_id": 1}, {"_id": 2, "ttl": -1}, {"_id": 3, "ttl": 1}])
-    advance(client, 10 * YEAR)
-    assert ids_of(coll) == [1, 2, 3]
+    assert ids_after(client, coll, 10 * YEAR) == [1, 2, 3]
     assert ttl_pass(client)["deleted"] == 0
 
 
@@ -112,12 +107,9 @@ def test_default_minus_one_expires_only_documents_with_their_own_ttl(client: Cli
     ts_index(coll, -1)
     assert listed_expire(coll) == -1
     coll.insert_many([{"_id": 1}, {"_id": 2, "ttl": -1}, {"_id": 3, "ttl": 5}])
-    advance(client, 4)
-    assert ids_of(coll) == [1, 2, 3]
-    advance(client, 2)
-    assert ids_of(coll) == [1, 2]
-    advance(client, 10 * YEAR)
-    assert ids_of(coll) == [1, 2]
+    assert ids_after(client, coll, 4) == [1, 2, 3]
+    assert ids_after(client, coll, 2) == [1, 2]
+    assert ids_after(client, coll, 10 * YEAR) == [1, 2]
     assert ttl_pass(client)["deleted"] == 1
 
 
@@ -127,16 +119,11 @@ def test_default_m_with_document_ttls_shorter_and_longer(client: Client) -> None
     coll.insert_many(
         [{"_id": 1}, {"_id": 2, "ttl": -1}, {"_id": 3, "ttl": 5}, {"_id": 4, "ttl": 60}]
     )
-    advance(client, 4)
-    assert ids_of(coll) == [1, 2, 3, 4]
-    advance(client, 2)  # +6
-    assert ids_of(coll) == [1, 2, 4]
-    advance(client, 25)  # +31
-    assert ids_of(coll) == [2, 4]
-    advance(client, 30)  # +61
-    assert ids_of(coll) == [2]
-    advance(client, 10 * YEAR)
-    assert ids_of(coll) == [2]
+    assert ids_after(client, coll, 4) == [1, 2, 3, 4]
+    assert ids_after(client, coll, 2) == [1, 2, 4]  # +6
+    assert ids_after(client, coll, 25) == [2, 4]  # +31
+    assert ids_after(client, coll, 30) == [2]  # +61
+    assert ids_after(client, coll, 10 * YEAR) == [2]
 
 
 def test_only_a_valid_root_level_ttl_counts(client: Client) -> None:
@@ -164,10 +151,8 @@ def test_only_a_valid_root_level_ttl_counts(client: Client) -> None:
     coll.insert_many(ignored + honoured)
     advance(client, 9)
     assert count(coll) == len(ignored) + len(honoured)
-    advance(client, 2)
-    assert ids_of(coll) == sorted(d["_id"] for d in honoured)
-    advance(client, 90)
-    assert ids_of(coll) == ["double minus one", "int32 max", "long minus one"]
+    assert ids_after(client, coll, 2) == sorted(d["_id"] for d in honoured)
+    assert ids_after(client, coll, 90) == ["double minus one", "int32 max", "long minus one"]
     assert ttl_pass(client)["deleted"] == len(ignored) + 1
 
 
@@ -180,14 +165,10 @@ def test_a_later_insert_has_a_later_last_modified_time(client: Client) -> None:
     coll.insert_many([{"_id": "a"}, {"_id": "a ttl", "ttl": 20}])
     advance(client, 5)
     coll.insert_many([{"_id": "b"}, {"_id": "b ttl", "ttl": 20}])
-    advance(client, 6)  # a at +11, b at +6
-    assert ids_of(coll) == ["a ttl", "b", "b ttl"]
-    advance(client, 5)  # a at +16, b at +11
-    assert ids_of(coll) == ["a ttl", "b ttl"]
-    advance(client, 5)  # a at +21, b at +16
-    assert ids_of(coll) == ["b ttl"]
-    advance(client, 5)  # b at +21
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 6) == ["a ttl", "b", "b ttl"]  # a at +11, b at +6
+    assert ids_after(client, coll, 5) == ["a ttl", "b ttl"]  # a at +16, b at +11
+    assert ids_after(client, coll, 5) == ["b ttl"]  # a at +21, b at +16
+    assert ids_after(client, coll, 5) == []  # b at +21
 
 
 def test_a_ts_index_created_later_uses_the_insert_times(client: Client) -> None:
@@ -195,12 +176,10 @@ def test_a_ts_index_created_later_uses_the_insert_times(client: Client) -> None:
     coll.insert_many(
         [{"_id": 1}, {"_id": 2, "ttl": 5}, {"_id": 3, "ttl": 100}, {"_id": 4, "ttl": -1}]
     )
-    advance(client, 20)
-    assert ids_of(coll) == [1, 2, 3, 4]  # no _ts index: nothing expires
+    assert ids_after(client, coll, 20) == [1, 2, 3, 4]  # no _ts index: nothing expires
     ts_index(coll, 10)
     assert ids_of(coll) == [3, 4]
-    advance(client, 81)
-    assert ids_of(coll) == [4]
+    assert ids_after(client, coll, 81) == [4]
     assert ttl_pass(client)["deleted"] == 3
 
 
@@ -208,14 +187,12 @@ def test_dropping_the_ts_index_stops_cosmos_expiry(client: Client) -> None:
     coll = client.cosmos.c
     ts_index(coll, 10)
     coll.insert_many([{"_id": 1}, {"_id": 2, "ttl": 5}])
-    advance(client, 11)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 11) == []
     coll.drop_index("_ts_1")
     assert ids_of(coll) == [1, 2]
     assert ttl_pass(client)["deleted"] == 0
     coll.create_index("_ts")  # a plain _ts index is no default TTL
-    advance(client, YEAR)
-    assert ids_of(coll) == [1, 2]
+    assert ids_after(client, coll, YEAR) == [1, 2]
     assert ttl_pass(client)["deleted"] == 0
 
 
@@ -260,10 +237,8 @@ def test_a_client_written_ts_is_data_and_does_not_drive_expiry(client: Client) -
     assert ids_of(coll, {"_ts": {"$lt": future}}) == [2]
     assert ids_of(coll, {"_ts": {"$exists": True}}) == [1, 2, 3, 4, 5]
     assert sorted(map(str, coll.distinct("_ts"))) == sorted(str(d["_ts"]) for d in docs)
-    advance(client, 9)
-    assert ids_of(coll) == [1, 2, 3, 4, 5]
-    advance(client, 2)  # not kept alive by a future _ts either
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 9) == [1, 2, 3, 4, 5]
+    assert ids_after(client, coll, 2) == []  # not kept alive by a future _ts either
     assert ttl_pass(client)["deleted"] == 5
 
 
@@ -297,13 +272,11 @@ def test_coll_mod_changes_the_default(client: Client) -> None:
     assert isinstance(reply["expireAfterSeconds_old"], Int64)
     assert isinstance(reply["expireAfterSeconds_new"], Int64)
     assert listed_expire(coll) == 100
-    advance(client, 11)
-    assert ids_of(coll) == [1]
+    assert ids_after(client, coll, 11) == [1]
     reply = client.cosmos.command("collMod", "c", index={"name": "_ts_1", "expireAfterSeconds": -1})
     assert reply == {"expireAfterSeconds_old": 100, "expireAfterSeconds_new": -1, "ok": 1.0}
     assert listed_expire(coll) == -1
-    advance(client, 10 * YEAR)
-    assert ids_of(coll) == [1]
+    assert ids_after(client, coll, 10 * YEAR) == [1]
     # And back to a default that has long passed: expired at once.
     client.cosmos.command("collMod", "c", index={"name": "_ts_1", "expireAfterSeconds": 50})
     assert ids_of(coll) == []
@@ -330,10 +303,8 @@ def test_coll_mod_makes_a_plain_ts_index_the_default(client: Client) -> None:
     assert reply == {"expireAfterSeconds_new": 10, "ok": 1.0}
     assert ids_of(coll) == [1, 2, 3]
     assert ids_of(coll, {"_ts": 0}) == [2]  # still data
-    advance(client, 6)
-    assert ids_of(coll) == [1, 2]
-    advance(client, 5)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 6) == [1, 2]
+    assert ids_after(client, coll, 5) == []
 
 
 def test_cosmos_and_native_ttl_on_one_collection(client: Client) -> None:
@@ -349,14 +320,10 @@ def test_cosmos_and_native_ttl_on_one_collection(client: Client) -> None:
             {"_id": 4},  # the default
         ]
     )
-    advance(client, 11)
-    assert ids_of(coll) == [2, 3, 4]
-    advance(client, 10)
-    assert ids_of(coll) == [3, 4]
-    advance(client, 10)
-    assert ids_of(coll) == [4]
-    advance(client, 70)
-    assert ids_of(coll) == []
+    assert ids_after(client, coll, 11) == [2, 3, 4]
+    assert ids_after(client, coll, 10) == [3, 4]
+    assert ids_after(client, coll, 10) == [4]
+    assert ids_after(client, coll, 70) == []
 
 
 # -- restarts and other drivers --------------------------------------------------------------------
@@ -386,10 +353,8 @@ def test_last_modified_and_ttl_survive_a_restart(start_server: StartServer, dbpa
         assert ids_of(coll) == ["forever", "long"]
         assert list(coll.find({"_id": "long"})) == [{"_id": "long", "ttl": 7200}]
         assert ttl_pass(c)["collections"] == [{"ns": "cosmos.c", "deleted": 2}]
-        advance(c, 3600 - 60)
-        assert ids_of(coll) == ["forever", "long"]
-        advance(c, 120)
-        assert ids_of(coll) == ["forever"]
+        assert ids_after(c, coll, 3600 - 60) == ["forever", "long"]
+        assert ids_after(c, coll, 120) == ["forever"]
 
 
 @pytest.mark.asyncio

@@ -15,7 +15,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from server.embedded import ServerThread
-from tests.e2e.ttl_helpers import TEST_COMMANDS, Client, advance, ids_of, ttl_pass
+from tests.e2e.ttl_helpers import TEST_COMMANDS, Client, advance, ids_after, ids_of, ttl_pass
 
 StartServer = Callable[..., ServerThread]
 
@@ -218,10 +218,8 @@ def test_cosmos_write_refreshes_last_modified(
 ) -> None:
     advance(client, 8)
     write(cosmos)
-    advance(client, 8)  # 16 s after the insert, 8 s after the write
-    assert ids_of(cosmos) == [1]
-    advance(client, 2)  # 10 s after the write
-    assert ids_of(cosmos) == []
+    assert ids_after(client, cosmos, 8) == [1]  # 16 s after the insert, 8 s after the write
+    assert ids_after(client, cosmos, 2) == []  # 10 s after the write
     assert "_ts" not in str(cosmos.database.command("find", cosmos.name))
 
 
@@ -230,18 +228,14 @@ def test_cosmos_noop_update_still_refreshes(client: Client, cosmos: Any) -> None
     it extends the document's life like any other."""
     advance(client, 8)
     assert cosmos.update_one({"_id": 2}, {"$set": {"v": 0}}).modified_count == 0
-    advance(client, 8)
-    assert ids_of(cosmos) == [2]
-    advance(client, 2)
-    assert ids_of(cosmos) == []
+    assert ids_after(client, cosmos, 8) == [2]
+    assert ids_after(client, cosmos, 2) == []
 
 
 def test_cosmos_per_document_ttl_set_and_unset_by_update(client: Client, cosmos: Any) -> None:
     cosmos.update_one({"_id": 1}, {"$set": {"ttl": 100}})
     cosmos.update_one({"_id": 2}, {"$set": {"ttl": -1}})
-    advance(client, 50)
-    assert ids_of(cosmos) == [1, 2]
+    assert ids_after(client, cosmos, 50) == [1, 2]
     cosmos.update_one({"_id": 1}, {"$unset": {"ttl": ""}})  # back to the default, from now
-    advance(client, 11)
-    assert ids_of(cosmos) == [2]
+    assert ids_after(client, cosmos, 11) == [2]
     assert ttl_pass(client)["deleted"] == 4

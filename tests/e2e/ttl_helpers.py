@@ -1,5 +1,5 @@
 """Helpers the TTL end-to-end tests share: error codes of a failing call, moving the server's
-expiry clock, running a TTL pass now, and reading ids back."""
+expiry clock, running a TTL pass now, and reading ids back (after moving the clock)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,9 @@ def ttl_pass(client: Client) -> dict[str, Any]:
 
 def ids_of(coll: Any, flt: dict[str, Any] | None = None) -> list[Any]:
     return sorted(d["_id"] for d in coll.find(flt or {}))
+
+
+def ids_after(client: Client, coll: Any, seconds: float) -> list[Any]:
+    """Move the server's expiry clock forward, then read back the ids of what is still there."""
+    advance(client, seconds)
+    return ids_of(coll)

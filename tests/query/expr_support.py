@@ -1,6 +1,6 @@
 """Helpers the expression tests share: evaluate a spec against a document, compare results with
 their BSON types (an int32 1 is not a NumberLong 1 nor a double 1.0 here), and the error-table
-test each expression module runs."""
+test each expression module runs over a document of its own."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pytest
 from bson import Decimal128, Int64
 
-from storage.errors import QueryError
 from storage.query.expressions import Variables, compile_expression
+from tests import helpers
+from tests.helpers import query_error
 
 Doc = dict[str, Any]
 
@@ -62,20 +62,11 @@ def exact(value: Any) -> Any:
 def raises(spec: Any, doc: Doc | None = None) -> tuple[str, str]:
     """(codeName, message) of the QueryError evaluating `spec` over `doc` raises (compiling
     included); fails the test if none is raised."""
-    with pytest.raises(QueryError) as info:
-        run(spec, doc)
-    return info.value.code_name, info.value.message
+    return query_error(run, spec, doc)
 
 
 def errors_test(table: Sequence[tuple[str, Any, str, str]], doc: Doc) -> Callable[..., None]:
     """The test over a module's table of errors, rows (id, spec, codeName, message): evaluating
-    each spec over `doc` raises exactly that codeName and message. A module runs it by naming it
-    `test_errors`."""
-
-    @pytest.mark.parametrize(
-        ("spec", "code_name", "message"), [e[1:] for e in table], ids=[e[0] for e in table]
-    )
-    def test_errors(spec: Any, code_name: str, message: str) -> None:
-        assert raises(spec, doc) == (code_name, message)
-
-    return test_errors
+    each spec over `doc` raises exactly that codeName and message (see tests.helpers.errors_test).
+    A module runs it by naming it `test_errors`."""
+    return helpers.errors_test(lambda spec: run(spec, doc), table)

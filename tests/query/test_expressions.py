@@ -13,6 +13,7 @@ from bson.datetime_ms import DatetimeMS
 from storage.errors import QueryError
 from storage.query.expressions import compile_expression, truthy
 from storage.query.paths import MISSING
+from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 
 DATE = DatetimeMS(1_700_000_000_123)  # 2023-11-14T22:13:20.123Z
@@ -202,7 +203,7 @@ CASES: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@cases(("spec", "expected"), CASES)
 def test_expression(spec: Any, expected: Any) -> None:
     assert typed(run(spec, DOC, {"NOW": DATE})) == typed(expected)
 
@@ -572,10 +573,6 @@ NAN_AND_DECIMAL_POWERS: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "expected"),
-    [c[1:] for c in NAN_AND_DECIMAL_POWERS],
-    ids=[c[0] for c in NAN_AND_DECIMAL_POWERS],
-)
+@cases(("spec", "expected"), NAN_AND_DECIMAL_POWERS)
 def test_nan_and_decimal_powers(spec: Any, expected: Any) -> None:
     assert typed(run(spec)) == typed(expected)

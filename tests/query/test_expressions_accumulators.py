@@ -11,6 +11,7 @@ from bson import Decimal128, Int64
 
 from storage.errors import QueryError
 from storage.query.expressions import compile_accumulator
+from tests.helpers import cases, errors_test
 from tests.query.expr_support import Doc, run, typed
 
 NUMS: list[Doc] = [{"v": 1}, {"v": 2}, {"v": 3}]
@@ -66,9 +67,7 @@ CASES: list[tuple[str, str, Any, list[Doc], Any]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("op", "arg", "docs", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("op", "arg", "docs", "expected"), CASES)
 def test_accumulator(op: str, arg: Any, docs: list[Doc], expected: Any) -> None:
     acc = compile_accumulator(op, arg)()
     for doc in docs:
@@ -146,15 +145,7 @@ ACC_ERRORS: list[tuple[str, str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("op", "arg", "code_name", "message"),
-    [e[1:] for e in ACC_ERRORS],
-    ids=[e[0] for e in ACC_ERRORS],
-)
-def test_accumulator_errors(op: str, arg: Any, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as info:
-        compile_accumulator(op, arg)
-    assert (info.value.code_name, info.value.message) == (code_name, message)
+test_accumulator_errors = errors_test(compile_accumulator, ACC_ERRORS)
 
 
 def test_merge_objects_rejects_scalars() -> None:
@@ -182,9 +173,7 @@ EXPRESSION_FORMS: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "expected"), [c[1:] for c in EXPRESSION_FORMS], ids=[c[0] for c in EXPRESSION_FORMS]
-)
+@cases(("spec", "expected"), EXPRESSION_FORMS)
 def test_expression_form(spec: Any, expected: Any) -> None:
     assert typed(run(spec, {"a": [1, 2, 3]})) == typed(expected)
 
@@ -216,9 +205,7 @@ N_CASES: list[tuple[str, str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("op", "arg", "expected"), [c[1:] for c in N_CASES], ids=[c[0] for c in N_CASES]
-)
+@cases(("op", "arg", "expected"), N_CASES)
 def test_n_accumulator(op: str, arg: Any, expected: Any) -> None:
     acc = compile_accumulator(op, arg)()
     for doc in RANKED:
@@ -241,9 +228,7 @@ N_EXPRESSIONS: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "expected"), [c[1:] for c in N_EXPRESSIONS], ids=[c[0] for c in N_EXPRESSIONS]
-)
+@cases(("spec", "expected"), N_EXPRESSIONS)
 def test_n_expression(spec: Any, expected: Any) -> None:
     assert typed(run(spec, {"a": [1, 2, 3]})) == typed(expected)
 

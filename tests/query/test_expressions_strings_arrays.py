@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from bson import Decimal128, Int64, Regex
 from bson.datetime_ms import DatetimeMS
 
 from storage.query.paths import MISSING
+from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 
 DOC: Doc = {
@@ -252,7 +252,7 @@ CASES: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@cases(("spec", "expected"), CASES)
 def test_expression(spec: Any, expected: Any) -> None:
     assert typed(run(spec, DOC)) == typed(expected)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pytest
 from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
 from storage.query.paths import MISSING
+from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 
 OID = ObjectId("5ab9c3da31c2ab715d421285")  # generated 2018-03-27T04:08:58Z
@@ -346,7 +346,7 @@ CASES: list[tuple[str, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@cases(("spec", "expected"), CASES)
 def test_expression(spec: Any, expected: Any) -> None:
     assert typed(run(spec, DOC)) == typed(expected)
 

@@ -12,6 +12,7 @@ from bson.datetime_ms import DatetimeMS
 
 from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases
 
 NAN = float("nan")
 OID = ObjectId(b"\x01" * 12)
@@ -202,9 +203,7 @@ CASES: list[tuple[str, dict, dict, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "doc", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("flt", "doc", "expected"), CASES)
 def test_match(flt: dict, doc: dict, expected: bool) -> None:
     assert compile_filter(flt)(doc) is expected
 

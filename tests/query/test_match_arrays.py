@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from bson import Decimal128, Int64
 
-from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases, query_error
 
 NOPE = object()  # stands for a missing field a
 
@@ -114,9 +113,7 @@ CASES: list[tuple[str, dict[str, Any], Any, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("ops", "value", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("ops", "value", "expected"), CASES)
 def test_array_operators(ops: dict[str, Any], value: Any, expected: bool) -> None:
     doc = {} if value is NOPE else {"a": value}
     assert compile_filter({"a": ops})(doc) is expected
@@ -137,9 +134,7 @@ DOTTED: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "doc", "expected"), [c[1:] for c in DOTTED], ids=[c[0] for c in DOTTED]
-)
+@cases(("flt", "doc", "expected"), DOTTED)
 def test_array_operators_on_paths(flt: dict[str, Any], doc: dict[str, Any], expected: bool) -> None:
     assert compile_filter(flt)(doc) is expected
 
@@ -188,9 +183,6 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("ops", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS])
+@cases(("ops", "message"), ERRORS)
 def test_array_operator_errors(ops: dict[str, Any], message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        compile_filter({"a": ops})
-    assert excinfo.value.code_name == "BadValue"
-    assert excinfo.value.message == message
+    assert query_error(compile_filter, {"a": ops}) == ("BadValue", message)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import errors_test
 
 GETFIELD_HINT = ". If you have a field name that starts with a '$' symbol, consider using $getField or $setField."
 
@@ -137,14 +137,7 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_errors(flt: dict[str, Any], code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        compile_filter(flt)
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
+test_errors = errors_test(compile_filter, ERRORS)
 
 
 ACCEPTED: list[tuple[str, dict[str, Any]]] = [

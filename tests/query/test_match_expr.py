@@ -9,6 +9,7 @@ import pytest
 
 from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases, errors_test
 
 DOCS: list[dict[str, Any]] = [
     {"_id": 1, "qty": 5, "limit": 10, "tags": ["a", "b"]},
@@ -41,7 +42,7 @@ CASES: list[tuple[str, dict[str, Any], list[int]]] = [
 ]
 
 
-@pytest.mark.parametrize(("flt", "ids"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@cases(("flt", "ids"), CASES)
 def test_expr(flt: dict[str, Any], ids: list[int]) -> None:
     pred = compile_filter(flt, {"target": 15})
     assert [d["_id"] for d in DOCS if pred(d)] == ids
@@ -69,13 +70,7 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_errors(flt: dict[str, Any], code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as info:
-        compile_filter(flt)
-    assert (info.value.code_name, info.value.message) == (code_name, message)
+test_errors = errors_test(compile_filter, ERRORS)
 
 
 def test_evaluation_errors_surface_per_document() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from bson import Decimal128
 
 from storage.query.match import compile_filter
+from tests.helpers import cases
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
     # -- $not --------------------------------------------------------------------------------------
@@ -105,8 +105,6 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "doc", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("flt", "doc", "expected"), CASES)
 def test_logical(flt: dict[str, Any], doc: dict[str, Any], expected: bool) -> None:
     assert compile_filter(flt)(doc) is expected

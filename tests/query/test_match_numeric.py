@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from bson import Binary, Decimal128, Int64
 
-from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases, errors_test
 
 NOPE = object()  # stands for a missing field a
 INF = float("inf")
@@ -75,9 +74,7 @@ CASES: list[tuple[str, dict[str, Any], Any, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("ops", "value", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("ops", "value", "expected"), CASES)
 def test_numeric_operators(ops: dict[str, Any], value: Any, expected: bool) -> None:
     doc = {} if value is NOPE else {"a": value}
     assert compile_filter({"a": ops})(doc) is expected
@@ -155,11 +152,4 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("ops", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_numeric_operator_errors(ops: dict[str, Any], code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        compile_filter({"a": ops})
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
+test_numeric_operator_errors = errors_test(lambda ops: compile_filter({"a": ops}), ERRORS)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from bson import DBRef
 
 from storage.query.match import compile_filter
 from storage.query.paths import MISSING, split, values_at
+from tests.helpers import cases
 
 M = MISSING
 
@@ -64,11 +64,7 @@ VALUES: list[tuple[str, str, dict[str, Any], bool, list[Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("path", "doc", "expand", "expected"),
-    [c[1:] for c in VALUES],
-    ids=[c[0] for c in VALUES],
-)
+@cases(("path", "doc", "expand", "expected"), VALUES)
 def test_values_at(path: str, doc: dict[str, Any], expand: bool, expected: list[Any]) -> None:
     assert values_at(doc, split(path), expand) == expected
 
@@ -105,8 +101,6 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "doc", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("flt", "doc", "expected"), CASES)
 def test_path_rules(flt: dict[str, Any], doc: dict[str, Any], expected: bool) -> None:
     assert compile_filter(flt)(doc) is expected

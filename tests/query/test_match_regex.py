@@ -12,6 +12,7 @@ from bson import Regex
 
 from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases
 
 CASES: list[tuple[str, dict[str, Any], Any, bool]] = [
     # (name, filter on field a, value of a (NOPE = missing), matches?)
@@ -104,9 +105,7 @@ CASES: list[tuple[str, dict[str, Any], Any, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("flt", "value", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("flt", "value", "expected"), CASES)
 def test_regex(flt: dict[str, Any], value: Any, expected: bool) -> None:
     doc = {} if value == "NOPE" else {"a": value}
     assert compile_filter(flt)(doc) is expected
@@ -187,9 +186,7 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("ops", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
+@cases(("ops", "code_name", "message"), ERRORS)
 def test_regex_errors(ops: dict[str, Any], code_name: str, message: str) -> None:
     with pytest.raises(QueryError) as excinfo:
         compile_filter({"a": ops})

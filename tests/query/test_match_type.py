@@ -7,12 +7,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import pytest
 from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.errors import QueryError
 from storage.query.match import compile_filter
+from tests.helpers import cases, errors_test
 
 OID = ObjectId(b"\x02" * 12)
 
@@ -97,9 +96,7 @@ CASES: list[tuple[str, Any, Any, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("arg", "value", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("arg", "value", "expected"), CASES)
 def test_type(arg: Any, value: Any, expected: bool) -> None:
     assert compile_filter({"a": {"$type": arg}})({"a": value}) is expected
 
@@ -153,11 +150,4 @@ ERRORS: list[tuple[str, Any, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("arg", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_type_errors(arg: Any, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        compile_filter({"a": {"$type": arg}})
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
+test_type_errors = errors_test(lambda arg: compile_filter({"a": {"$type": arg}}), ERRORS)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from bson import Decimal128, Int64
 
-from storage.errors import QueryError
 from storage.query.projection import parse_projection
+from tests.helpers import cases, errors_test
 
 DOC = {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, {"g": 3}, 4], "h": "x"}
 
@@ -176,9 +176,7 @@ CASES: list[tuple[str, dict, dict, dict]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "doc", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("spec", "doc", "expected"), CASES)
 def test_projection(spec: dict, doc: dict, expected: dict) -> None:
     projection = parse_projection(spec)
     assert projection is not None
@@ -205,7 +203,20 @@ def test_id_first_in_inclusion_output() -> None:
     assert list(out) == ["_id", "a"]
 
 
-MIXED = [
+@pytest.mark.parametrize("spec", [{"_id": 1, "a": 0}, {"_id": 0, "a": 1}, {"a": 1, "_id": 0}])
+def test_id_does_not_count_as_mixing(spec: dict) -> None:
+    # _id may be included in an exclusion projection and excluded in an inclusion one.
+    assert parse_projection(spec) is not None
+
+
+def test_id_included_in_exclusion_projection() -> None:
+    out = parse_projection({"_id": 1, "a": 0}).apply({"_id": 1, "a": 1, "b": 2})
+    assert out == {"_id": 1, "b": 2}
+
+
+# (id, projection, code name, message)
+ERRORS: list[tuple[str, dict, str, str]] = [
+    # -- mixing inclusion and exclusion ------------------------------------------------------------
     (
         "exclusion in inclusion",
         {"a": 1, "b": 0},
@@ -236,32 +247,6 @@ MIXED = [
         "Location31254",
         "Cannot do exclusion on field b in inclusion projection",
     ),
-]
-
-
-@pytest.mark.parametrize(
-    ("spec", "code_name", "message"), [m[1:] for m in MIXED], ids=[m[0] for m in MIXED]
-)
-def test_mixing_inclusion_and_exclusion(spec: dict, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        parse_projection(spec)
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
-
-
-@pytest.mark.parametrize("spec", [{"_id": 1, "a": 0}, {"_id": 0, "a": 1}, {"a": 1, "_id": 0}])
-def test_id_does_not_count_as_mixing(spec: dict) -> None:
-    # _id may be included in an exclusion projection and excluded in an inclusion one.
-    assert parse_projection(spec) is not None
-
-
-def test_id_included_in_exclusion_projection() -> None:
-    out = parse_projection({"_id": 1, "a": 0}).apply({"_id": 1, "a": 1, "b": 2})
-    assert out == {"_id": 1, "b": 2}
-
-
-# (id, projection, code name, message)
-ERRORS: list[tuple[str, dict, str, str]] = [
     # -- path collisions ---------------------------------------------------------------------------
     (
         "parent then child",
@@ -421,14 +406,7 @@ ERRORS: list[tuple[str, dict, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "code_name", "message"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
-)
-def test_malformed_projection(spec: dict, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        parse_projection(spec)
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
+test_malformed_projection = errors_test(parse_projection, ERRORS)
 
 
 def test_literal_values_are_not_shared_between_documents() -> None:

@@ -13,6 +13,7 @@ from storage.errors import QueryError
 from storage.query.match import parse_filter
 from storage.query.match_tree import ParsedFilter
 from storage.query.projection import parse_projection
+from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]
 
@@ -741,31 +742,21 @@ def _apply(spec: Doc, doc: Doc, flt: Doc | ParsedFilter | None = None) -> Doc:
     return projection.apply(doc)
 
 
-@pytest.mark.parametrize(
-    ("spec", "doc", "expected"), [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES]
-)
+@cases(("spec", "doc", "expected"), SLICE_CASES)
 def test_slice(spec: Doc, doc: Doc, expected: Doc) -> None:
     out = _apply(spec, doc)
     assert out == expected
     assert list(out) == list(expected)
 
 
-@pytest.mark.parametrize(
-    ("spec", "doc", "expected"),
-    [c[1:] for c in ELEM_MATCH_CASES],
-    ids=[c[0] for c in ELEM_MATCH_CASES],
-)
+@cases(("spec", "doc", "expected"), ELEM_MATCH_CASES)
 def test_elem_match(spec: Doc, doc: Doc, expected: Doc) -> None:
     out = _apply(spec, doc)
     assert out == expected
     assert list(out) == list(expected)
 
 
-@pytest.mark.parametrize(
-    ("flt", "spec", "doc", "expected"),
-    [c[1:] for c in POSITIONAL_CASES],
-    ids=[c[0] for c in POSITIONAL_CASES],
-)
+@cases(("flt", "spec", "doc", "expected"), POSITIONAL_CASES)
 def test_positional(flt: Doc, spec: Doc, doc: Doc, expected: Doc) -> None:
     out = _apply(spec, doc, flt)
     assert out == expected
@@ -782,10 +773,8 @@ def test_positional(flt: Doc, spec: Doc, doc: Doc, expected: Doc) -> None:
 def test_positional_errors_while_applying(flt: Doc, spec: Doc, doc: Doc, code_name: str) -> None:
     projection = parse_projection(spec, filter=flt)  # parses: the error belongs to the document
     assert projection is not None
-    with pytest.raises(QueryError) as excinfo:
-        projection.apply(doc)
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == (NO_MATCH if code_name == "Location51246" else MISMATCH)
+    message = NO_MATCH if code_name == "Location51246" else MISMATCH
+    assert query_error(projection.apply, doc) == (code_name, message)
 
 
 def test_positional_error_only_for_documents_with_the_array() -> None:
@@ -796,16 +785,7 @@ def test_positional_error_only_for_documents_with_the_array() -> None:
         projection.apply({"_id": 2, "x": [1]})
 
 
-@pytest.mark.parametrize(
-    ("flt", "spec", "code_name", "message"),
-    [c[1:] for c in PARSE_ERRORS],
-    ids=[c[0] for c in PARSE_ERRORS],
-)
-def test_parse_errors(flt: Doc | None, spec: Doc, code_name: str, message: str) -> None:
-    with pytest.raises(QueryError) as excinfo:
-        parse_projection(spec, filter=flt)
-    assert excinfo.value.code_name == code_name
-    assert excinfo.value.message == message
+test_parse_errors = errors_test(lambda flt, spec: parse_projection(spec, filter=flt), PARSE_ERRORS)
 
 
 def test_elem_match_condition_errors_come_from_the_matcher() -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import bson
-import pytest
 from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
 from storage.documents import CODEC
 from storage.query.update import parse_update
+from tests.helpers import cases
 
 Doc = dict[str, Any]
 NOW = 1_700_000_000_123
@@ -425,9 +425,7 @@ CASES: list[tuple[str, Doc, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@cases(("doc", "spec", "expected"), CASES)
 def test_update(doc: Doc, spec: Doc, expected: Doc) -> None:
     assert_same(run(doc, spec), expected)
 
@@ -455,11 +453,7 @@ REPLACEMENTS: list[tuple[str, Doc, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "spec", "expected"),
-    [c[1:] for c in REPLACEMENTS],
-    ids=[c[0] for c in REPLACEMENTS],
-)
+@cases(("doc", "spec", "expected"), REPLACEMENTS)
 def test_replacement(doc: Doc, spec: Doc, expected: Doc) -> None:
     update = parse_update(spec)
     assert update.replacement

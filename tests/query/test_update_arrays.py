@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import bson
-import pytest
 from bson import Decimal128, Int64, Regex
 
 from storage.documents import CODEC
 from storage.query.update import parse_update
+from tests.helpers import cases
 
 Doc = dict[str, Any]
 NOW = 1_700_000_000_123
@@ -223,9 +223,7 @@ MODIFIERS: list[tuple[str, list[Any] | None, Doc, list[Any] | None]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("before", "spec", "after"), [c[1:] for c in MODIFIERS], ids=[c[0] for c in MODIFIERS]
-)
+@cases(("before", "spec", "after"), MODIFIERS)
 def test_array_modifier(before: list[Any] | None, spec: Doc, after: list[Any] | None) -> None:
     doc = {"_id": 1} if before is None else arr(*before)
     expected = {"_id": 1} if after is None else arr(*after)
@@ -273,9 +271,7 @@ NESTED: list[tuple[str, Doc, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "spec", "expected"), [c[1:] for c in NESTED], ids=[c[0] for c in NESTED]
-)
+@cases(("doc", "spec", "expected"), NESTED)
 def test_nested_array_modifier(doc: Doc, spec: Doc, expected: Doc) -> None:
     assert_same(parse_update(spec).apply(doc, now_ms=NOW), expected)
 
@@ -364,11 +360,7 @@ POSITIONAL: list[tuple[str, Doc, Doc, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "query", "spec", "expected"),
-    [c[1:] for c in POSITIONAL],
-    ids=[c[0] for c in POSITIONAL],
-)
+@cases(("doc", "query", "spec", "expected"), POSITIONAL)
 def test_positional(doc: Doc, query: Doc, spec: Doc, expected: Doc) -> None:
     assert_same(parse_update(spec).apply(doc, now_ms=NOW, query=query), expected)
 
@@ -478,10 +470,6 @@ ALL_POSITIONAL: list[tuple[str, Doc, Doc, list[Doc] | None, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "spec", "filters", "expected"),
-    [c[1:] for c in ALL_POSITIONAL],
-    ids=[c[0] for c in ALL_POSITIONAL],
-)
+@cases(("doc", "spec", "filters", "expected"), ALL_POSITIONAL)
 def test_array_filters(doc: Doc, spec: Doc, filters: list[Doc] | None, expected: Doc) -> None:
     assert_same(parse_update(spec, filters).apply(doc, now_ms=NOW), expected)

@@ -11,6 +11,7 @@ from bson import Int64
 
 from storage.errors import InvalidIdField, QueryError
 from storage.query.update import parse_update
+from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]
 NOW = 1_700_000_000_123
@@ -454,15 +455,7 @@ PARSE_ERRORS: list[tuple[str, Doc, list[Any] | None, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "filters", "code", "message"),
-    [c[1:] for c in PARSE_ERRORS],
-    ids=[c[0] for c in PARSE_ERRORS],
-)
-def test_parse_error(spec: Doc, filters: list[Any] | None, code: str, message: str) -> None:
-    with pytest.raises(QueryError) as info:
-        parse_update(spec, filters)
-    assert (info.value.code_name, info.value.message) == (code, message)
+test_parse_error = errors_test(parse_update, PARSE_ERRORS)
 
 
 # (id, document, update, arrayFilters, query, codeName, message)
@@ -881,18 +874,12 @@ APPLY_ERRORS: list[tuple[str, Doc, Doc, list[Any] | None, Doc | None, str, str]]
 ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "spec", "filters", "query", "code", "message"),
-    [c[1:] for c in APPLY_ERRORS],
-    ids=[c[0] for c in APPLY_ERRORS],
-)
+@cases(("doc", "spec", "filters", "query", "code", "message"), APPLY_ERRORS)
 def test_apply_error(
     doc: Doc, spec: Doc, filters: list[Any] | None, query: Doc | None, code: str, message: str
 ) -> None:
     update = parse_update(spec, filters)
-    with pytest.raises(QueryError) as info:
-        update.apply(doc, now_ms=NOW, query=query)
-    assert (info.value.code_name, info.value.message) == (code, message)
+    assert query_error(update.apply, doc, now_ms=NOW, query=query) == (code, message)
 
 
 def test_failed_update_leaves_the_document() -> None:

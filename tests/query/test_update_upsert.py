@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import bson
-import pytest
 from bson import ObjectId, Regex
 from bson.datetime_ms import DatetimeMS
 
 from storage.documents import CODEC
-from storage.errors import QueryError
 from storage.query.update import parse_update, upsert_seed
+from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]
 NOW = 1_700_000_000_123
@@ -52,7 +51,7 @@ SEEDS: list[tuple[str, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(("query", "seed"), [c[1:] for c in SEEDS], ids=[c[0] for c in SEEDS])
+@cases(("query", "seed"), SEEDS)
 def test_seed(query: Doc, seed: Doc) -> None:
     out = upsert_seed(query)
     assert out == seed
@@ -101,24 +100,16 @@ SEED_ERRORS: list[tuple[str, Doc, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("query", "code", "message"), [c[1:] for c in SEED_ERRORS], ids=[c[0] for c in SEED_ERRORS]
-)
-def test_seed_error(query: Doc, code: str, message: str) -> None:
-    with pytest.raises(QueryError) as info:
-        upsert_seed(query)
-    assert (info.value.code_name, info.value.message) == (code, message)
+test_seed_error = errors_test(upsert_seed, SEED_ERRORS)
 
 
 def test_seed_for_a_replacement_takes_only_id() -> None:
     assert upsert_seed({"_id": 1, "a": 2}, replacement=True) == {"_id": 1}
     # Conflicts away from _id do not matter to a replacement.
     assert upsert_seed({"a": 1, "a.b": 2, "_id": 3}, replacement=True) == {"_id": 3}
-    with pytest.raises(QueryError) as info:
-        upsert_seed({"_id.x": 1}, replacement=True)
-    assert info.value.code_name == "NotExactValueField"
-    assert info.value.message == (
-        "field at '_id' must be exactly specified, field at sub-path '_id.x'found"
+    assert query_error(upsert_seed, {"_id.x": 1}, replacement=True) == (
+        "NotExactValueField",
+        "field at '_id' must be exactly specified, field at sub-path '_id.x'found",
     )
 
 
@@ -166,9 +157,7 @@ INSERTS: list[tuple[str, Doc, Doc, Doc]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("query", "spec", "expected"), [c[1:] for c in INSERTS], ids=[c[0] for c in INSERTS]
-)
+@cases(("query", "spec", "expected"), INSERTS)
 def test_insert(query: Doc, spec: Doc, expected: Doc) -> None:
     out = parse_update(spec).apply(upsert_seed(query), now_ms=NOW, inserting=True, query=query)
     assert out == expected
@@ -209,17 +198,14 @@ INSERT_ERRORS: list[tuple[str, Doc, Doc, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("query", "spec", "code", "message"),
-    [c[1:] for c in INSERT_ERRORS],
-    ids=[c[0] for c in INSERT_ERRORS],
-)
+@cases(("query", "spec", "code", "message"), INSERT_ERRORS)
 def test_insert_error(query: Doc, spec: Doc, code: str, message: str) -> None:
     update = parse_update(spec)
     seed = upsert_seed(query, replacement=update.replacement)
-    with pytest.raises(QueryError) as info:
-        update.apply(seed, now_ms=NOW, inserting=True, query=query)
-    assert (info.value.code_name, info.value.message) == (code, message)
+    assert query_error(update.apply, seed, now_ms=NOW, inserting=True, query=query) == (
+        code,
+        message,
+    )
 
 
 def test_replacement_upsert_keeps_the_query_id() -> None:

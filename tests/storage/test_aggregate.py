@@ -18,7 +18,7 @@ from storage.engine import Engine
 from storage.errors import QueryError
 from storage.indexes import parse_index_spec
 from storage.planner import CollScan, IndexScan
-from tests.helpers import enc
+from tests.helpers import enc, query_error
 
 DB = "db"
 T0 = 1_700_000_000_000
@@ -637,9 +637,7 @@ def test_documents(engine: Engine) -> None:
 def test_collection_and_documents_must_agree(
     engine: Engine, pipeline: list[Any], coll: str | None, message: str
 ) -> None:
-    with pytest.raises(QueryError) as info:
-        agg(engine, pipeline, coll=coll)
-    assert (info.value.code_name, info.value.message) == ("InvalidNamespace", message)
+    assert query_error(agg, engine, pipeline, coll=coll) == ("InvalidNamespace", message)
 
 
 def test_redact(engine: Engine) -> None:

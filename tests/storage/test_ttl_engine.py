@@ -28,6 +28,7 @@ from tests.storage.ttl_support import (
     check_schedule,
     coll_of,
     create,
+    expiring,
     find,
     records,
     stats,
@@ -68,7 +69,7 @@ def collmod(engine: Engine) -> Engine:
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 10},
+        expiring("t", 10),
         {"key": {"n": 1}},
         {"key": {"a": 1, "b": 1}, "name": "ab"},
         {"key": {"p": 1}, "name": "p_x", "partialFilterExpression": {"x": 1}},
@@ -169,7 +170,7 @@ def test_collmod_hidden_is_reported_only_when_it_changes(collmod: Engine) -> Non
 def test_new_expire_takes_effect_at_once(engine: Engine) -> None:
     """Shorter E: documents become hidden at once and the next purge deletes them; longer E:
     documents not yet deleted become visible again."""
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 100})
+    create(engine, "c", expiring("t", 100))
     docs = [enc({"_id": i, "t": D(T0 + i * 1000)}) for i in range(10)]
     engine.insert(DB, "c", docs, now_ms=T0)
     now = T0 + 50_000
@@ -222,7 +223,7 @@ def test_collmod_converts_a_single_field_index(engine: Engine) -> None:
 
 
 def test_collmod_on_the_ts_index_changes_the_default(engine: Engine) -> None:
-    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": 10})
+    create(engine, "c", expiring("_ts", 10))
     engine.insert(
         DB,
         "c",
@@ -270,7 +271,7 @@ def test_collmod_converts_a_plain_ts_index_to_the_cosmos_default(engine: Engine)
 def test_one_cosmos_default_per_collection(engine: Engine) -> None:
     """A second TTL index on `_ts` (another direction, or a plain one made TTL) is refused: the
     collection has one default time to live, and its expiry entries follow that one index."""
-    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": 10})
+    create(engine, "c", expiring("_ts", 10))
     with pytest.raises(QueryError) as info:
         create(engine, "c", {"key": {"_ts": -1}, "expireAfterSeconds": 20})
     assert info.value.code_name == "CannotCreateIndex"
@@ -294,7 +295,7 @@ def mixed(engine: Engine) -> Engine:
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 0},
+        expiring("t", 0),
         {"key": {"k": 1}},
         {"key": {"tags": 1}},
     )
@@ -391,7 +392,7 @@ def test_counts_hide_expired_documents(mixed: Engine) -> None:
 
 
 def test_insert_takes_over_an_id_held_by_an_expired_document(engine: Engine) -> None:
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0})
+    create(engine, "c", expiring("t", 0))
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(T0)}), enc({"_id": 2})], now_ms=T0 - 10)
     new = enc({"_id": 1, "v": 2})
     early = engine.insert(DB, "c", [new], now_ms=T0 - 1)
@@ -416,7 +417,7 @@ def test_insert_takes_over_a_unique_key_held_by_an_expired_document(engine: Engi
     create(
         engine,
         "c",
-        {"key": {"_ts": 1}, "expireAfterSeconds": 10},
+        expiring("_ts", 10),
         {"key": {"u": 1}, "unique": True},
         {"key": {"k": 1}},
     )
@@ -446,9 +447,7 @@ def test_insert_takes_over_a_unique_key_held_by_an_expired_document(engine: Engi
 
 
 def test_one_expired_document_holding_id_and_unique_key(engine: Engine) -> None:
-    create(
-        engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 1}, {"key": {"u": 1}, "unique": True}
-    )
+    create(engine, "c", expiring("t", 1), {"key": {"u": 1}, "unique": True})
     engine.insert(
         DB, "c", [enc({"_id": 1, "u": 1, "t": D(T0)}), enc({"_id": 2, "u": 2})], now_ms=T0
     )
@@ -462,9 +461,7 @@ def test_one_expired_document_holding_id_and_unique_key(engine: Engine) -> None:
 
 def test_live_holder_wins_even_when_an_expired_one_holds_another_key(engine: Engine) -> None:
     """_id held by an expired document, unique key by a live one: the insert fails."""
-    create(
-        engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0}, {"key": {"u": 1}, "unique": True}
-    )
+    create(engine, "c", expiring("t", 0), {"key": {"u": 1}, "unique": True})
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(T0)}), enc({"_id": 2, "u": "k"})], now_ms=T0 - 5)
     exc = only_error(engine.insert(DB, "c", [enc({"_id": 1, "u": "k"})], now_ms=T0))
     assert isinstance(exc, DuplicateKey) and exc.index_name == "u_1"
@@ -477,15 +474,15 @@ def test_live_holder_wins_even_when_an_expired_one_holds_another_key(engine: Eng
 @pytest.mark.parametrize(
     ("index", "doc"),
     [
-        ({"key": {"t": 1}, "expireAfterSeconds": 0}, {"t": D(T0 + 1)}),  # not yet expired
-        ({"key": {"t": 1}, "expireAfterSeconds": 0}, {"t": "2000-01-01"}),  # never expires
+        (expiring("t", 0), {"t": D(T0 + 1)}),  # not yet expired
+        (expiring("t", 0), {"t": "2000-01-01"}),  # never expires
         (
-            {"key": {"t": 1}, "expireAfterSeconds": 0, "partialFilterExpression": {"tmp": True}},
+            expiring("t", 0, partialFilterExpression={"tmp": True}),
             {"t": D(0)},
         ),
-        ({"key": {"_ts": 1}, "expireAfterSeconds": -1}, {}),
-        ({"key": {"_ts": 1}, "expireAfterSeconds": 1}, {"ttl": -1}),
-        ({"key": {"_ts": 1}, "expireAfterSeconds": 10}, {"ttl": 1.5, "_ts": D(0)}),
+        (expiring("_ts", -1), {}),
+        (expiring("_ts", 1), {"ttl": -1}),
+        (expiring("_ts", 10), {"ttl": 1.5, "_ts": D(0)}),
         (None, {"t": D(0), "ttl": 1}),
     ],
     ids=[
@@ -513,9 +510,7 @@ def test_live_documents_keep_their_keys(
 
 
 def test_batch_takes_over_several_expired_documents(engine: Engine) -> None:
-    create(
-        engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0}, {"key": {"u": 1}, "unique": True}
-    )
+    create(engine, "c", expiring("t", 0), {"key": {"u": 1}, "unique": True})
     engine.insert(
         DB, "c", [enc({"_id": i, "u": i, "t": D(T0 + i)}) for i in range(10)], now_ms=T0 - 1
     )
@@ -533,7 +528,7 @@ def test_batch_takes_over_several_expired_documents(engine: Engine) -> None:
 
 
 def test_insert_with_the_real_clock_takes_over(engine: Engine) -> None:
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0})
+    create(engine, "c", expiring("t", 0))
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(DAY)})], now_ms=0)
     assert engine.insert(DB, "c", [enc({"_id": 1, "x": 1})]).inserted == 1
     assert [d.get("x") for d in find(engine, FAR)] == [1]
@@ -562,7 +557,7 @@ def index_rids(engine: Engine, name: str = "c") -> dict[str, set[int]]:
 
 
 def test_purge_deletes_in_batches_of_limit(engine: Engine) -> None:
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 60})
+    create(engine, "c", expiring("t", 60))
     docs = [enc({"_id": i, "t": D(T0 - 60_000 - i)}) for i in range(25)]
     docs += [enc({"_id": 100 + i, "t": D(T0 + i)}) for i in range(5)]
     engine.insert(DB, "c", docs, now_ms=T0)
@@ -577,9 +572,9 @@ def test_purge_counts_a_document_once_under_several_indexes(engine: Engine) -> N
     create(
         engine,
         "c",
-        {"key": {"a": 1}, "expireAfterSeconds": 0},
-        {"key": {"b": 1}, "expireAfterSeconds": 0},
-        {"key": {"_ts": 1}, "expireAfterSeconds": 1},
+        expiring("a", 0),
+        expiring("b", 0),
+        expiring("_ts", 1),
     )
     docs = [enc({"_id": i, "a": D(T0), "b": [D(T0), D(T0 - 1)], "ttl": 1}) for i in range(5)]
     engine.insert(DB, "c", docs, now_ms=T0)
@@ -596,8 +591,8 @@ def test_purge_removes_every_trace(engine: Engine) -> None:
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 0},
-        {"key": {"_ts": 1}, "expireAfterSeconds": 100},
+        expiring("t", 0),
+        expiring("_ts", 100),
         {"key": {"u": 1}, "unique": True},
         {"key": {"k": 1}},
         {"key": {"tags": 1}},
@@ -643,8 +638,8 @@ def test_purge_cost_follows_the_number_expired(
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 3600},
-        {"key": {"_ts": 1}, "expireAfterSeconds": 3600},
+        expiring("t", 3600),
+        expiring("_ts", 3600),
     )
     live = [enc({"_id": i, "t": D(T0)}) for i in range(20_000)]
     assert engine.insert(DB, "c", live, now_ms=T0).inserted == 20_000
@@ -687,7 +682,7 @@ def test_purge_of_unknown_or_ttl_less_collections(engine: Engine) -> None:
 
 def test_purge_is_per_collection(engine: Engine) -> None:
     for name in ("a", "b"):
-        create(engine, name, {"key": {"t": 1}, "expireAfterSeconds": 0})
+        create(engine, name, expiring("t", 0))
         engine.insert(DB, name, [enc({"_id": 1, "t": D(T0)})], now_ms=T0)
     assert engine.purge_expired(DB, "a", T0, 10) == 1
     assert set(records(engine, "a")) == set()
@@ -702,9 +697,9 @@ def test_restart_keeps_ttl_indexes_metadata_and_document_ttl(engine: Engine) -> 
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 10},
-        {"key": {"h": 1}, "expireAfterSeconds": 0, "hidden": True},
-        {"key": {"_ts": 1}, "expireAfterSeconds": 50},
+        expiring("t", 10),
+        expiring("h", 0, hidden=True),
+        expiring("_ts", 50),
     )
     engine.modify_index(DB, "c", None, "t_1", 20, None)
     engine.modify_index(DB, "c", None, "_ts_1", 40, None)
@@ -751,8 +746,8 @@ def test_documents_that_expired_while_down(engine: Engine) -> None:
     create(
         engine,
         "c",
-        {"key": {"t": 1}, "expireAfterSeconds": 60},
-        {"key": {"_ts": 1}, "expireAfterSeconds": 3600},
+        expiring("t", 60),
+        expiring("_ts", 3600),
         {"key": {"u": 1}, "unique": True},
     )
     docs = [
@@ -809,11 +804,9 @@ def test_native_ttl_index_built_on_existing_documents(engine: Engine) -> None:
         DB,
         "c",
         [
-            parse_index_spec({"key": {"t": 1}, "expireAfterSeconds": 10}),
-            parse_index_spec({"key": {"a.b": 1}, "expireAfterSeconds": 0}),
-            parse_index_spec(
-                {"key": {"p": 1}, "expireAfterSeconds": 1, "partialFilterExpression": {"tmp": True}}
-            ),
+            parse_index_spec(expiring("t", 10)),
+            parse_index_spec(expiring("a.b", 0)),
+            parse_index_spec(expiring("p", 1, partialFilterExpression={"tmp": True})),
         ],
     )
     assert (result.before, result.after) == (1, 4)
@@ -848,7 +841,7 @@ def test_ts_index_built_on_existing_documents(engine: Engine) -> None:
         now_ms=T0 + 100,
     )
     assert visible(engine, FAR) == {"plain", "own", "keep", "later", "bad_ttl"}
-    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": 10})
+    create(engine, "c", expiring("_ts", 10))
     check_schedule(
         engine,
         {
@@ -869,14 +862,14 @@ def test_ts_index_built_on_existing_documents(engine: Engine) -> None:
 def test_already_expired_documents_hide_as_soon_as_the_index_exists(engine: Engine) -> None:
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(0)}), enc({"_id": 2})], now_ms=0)
     assert visible(engine, T0) == {1, 2}
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0})
+    create(engine, "c", expiring("t", 0))
     assert visible(engine, T0) == {2}
     assert engine.purge_expired(DB, "c", T0, 10) == 1
 
 
 def test_dropping_and_recreating_a_ttl_index(engine: Engine) -> None:
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 0})
-    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": 10})
+    create(engine, "c", expiring("t", 0))
+    create(engine, "c", expiring("_ts", 10))
     engine.insert(DB, "c", [enc({"_id": 1, "t": D(T0)}), enc({"_id": 2, "ttl": 1})], now_ms=T0)
     engine.drop_indexes(DB, "c", "t_1")
     check_schedule(engine, {1: T0 + 10_000, 2: T0 + 1_000}, purge=False)
@@ -884,6 +877,6 @@ def test_dropping_and_recreating_a_ttl_index(engine: Engine) -> None:
     assert not ttl.rules_for(coll_of(engine)).active
     assert expiry_rids(engine) == set()
     check_schedule(engine, {1: None, 2: None}, purge=False)
-    create(engine, "c", {"key": {"t": 1}, "expireAfterSeconds": 5})
-    create(engine, "c", {"key": {"_ts": 1}, "expireAfterSeconds": -1})
+    create(engine, "c", expiring("t", 5))
+    create(engine, "c", expiring("_ts", -1))
     check_schedule(engine, {1: T0 + 5_000, 2: T0 + 1_000})

@@ -34,6 +34,7 @@ from tests.storage.ttl_support import (
     check_schedule,
     coll_of,
     create,
+    expiring,
     records,
     visible,
 )
@@ -315,10 +316,6 @@ def test_expiry_ranges_bound_the_entries_exactly() -> None:
 # -- section 2: the Cosmos model -------------------------------------------------------------------
 
 
-def ts_index(d: Any) -> dict[str, Any]:
-    return {"key": {"_ts": 1}, "expireAfterSeconds": d}
-
-
 COSMOS_TABLE: list[tuple[int | None, list[tuple[str, dict[str, Any], int | None]]]] = [
     (
         None,
@@ -357,7 +354,7 @@ COSMOS_TABLE: list[tuple[int | None, list[tuple[str, dict[str, Any], int | None]
 
 @pytest.mark.parametrize(("d", "rows"), COSMOS_TABLE, ids=[f"D={d}" for d, _ in COSMOS_TABLE])
 def test_cosmos_table(engine: Engine, d: int | None, rows: list[Any]) -> None:
-    run_rows(engine, None if d is None else ts_index(d), rows)
+    run_rows(engine, None if d is None else expiring("_ts", d), rows)
 
 
 #: (the document's `ttl` value, what the header records: the valid ttl, or 0 when ignored).
@@ -409,7 +406,7 @@ FINITE_IGNORED = [
 def test_valid_document_ttl(d: int, tag: str, value: Any, valid: int) -> None:
     assert ttl.valid_doc_ttl({"ttl": value}) == valid
     want = None if valid == -1 else T0 + valid * 1000
-    assert pure_expiry([ts_index(d)], {"ttl": value}) == want
+    assert pure_expiry([expiring("_ts", d)], {"ttl": value}) == want
     assert pure_expiry([], {"ttl": value}) is None  # no `_ts` index: never
 
 
@@ -417,14 +414,14 @@ def test_valid_document_ttl(d: int, tag: str, value: Any, valid: int) -> None:
 @pytest.mark.parametrize("d", [10, -1])
 def test_ignored_document_ttl(d: int, tag: str, value: Any) -> None:
     assert ttl.valid_doc_ttl({"ttl": value}) == 0
-    assert pure_expiry([ts_index(d)], {"ttl": value}) == (T0 + 10_000 if d == 10 else None)
+    assert pure_expiry([expiring("_ts", d)], {"ttl": value}) == (T0 + 10_000 if d == 10 else None)
 
 
 @pytest.mark.parametrize("d", [10, -1])
 def test_document_ttl_values_on_the_engine(engine: Engine, d: int) -> None:
     """Every valid and ignored `ttl` of the tables in one collection: the header records the
     valid value (0 when ignored), the stored BSON is exactly the client's, and the schedule holds."""
-    create(engine, "c", ts_index(d))
+    create(engine, "c", expiring("_ts", d))
     docs = {tag: {"_id": tag, "ttl": value} for tag, value, _ in VALID_TTL}
     docs |= {tag: {"_id": tag, "ttl": value} for tag, value in FINITE_IGNORED}
     result = engine.insert(DB, "c", [enc(doc) for doc in docs.values()], now_ms=T0)
@@ -452,7 +449,7 @@ def test_document_ttl_infinity_is_ordinary_data(engine: Engine, d: int | None) -
     """A double `ttl` of +-Infinity is not a whole number that fits int32: ignored, and the insert
     succeeds (on a collection without any TTL index `ttl` is plain data altogether)."""
     if d is not None:
-        create(engine, "c", ts_index(d))
+        create(engine, "c", expiring("_ts", d))
     docs = [{"_id": 1, "ttl": math.inf}, {"_id": 2, "ttl": -math.inf}]
     result = engine.insert(DB, "c", [enc(doc) for doc in docs], now_ms=T0)
     assert (result.inserted, result.errors) == (2, ())
@@ -474,7 +471,7 @@ def test_document_ttl_infinity_is_ordinary_data(engine: Engine, d: int | None) -
     ids=["nested", "upper", "title", "trailing_space", "in_array", "underscore"],
 )
 def test_only_the_root_lower_case_ttl_counts(engine: Engine, fields: dict[str, Any]) -> None:
-    run_rows(engine, ts_index(10), [("doc", fields, T0 + 10_000)])
+    run_rows(engine, expiring("_ts", 10), [("doc", fields, T0 + 10_000)])
     assert ttl.valid_doc_ttl({"_id": 1, **fields}) == 0
 
 
@@ -483,7 +480,7 @@ def test_cosmos_documentation_example(engine: Engine) -> None:
     NumberLong(20) live 20 s, ttl 20.5 and NumberLong(2147483649) live 10 s."""
     run_rows(
         engine,
-        ts_index(10),
+        expiring("_ts", 10),
         [
             ("double", {"ttl": 20.0}, T0 + 20_000),
             ("int", {"ttl": 20}, T0 + 20_000),
@@ -505,7 +502,7 @@ def test_ttl_without_a_ts_index_never_expires(engine: Engine) -> None:
 
 
 def test_cosmos_and_native_rules_together(engine: Engine) -> None:
-    create(engine, "c", ts_index(30))
+    create(engine, "c", expiring("_ts", 30))
     run_rows(
         engine,
         E10,
@@ -526,7 +523,7 @@ def test_cosmos_and_native_rules_together(engine: Engine) -> None:
 )
 def test_client_ts_field_is_ordinary_data(engine: Engine, client_ts: Any) -> None:
     """A top-level `_ts` the client writes never drives expiry, and it is returned unchanged."""
-    create(engine, "c", ts_index(10))
+    create(engine, "c", expiring("_ts", 10))
     doc = {"_id": 1, "_ts": client_ts, "x": 1}
     engine.insert(DB, "c", [enc(doc)], now_ms=T0)
     stored = records(engine, "c")[1]
@@ -541,7 +538,7 @@ def test_client_ts_field_is_ordinary_data(engine: Engine, client_ts: Any) -> Non
 def test_last_modified_is_kept_outside_the_document(engine: Engine) -> None:
     """meta.modified is the insert's now_ms; the stored BSON is exactly what the client sent (no
     `_ts` added), and reads return those bytes."""
-    create(engine, "c", ts_index(10))
+    create(engine, "c", expiring("_ts", 10))
     docs = [{"_id": 1, "a": "x"}, {"_id": 2, "ttl": 20}, {"_id": 3, "ttl": -1, "n": [1, 2]}]
     engine.insert(DB, "c", [enc(d) for d in docs[:2]], now_ms=T0)
     engine.insert(DB, "c", [enc(docs[2])], now_ms=T0 + 5)
@@ -567,7 +564,7 @@ def test_last_modified_is_kept_outside_the_document(engine: Engine) -> None:
 
 
 def test_documents_without_id_get_one_and_keep_their_expiry(engine: Engine) -> None:
-    create(engine, "c", ts_index(10))
+    create(engine, "c", expiring("_ts", 10))
     engine.insert(DB, "c", [enc({"ttl": 3})], now_ms=T0)
     [(oid, value)] = records(engine, "c").items()
     assert isinstance(oid, ObjectId)
@@ -752,7 +749,7 @@ BAD_TS: list[Any] = [
 
 @pytest.mark.parametrize(("value", "stored"), OK_TS, ids=[repr(v) for v, _ in OK_TS])
 def test_ts_default_accepted(value: Any, stored: int) -> None:
-    spec = parse_index_spec(ts_index(value))
+    spec = parse_index_spec(expiring("_ts", value))
     assert spec.options == {"expireAfterSeconds": stored}
     assert int32_in_bson(spec.options["expireAfterSeconds"])
     ix = IndexInfo(2, spec.name, spec.key, spec.options)
@@ -763,7 +760,7 @@ def test_ts_default_accepted(value: Any, stored: int) -> None:
 @pytest.mark.parametrize("value", BAD_TS, ids=[repr(v) for v in BAD_TS])
 def test_ts_default_rejected(value: Any) -> None:
     with pytest.raises(QueryError) as info:
-        parse_index_spec(ts_index(value))
+        parse_index_spec(expiring("_ts", value))
     assert info.value.code_name == "CannotCreateIndex"
 
 
@@ -852,11 +849,11 @@ def test_create_indexes_against_an_existing_ttl_index(
 
 
 def test_create_indexes_repeat_of_ts_index_reports_all_exist(engine: Engine) -> None:
-    create(engine, "c", ts_index(-1))
-    result = engine.create_indexes(DB, "c", [parse_index_spec(ts_index(-1.0))])
+    create(engine, "c", expiring("_ts", -1))
+    result = engine.create_indexes(DB, "c", [parse_index_spec(expiring("_ts", -1.0))])
     assert (result.before, result.after, result.note) == (2, 2, "all indexes already exist")
     with pytest.raises(QueryError) as info:
-        engine.create_indexes(DB, "c", [parse_index_spec(ts_index(10))])
+        engine.create_indexes(DB, "c", [parse_index_spec(expiring("_ts", 10))])
     assert info.value.code_name == "IndexOptionsConflict"
 
 

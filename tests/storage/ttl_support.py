@@ -1,5 +1,5 @@
 """What the storage TTL tests share (test_ttl_rules.py, test_ttl_engine.py): the injected clock's
-instants, building TTL indexes, reading records back with their headers, the _ids reads return at
+instants, TTL index specs and building the indexes, reading records back with their headers, the _ids reads return at
 an instant, and check_schedule, which pins when each document expires four ways at once."""
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ MAX32 = 2_147_483_647
 def D(ms: int) -> DatetimeMS:
     """A BSON date at exactly `ms` milliseconds since the epoch."""
     return DatetimeMS(ms)
+
+
+def expiring(field: str, seconds: Any, **options: Any) -> dict[str, Any]:
+    """The createIndexes spec of a TTL index on `field` (ascending) that expires documents
+    `seconds` after its date, with any other `options` after it."""
+    return {"key": {field: 1}, "expireAfterSeconds": seconds, **options}
 
 
 def create(engine: Engine, name: str, *specs: Mapping[str, Any]) -> None:
