@@ -63,6 +63,11 @@ def _one_of(*choices: str) -> Callable[[Any], str]:
     return check
 
 
+def _profile_mode(value: Any) -> str:
+    # YAML 1.1 (PyYAML) reads a bare `off` as false; mongod's YAML 1.2 reader reads it as "off".
+    return _one_of(*PROFILE_MODES)("off" if value is False else value)
+
+
 def _log_destination(value: Any) -> str:
     # mongod's other destination, syslog, is not something ebbdb writes to.
     return _one_of("file")(value)
@@ -83,7 +88,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "systemLog.logAppend": _boolean,
     "systemLog.quiet": _boolean,
     "systemLog.verbosity": _integer(0, MAX_VERBOSITY),
-    "operationProfiling.mode": _one_of(*PROFILE_MODES),
+    "operationProfiling.mode": _profile_mode,
     "operationProfiling.slowOpThresholdMs": _integer(-_INT32_MAX - 1, _INT32_MAX),
     "operationProfiling.slowOpSampleRate": _fraction,
 }
@@ -141,9 +146,14 @@ def parse_config(text: str, path: str = "<config>") -> FileSettings:
                 continue
             check = OPTIONS.get(where)
             if check is None:
-                if isinstance(value, Mapping) and any(p.startswith(where + ".") for p in OPTIONS):
-                    walk(value, where + ".")
+                if isinstance(value, Mapping) and value:
+                    walk(value, where + ".")  # unknown leaves are named in full
                     continue
+                if any(p.startswith(where + ".") for p in OPTIONS):
+                    raise ConfigFileError(
+                        f"config file {path}: {where}: expected a mapping of options, "
+                        f"got {_describe(value)}"
+                    )
                 raise ConfigFileError(f"config file {path}: unrecognized option: {where}")
             try:
                 options[where] = check(value)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from server.config import parse_args
+from server.config_file import parse_config
 
 
 @pytest.mark.parametrize(
@@ -187,6 +188,13 @@ def test_bind_ip_all_and_ipv6_from_the_file(tmp_path: Path) -> None:
     assert parse_args(["--config", path]).bind_ip == ("0.0.0.0", "::")
 
 
+@pytest.mark.parametrize(("mode", "level"), [("off", 0), ("slowOp", 1), ("all", 2)])
+def test_profiling_mode(tmp_path: Path, mode: str, level: int) -> None:
+    # A bare `off` is YAML 1.1's false to PyYAML; mongod reads it as the word.
+    path = _config(tmp_path, f"operationProfiling:\n  mode: {mode}\n")
+    assert parse_args(["--config", path]).profile == level
+
+
 def test_empty_config_file_keeps_the_defaults(tmp_path: Path) -> None:
     assert parse_args(["--config", _config(tmp_path, "# nothing\n")]).port == 27017
 
@@ -233,3 +241,13 @@ def test_ephemeral_refuses_a_dbpath_from_the_file(
     path = _config(tmp_path, "storage:\n  dbPath: /srv/x\n")
     err = _refused(["--config", path, "--ephemeral"], capsys)
     assert f"drop storage.dbPath in {path}" in err
+
+
+def test_readme_config_example_is_accepted() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Config file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    settings = parse_config(example, "README.md")
+    assert settings.options["net.maxIncomingConnections"] == 500
+    assert settings.options["operationProfiling.mode"] == "off"
+    assert settings.set_parameters == ["ttlMonitorSleepSecs=60"]
