@@ -4,6 +4,7 @@ given with --config (flags override the file)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,25 +95,24 @@ class Config:
         return out
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535, got {value}")
-    return value
+def _ranged(
+    name: str, convert: Callable[[str], Any], low: float, high: float, refusal: str
+) -> Callable[[str], Any]:
+    """An argparse type: `convert`, then refuse a value outside `low..high` with `refusal`."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{refusal}, got {value}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in "invalid <name> value: 'x'"
+    return parse
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
-    return value
+_port = _ranged("port", int, 0, 65535, "port must be between 0 and 65535")
+_positive = _ranged("count", int, 1, 2**31 - 1, "must be at least 1")
+_fraction = _ranged("fraction", float, 0, 1, "must be between 0 and 1")
 
 
 class _Verbosity(argparse.Action):

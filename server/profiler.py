@@ -285,6 +285,7 @@ class Profiler:
         self.dropped = 0
         self._pending: list[tuple[str, bytes]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
         self._refresh()
 
     def _refresh(self) -> None:
@@ -395,7 +396,7 @@ class Profiler:
     # -- writing system.profile --------------------------------------------------------------------
 
     def _profile(self, db: str, doc: dict[str, Any]) -> None:
-        if self.gateway is None:
+        if self.gateway is None or self._closed or not db:
             return
         if len(self._pending) >= MAX_PENDING:
             self.dropped += 1
@@ -430,7 +431,9 @@ class Profiler:
                     )
 
     async def close(self, timeout: float = 1.0) -> None:
-        """Let the documents already handed over reach storage (briefly), then stop."""
+        """Let the documents already handed over reach storage (briefly), then stop: what is
+        profiled from now on is not written."""
+        self._closed = True
         flusher = self._flusher
         if flusher is None or flusher.done():
             return

@@ -289,22 +289,17 @@ def _wait_for(predicate: Any, timeout: float = EXIT_TIMEOUT) -> bool:
     return True
 
 
+def _launch_json(launch: Any, logfile: Path, *extra: str) -> Any:
+    """An ephemeral server writing JSON lines to `logfile`, started and ready."""
+    args = ["--port", "0", "--ephemeral", "--logFormat", "json", "--logpath", str(logfile)]
+    srv = launch([*args, *extra], subprocess.DEVNULL)
+    srv.startup()
+    return srv
+
+
 def test_json_log_lines_getlog_and_connection_metadata(launch: Any, tmp_path: Path) -> None:
     logfile = tmp_path / "ebbdb.log"
-    srv = launch(
-        [
-            "--port",
-            "0",
-            "--ephemeral",
-            "--logFormat",
-            "json",
-            "-v",
-            "--logpath",
-            str(logfile),
-        ],
-        subprocess.DEVNULL,
-    )
-    srv.startup()
+    srv = _launch_json(launch, logfile, "-v")
     client = MongoClient(
         f"mongodb://127.0.0.1:{srv.port}/?directConnection=true&appName=orders-service",
         serverSelectionTimeoutMS=5000,
@@ -419,21 +414,7 @@ def test_slow_queries_from_the_config_file(launch: Any, tmp_path: Path) -> None:
 
 def test_max_incoming_connections_closes_the_extra_ones(launch: Any, tmp_path: Path) -> None:
     logfile = tmp_path / "ebbdb.log"
-    srv = launch(
-        [
-            "--port",
-            "0",
-            "--ephemeral",
-            "--maxConns",
-            "2",
-            "--logFormat",
-            "json",
-            "--logpath",
-            str(logfile),
-        ],
-        subprocess.DEVNULL,
-    )
-    srv.startup()
+    srv = _launch_json(launch, logfile, "--maxConns", "2")
     first, second = rawwire.connect(srv.port), rawwire.connect(srv.port)
     try:
         for sock in (first, second):
