@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import shutil
 import socket
 import sys
+import tempfile
 from typing import Any
 
 import server.commands  # noqa: F401  (registers every command)
@@ -19,12 +22,17 @@ from server.cursors import CursorManager
 from server.dispatch import Dispatcher
 from server.gateway import Gateway
 from server.parameters import Parameters
+from server.profiler import Profiler
 from server.stats import ServerStats
 from server.ttl_monitor import GatewayExpiry, TTLMonitor
 from server.version import EBBDB_VERSION
 from storage.engine import Engine
 
 log = logging.getLogger("ebbdb.control")
+network_log = logging.getLogger("ebbdb.network")
+
+#: mongod's "Waiting for connections", the line that says the server is ready.
+WAITING_FOR_CONNECTIONS_ID = 23016
 
 #: How long shutdown waits for requests in flight before closing their connections.
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -37,6 +45,7 @@ class App:
     start()."""
 
     def __init__(self, config: Config) -> None:
+        #: With --ephemeral, `start` replaces `dbpath` by the temporary directory it makes.
         self.config = config
         self.parameters = Parameters(config.parameters)
         self.stats = ServerStats()
@@ -50,6 +59,7 @@ class App:
         self._servers: list[asyncio.Server] = []
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
+        self._ephemeral_dir: str | None = None
         self.stopped = asyncio.Event()
 
     @property
@@ -74,17 +84,31 @@ class App:
     def active_connections(self) -> int:
         return sum(1 for c in self.connections.values() if c.busy)
 
+    @property
+    def open_connections(self) -> int:
+        return len(self.connections)
+
     async def start(self) -> None:
-        """Open the data directory and listen. Raises DataDirLocked or OSError (port in use)."""
+        """Open the data directory (with --ephemeral, a new temporary one) and listen. Raises
+        DataDirLocked, LogFileError, or OSError (port in use)."""
         # The writer thread runs Python too: a short switch interval keeps a long write (a TTL
         # batch, a large insert) from holding the interpreter for the default 5 ms at a time
         # while clients wait on the event loop.
         sys.setswitchinterval(_SWITCH_INTERVAL)
+        config = self.config
         self._log_handlers = logsetup.setup(
-            self.config.quiet, self.log_ring, self.config.logpath, self.config.logappend
+            config.quiet,
+            self.log_ring,
+            config.logpath,
+            config.logappend,
+            verbosity=config.verbosity,
+            log_format=config.log_format,
         )
         try:
-            self._engine = Engine.open(self.config.dbpath)
+            if config.ephemeral:
+                self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
+                self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
+            self._engine = Engine.open(config.dbpath)
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
             self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)
@@ -98,22 +122,34 @@ class App:
                 config=self.config,
                 log_ring=self.log_ring,
                 listener=self,
+                profiler=Profiler(
+                    gateway,
+                    slowms=config.slowms,
+                    sample_rate=config.sample_rate,
+                    default_level=config.profile,
+                    # mongod logs every operation once COMMAND's verbosity is 1 or more.
+                    log_all=config.verbosity >= 1,
+                ),
             )
             await self._listen(Dispatcher(self._services))
         except BaseException:
             await self._close_storage()
+            self._remove_ephemeral()
             self._detach_logging()
             raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_cursors()))
         self._tasks.append(loop.create_task(self.services.ttl_monitor.run()))
         assert self.address is not None
-        log.info(
-            "ebbdb %s listening on %s:%d, dbpath %s",
-            EBBDB_VERSION,
-            self.address[0],
-            self.address[1],
-            self.config.dbpath,
+        logsetup.log_event(
+            network_log,
+            logging.INFO,
+            WAITING_FOR_CONNECTIONS_ID,
+            "Waiting for connections",
+            {"port": self.address[1], "ssl": "off"},
+            ctx="listener",
+            text=f"ebbdb {EBBDB_VERSION} listening on {self.address[0]}:{self.address[1]}, "
+            f"dbpath {config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
         )
         self.log_ring.starting = False
 
@@ -160,12 +196,21 @@ class App:
             with contextlib.suppress(Exception):
                 await srv.wait_closed()
         await self._close_storage()
+        self._remove_ephemeral()
         log.info("shutdown complete")
         self._detach_logging()
         self.stopped.set()
 
+    def _remove_ephemeral(self) -> None:
+        """With --ephemeral, delete the temporary data directory (storage is closed by now)."""
+        path, self._ephemeral_dir = self._ephemeral_dir, None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("removed the ephemeral data directory %s", path)
+
     async def _close_storage(self) -> None:
         if self._services is not None:
+            await self._services.profiler.close()
             await asyncio.get_running_loop().run_in_executor(None, self._services.gateway.close)
         if self._engine is not None:
             # Closing syncs the data file: off the loop, like every disk wait.
@@ -187,10 +232,14 @@ class App:
 
     # -- connections -----------------------------------------------------------------------------
 
-    def connection_opened(self, conn: Connection) -> None:
+    def connection_opened(self, conn: Connection) -> bool:
+        """Count `conn` in, unless net.maxIncomingConnections are open already (False)."""
+        if len(self.connections) >= self.config.max_connections:
+            return False
         self.connections[conn.id] = conn
         self.stats.connections_current += 1
         self.stats.connections_total += 1
+        return True
 
     def connection_closed(self, conn: Connection) -> None:
         if self.connections.pop(conn.id, None) is not None:

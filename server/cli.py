@@ -1,4 +1,5 @@
-"""The `ebbdb` command: parse the command line, run the server until SIGINT or SIGTERM."""
+"""The `ebbdb` command: parse the command line (and --config), run the server until SIGINT or
+SIGTERM. An --ephemeral server's data directory goes with it, whichever way it stops."""
 
 from __future__ import annotations
 
@@ -35,14 +36,15 @@ async def serve(config: Config) -> int:
         return EXIT_LOGPATH_FAILURE
     except OSError as exc:
         print(
-            f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: {exc.strerror or exc}",
+            f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: "
+            f"{exc.strerror or exc}",
             file=sys.stderr,
         )
         return EXIT_ADDRESS_IN_USE
     assert app.address is not None
     print(
         f"ebbdb {EBBDB_VERSION} listening on {app.address[0]}:{app.address[1]} "
-        f"dbpath={config.dbpath}",
+        f"dbpath={app.config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
         flush=True,
     )
     await stop.wait()

@@ -1,16 +1,24 @@
-"""Command line and configuration, in mongod's spelling."""
+"""Command line and configuration, in mongod's spelling: flags, and the options of a mongod.conf
+given with --config (flags override the file)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.config_file import MAX_VERBOSITY, PROFILE_MODES, ConfigFileError, read_config
+from server.log import LOG_FORMATS, LogFormat
 from server.parameters import parse_startup
 from server.version import EBBDB_VERSION, MONGODB_VERSION
 
 DEFAULT_PORT = 27017
 DEFAULT_DBPATH = "./ebbdb-data"
+#: mongod's net.maxIncomingConnections default.
+DEFAULT_MAX_CONNECTIONS = 1_000_000
+#: mongod's operationProfiling.slowOpThresholdMs default.
+DEFAULT_SLOWMS = 100
 
 
 @dataclass(frozen=True)
@@ -25,13 +33,51 @@ class Config:
     logpath: str | None = None
     #: --logappend: append to an existing --logpath instead of renaming it aside.
     logappend: bool = False
+    #: --ephemeral: the data lives in a temporary directory (made at start, `dbpath` then names
+    #: it) that is removed when the server stops.
+    ephemeral: bool = False
+    #: -v (1) to -vvvvv (5), or systemLog.verbosity: debug lines down to D<verbosity>.
+    verbosity: int = 0
+    #: --logFormat: readable "text" lines, or mongod's structured "json" lines.
+    log_format: LogFormat = "text"
+    #: --maxConns / net.maxIncomingConnections: connections past this are closed at once.
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: --slowms / operationProfiling.slowOpThresholdMs: an operation slower than this is logged.
+    slowms: int = DEFAULT_SLOWMS
+    #: --slowOpSampleRate / operationProfiling.slowOpSampleRate: the share of slow operations
+    #: logged (and profiled at level 1).
+    sample_rate: float = 1.0
+    #: --profile / operationProfiling.mode: every database's profiling level until `profile`.
+    profile: int = 0
+    #: --config: the YAML file the options were read from.
+    config_file: str | None = None
+    #: --bind_ip_all and --ipv6 as given (bind_ip holds the addresses they mean).
+    bind_ip_all: bool = False
+    ipv6: bool = False
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
-        out: dict[str, Any] = {
-            "net": {"bindIp": ",".join(self.bind_ip), "port": self.port},
-            "storage": {"dbPath": self.dbpath},
-        }
+        net: dict[str, Any] = {"bindIp": ",".join(self.bind_ip), "port": self.port}
+        if self.bind_ip_all:
+            net["bindIpAll"] = True
+        if self.ipv6:
+            net["ipv6"] = True
+        if self.max_connections != DEFAULT_MAX_CONNECTIONS:
+            net["maxIncomingConnections"] = self.max_connections
+        out: dict[str, Any] = {}
+        if self.config_file is not None:
+            out["config"] = self.config_file
+        out["net"] = net
+        profiling: dict[str, Any] = {}
+        if self.profile:
+            profiling["mode"] = next(k for k, v in PROFILE_MODES.items() if v == self.profile)
+        if self.slowms != DEFAULT_SLOWMS:
+            profiling["slowOpThresholdMs"] = self.slowms
+        if self.sample_rate != 1.0:
+            profiling["slowOpSampleRate"] = self.sample_rate
+        if profiling:
+            out["operationProfiling"] = profiling
+        out["storage"] = {"dbPath": self.dbpath}
         if self.parameters:
             out["setParameter"] = {k: str(v) for k, v in self.parameters.items()}
         system_log: dict[str, Any] = {}
@@ -42,16 +88,48 @@ class Config:
             system_log["path"] = self.logpath
         if self.quiet:
             system_log["quiet"] = True
+        if self.verbosity:
+            system_log["verbosity"] = self.verbosity
         if system_log:
             out["systemLog"] = system_log
         return out
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 0 and 65535, got {value}")
-    return value
+def _ranged(
+    name: str, convert: Callable[[str], Any], low: float, high: float, refusal: str
+) -> Callable[[str], Any]:
+    """An argparse type: `convert`, then refuse a value outside `low..high` with `refusal`."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{refusal}, got {value}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in "invalid <name> value: 'x'"
+    return parse
+
+
+_port = _ranged("port", int, 0, 65535, "port must be between 0 and 65535")
+_positive = _ranged("count", int, 1, 2**31 - 1, "must be at least 1")
+_fraction = _ranged("fraction", float, 0, 1, "must be between 0 and 1")
+
+
+class _Verbosity(argparse.Action):
+    """-v, -vv, ... -vvvvv (each v one level), and --verbose."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        text = values if isinstance(values, str) else ""
+        if text.strip("v"):
+            parser.error(f"{option_string}: expected only v's (as in -vvv), got {text!r}")
+        level = (namespace.verbosity or 0) + 1 + len(text)
+        namespace.verbosity = min(level, MAX_VERBOSITY)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,27 +137,48 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ebbdb",
         description="ebbdb: a MongoDB-compatible database server on LMDB.",
     )
+    # Defaults are None so that a flag given can be told from one left out: a flag overrides
+    # the config file, the config file overrides the defaults.
+    p.add_argument(
+        "-f",
+        "--config",
+        metavar="FILE",
+        help="read options from a mongod.conf YAML file (net, storage, systemLog, "
+        "operationProfiling, setParameter); flags override it",
+    )
     p.add_argument(
         "--port",
         type=_port,
-        default=DEFAULT_PORT,
         help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free port)",
     )
     p.add_argument(
         "--bind_ip",
-        default="127.0.0.1",
         help="comma-separated addresses to listen on (default 127.0.0.1)",
     )
     p.add_argument(
         "--bind_ip_all",
         action="store_true",
+        default=None,
         help="listen on all IPv4 addresses (and all IPv6 ones with --ipv6), as mongod does",
     )
-    p.add_argument("--ipv6", action="store_true", help="with --bind_ip_all, listen on :: too")
+    p.add_argument(
+        "--ipv6", action="store_true", default=None, help="with --bind_ip_all, listen on :: too"
+    )
+    p.add_argument(
+        "--maxConns",
+        type=_positive,
+        metavar="N",
+        help=f"close connections past N open ones (default {DEFAULT_MAX_CONNECTIONS:,})",
+    )
     p.add_argument(
         "--dbpath",
-        default=DEFAULT_DBPATH,
         help=f"data directory, created if missing (default {DEFAULT_DBPATH})",
+    )
+    p.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the data in a temporary directory that is removed when the server stops "
+        "(not with --dbpath)",
     )
     p.add_argument(
         "--setParameter",
@@ -88,14 +187,54 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="set a server parameter (repeatable)",
     )
-    p.add_argument("--quiet", action="store_true", help="log less (no connection events)")
+    p.add_argument(
+        "--quiet", action="store_true", default=None, help="log less (no connection events)"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        nargs="?",
+        const="",
+        action=_Verbosity,
+        help="log more: -v logs failed commands and every operation, -vv to -vvvvv "
+        "lower debug levels",
+    )
+    p.add_argument(
+        "--logFormat",
+        choices=LOG_FORMATS,
+        help="text (readable, the default) or json (mongod's structured lines)",
+    )
     p.add_argument(
         "--logpath",
         metavar="FILE",
         help="log to FILE instead of stderr; an existing FILE is first renamed to "
         "FILE.<UTC time> unless --logappend is given",
     )
-    p.add_argument("--logappend", action="store_true", help="append to an existing --logpath file")
+    p.add_argument(
+        "--logappend",
+        action="store_true",
+        default=None,
+        help="append to an existing --logpath file",
+    )
+    p.add_argument(
+        "--slowms",
+        type=int,
+        metavar="MS",
+        help=f"log operations slower than MS milliseconds (default {DEFAULT_SLOWMS})",
+    )
+    p.add_argument(
+        "--slowOpSampleRate",
+        type=_fraction,
+        metavar="RATE",
+        help="the share of slow operations logged and profiled (default 1.0)",
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        choices=(0, 1, 2),
+        help="every database's profiling level at start: 0 off, 1 slow operations, 2 all",
+    )
     p.add_argument(
         "--syncdelay",
         metavar="SECONDS",
@@ -111,32 +250,73 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str]) -> Config:
-    """Parse a command line (without the program name). Exits with status 2 on bad input."""
+    """Parse a command line (without the program name), reading --config first. Exits with
+    status 2 on bad input, the config file's included."""
     parser = build_parser()
     ns = parser.parse_args(argv)
+    opts: dict[str, Any] = {}
+    file_params: list[str] = []
+    if ns.config is not None:
+        try:
+            settings = read_config(ns.config)
+        except ConfigFileError as exc:
+            parser.error(str(exc))
+        opts = settings.options
+        file_params = settings.set_parameters
+
+    def pick(flag: Any, path: str, default: Any) -> Any:
+        if flag is not None:
+            return flag
+        return opts.get(path, default)
+
     pairs = list(ns.setParameter)
     if ns.syncdelay is not None:
         pairs.append(f"syncdelay={ns.syncdelay}")
     try:
-        params = parse_startup(pairs)
+        from_file = parse_startup(file_params)
+    except ValueError as exc:
+        parser.error(f"config file {ns.config}: setParameter: {exc}")
+    try:
+        params = {**from_file, **parse_startup(pairs)}  # a flag wins over the file
     except ValueError as exc:
         parser.error(str(exc))
-    if ns.bind_ip_all:
+    bind_ip_all = bool(pick(ns.bind_ip_all, "net.bindIpAll", False))
+    ipv6 = bool(pick(ns.ipv6, "net.ipv6", False))
+    if bind_ip_all:
         # mongod's rule: 0.0.0.0, and :: only with --ipv6 (a host without IPv6 still starts).
-        bind: tuple[str, ...] = ("0.0.0.0", "::") if ns.ipv6 else ("0.0.0.0",)
+        bind: tuple[str, ...] = ("0.0.0.0", "::") if ipv6 else ("0.0.0.0",)
     else:
-        bind = tuple(part.strip() for part in ns.bind_ip.split(",") if part.strip())
+        bind_ip = pick(ns.bind_ip, "net.bindIp", "127.0.0.1")
+        bind = tuple(part.strip() for part in bind_ip.split(",") if part.strip())
         if not bind:
             parser.error("--bind_ip needs at least one address")
-    if ns.logpath is not None and not ns.logpath:
+    logpath = pick(ns.logpath, "systemLog.path", None)
+    if logpath is not None and not logpath:
         parser.error("--logpath needs a file name")
+    dbpath = pick(ns.dbpath, "storage.dbPath", None)
+    if ns.ephemeral and dbpath is not None:
+        given = "--dbpath" if ns.dbpath is not None else f"storage.dbPath in {ns.config}"
+        parser.error(f"--ephemeral keeps its data in a temporary directory: drop {given}")
+    profile = ns.profile
+    if profile is None:
+        profile = PROFILE_MODES.get(opts.get("operationProfiling.mode", "off"), 0)
     return Config(
-        port=ns.port,
+        port=pick(ns.port, "net.port", DEFAULT_PORT),
         bind_ip=bind,
-        dbpath=ns.dbpath,
+        dbpath=dbpath if dbpath is not None else DEFAULT_DBPATH,
         parameters=params,
-        quiet=ns.quiet,
+        quiet=bool(pick(ns.quiet, "systemLog.quiet", False)),
         argv=("ebbdb", *argv),
-        logpath=ns.logpath,
-        logappend=ns.logappend,
+        logpath=logpath,
+        logappend=bool(pick(ns.logappend, "systemLog.logAppend", False)),
+        ephemeral=ns.ephemeral,
+        verbosity=pick(ns.verbosity, "systemLog.verbosity", 0),
+        log_format=ns.logFormat or "text",
+        max_connections=pick(ns.maxConns, "net.maxIncomingConnections", DEFAULT_MAX_CONNECTIONS),
+        slowms=pick(ns.slowms, "operationProfiling.slowOpThresholdMs", DEFAULT_SLOWMS),
+        sample_rate=pick(ns.slowOpSampleRate, "operationProfiling.slowOpSampleRate", 1.0),
+        profile=profile,
+        config_file=ns.config,
+        bind_ip_all=bind_ip_all,
+        ipv6=ipv6,
     )

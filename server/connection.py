@@ -16,8 +16,15 @@ from typing import Any, Protocol
 from protocol import FrameDecoder, ProtocolError
 from server.context import Client
 from server.dispatch import Dispatcher
+from server.log import log_event
+from server.profiler import app_name
 
 log = logging.getLogger("ebbdb.network")
+
+#: mongod's connection lines.
+CONNECTION_REFUSED_ID = 22942
+CONNECTION_ACCEPTED_ID = 22943
+CONNECTION_ENDED_ID = 22944
 
 _CONNECTION_IDS = itertools.count(1)
 #: Stop reading from a client that has this many requests queued behind the running one.
@@ -53,9 +60,16 @@ _NOT_STARTED = object()
 class Owner(Protocol):
     """What a connection tells the server it belongs to."""
 
-    def connection_opened(self, conn: Connection) -> None: ...
+    def connection_opened(self, conn: Connection) -> bool:
+        """Count a new connection in; False refuses it (net.maxIncomingConnections reached)."""
+        ...
 
     def connection_closed(self, conn: Connection) -> None: ...
+
+    @property
+    def open_connections(self) -> int:
+        """Connections counted in and not closed yet."""
+        ...
 
 
 class Connection(asyncio.Protocol):
@@ -89,24 +103,69 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        if not self._owner.connection_opened(self):
+            # As mongod: the connection is accepted, then closed at once, and nothing is read.
+            count = self._owner.open_connections
+            log_event(
+                log,
+                logging.INFO,
+                CONNECTION_REFUSED_ID,
+                "Connection refused because there are too many open connections",
+                {"remote": self.client.peer, "connectionCount": count},
+                ctx="listener",
+                text=f"connection refused from {self.peer}: too many open connections ({count})",
+            )
+            transport.abort()  # type: ignore[attr-defined]  # a stream transport
+            return
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         loop = asyncio.get_running_loop()
         self._handoff = loop.create_future()
         self._runner = loop.create_task(self._run())
-        self._owner.connection_opened(self)
-        log.info("[conn%d] connection accepted from %s", self.id, self.peer)
+        count = self._owner.open_connections
+        log_event(
+            log,
+            logging.INFO,
+            CONNECTION_ACCEPTED_ID,
+            "Connection accepted",
+            {"remote": self.peer, "connectionId": self.id, "connectionCount": count},
+            ctx="listener",
+            text=f"[conn{self.id}] connection accepted from {self.peer} "
+            f"({count} {'connection' if count == 1 else 'connections'} now open)",
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._runner is None:  # refused in connection_made: never counted in
+            self.closed.set()
+            return
         self._transport = None
         self._queue.clear()
-        if self._runner is not None:
-            self._runner.cancel()
+        self._runner.cancel()
         self._idle.set()
         self._owner.connection_closed(self)
         self.closed.set()
-        log.info("[conn%d] end connection %s", self.id, self.peer)
+        count = self._owner.open_connections
+        who = ""
+        metadata = self.client.metadata
+        if metadata:
+            driver = metadata.get("driver")
+            if isinstance(driver, dict):
+                who = f"{driver.get('name', '?')} {driver.get('version', '?')}"
+            app = app_name(metadata)
+            if app:
+                who = f"{who}, appName {app!r}" if who else f"appName {app!r}"
+        log_event(
+            log,
+            logging.INFO,
+            CONNECTION_ENDED_ID,
+            "Connection ended",
+            {"remote": self.peer, "connectionId": self.id, "connectionCount": count},
+            ctx=f"conn{self.id}",
+            text=f"[conn{self.id}] end connection {self.peer}"
+            + (f" ({who})" if who else "")
+            + f" ({count} {'connection' if count == 1 else 'connections'} now open)",
+        )
 
     def data_received(self, data: bytes) -> None:
         try:

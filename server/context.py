@@ -3,7 +3,7 @@ it serves, the database the command names, and the command's name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from server.clock import ExpiryClock
@@ -12,6 +12,7 @@ from server.cursors import CursorManager
 from server.gateway import Gateway
 from server.log import RingHandler
 from server.parameters import Parameters
+from server.profiler import Profiler
 from server.stats import ServerStats
 from server.ttl_monitor import TTLMonitor
 from storage.catalog import CollectionInfo
@@ -48,6 +49,8 @@ class Services:
     config: Config
     log_ring: RingHandler
     listener: Listener
+    #: Profiling levels and the slow-operation log (a server that does not say gets one of its own).
+    profiler: Profiler = field(default_factory=Profiler, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -57,7 +60,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("contexts", "id", "metadata", "peer")
+    __slots__ = ("contexts", "id", "metadata", "op_run", "peer")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -66,6 +69,9 @@ class Client:
         #: Handler contexts by (database, command name). A context is immutable, so the dispatcher
         #: makes one per pair and keeps it for the next request, not one per request.
         self.contexts: dict[tuple[str, str], CommandContext] = {}
+        #: The QueryRun the request running now read with (find and getMore set it), for the
+        #: slow-query log and the profiler.
+        self.op_run: object = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,10 +17,19 @@ from server import write_concern
 from server.arguments import DocSequence, extract, extract_lenient
 from server.context import Client, CommandContext, Services
 from server.errors import CommandError, ErrorCode, error_reply
+from server.log import debug_level, log_event
+from server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from server.registry import REGISTRY, Registry
 from storage.documents import CODEC
 
 log = logging.getLogger("ebbdb.command")
+network_log = logging.getLogger("ebbdb.network")
+
+#: mongod's lines: a command that failed (at debug level 1), and a driver's handshake metadata.
+COMMAND_FAILED_ID = 24069
+CLIENT_METADATA_ID = 51800
+_D1 = debug_level(1)
+_clock = time.perf_counter
 
 _REQUEST_IDS = itertools.count(1)
 #: The commands a legacy OP_QUERY may carry: the first handshake of drivers that predate OP_MSG.
@@ -38,6 +48,7 @@ class Dispatcher:
     def __init__(self, services: Services, registry: Registry = REGISTRY) -> None:
         self.services = services
         self.registry = registry
+        self._profiler = services.profiler
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | None:
         """The reply frame for one request frame, or None when the client asked for no reply.
@@ -117,13 +128,16 @@ class Dispatcher:
     async def run(
         self, client: Client, body: dict[str, Any], request_id: int = 0
     ) -> dict[str, Any]:
-        """Run one command document and return its reply document (never raises)."""
+        """Run one command document and return its reply document (never raises). A command
+        slower than the profiler's threshold is handed to the profiler afterwards."""
         name = next(iter(body), "")
+        started = _clock()
+        client.op_run = None
+        db: Any = body.get("$db")
         try:
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
-            db = body.get("$db")
             if not isinstance(db, str):
                 raise CommandError(
                     ErrorCode.Location40571, "OP_MSG requests require a $db argument"
@@ -138,14 +152,19 @@ class Dispatcher:
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
-            reply = await cmd.handler(ctx, params)
+            if cmd.name == "hello" and client.metadata is None:
+                reply = await cmd.handler(ctx, params)
+                if client.metadata is not None:
+                    _log_client_metadata(client)
+            else:
+                reply = await cmd.handler(ctx, params)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
                 await self.services.gateway.wait_durable()
         except CommandError as exc:
-            log.debug("[conn%d] %s failed: %s", client.id, name, exc.message)
-            return error_reply(exc)
+            reply = error_reply(exc)
+            _log_failure(client, name, db, body, reply)
         except Exception as exc:
             if getattr(exc, "code_name", None) is None:
                 log.error(
@@ -155,9 +174,26 @@ class Dispatcher:
                     name,
                     exc_info=exc,
                 )
-            return error_reply(exc)
-        if "ok" not in reply:
-            reply["ok"] = 1.0
+            reply = error_reply(exc)
+            _log_failure(client, name, db, body, reply)
+        else:
+            if "ok" not in reply:
+                reply["ok"] = 1.0
+        seconds = _clock() - started
+        if seconds > self._profiler.threshold:
+            self._profiler.finished(
+                Finished(
+                    db if isinstance(db, str) else "",
+                    name,
+                    body,
+                    reply,
+                    seconds,
+                    client.peer,
+                    client.metadata,
+                    client.op_run,
+                    f"conn{client.id}",
+                )
+            )
         return reply
 
     def _context(self, client: Client, db: str, command: str) -> CommandContext:
@@ -168,6 +204,52 @@ class Dispatcher:
         ctx = CommandContext.of(self.services, client, db, command)
         client.contexts[db, command] = ctx
         return ctx
+
+
+def _log_failure(
+    client: Client, name: str, db: Any, body: Mapping[str, Any], reply: Mapping[str, Any]
+) -> None:
+    """mongod's "Assertion while executing command", at debug level 1 (seen with -v)."""
+    if not log.isEnabledFor(_D1):
+        return
+    error = f"{reply.get('codeName')}: {reply.get('errmsg')}"
+    log_event(
+        log,
+        _D1,
+        COMMAND_FAILED_ID,
+        "Assertion while executing command",
+        {
+            "command": name,
+            "db": db if isinstance(db, str) else "",
+            "body": loggable_command(body, MAX_LOGGED_COMMAND),
+            "error": error,
+        },
+        ctx=f"conn{client.id}",
+        text=f"[conn{client.id}] Assertion while executing command '{name}' on database "
+        f"'{db}': {error}",
+    )
+
+
+def _log_client_metadata(client: Client) -> None:
+    """mongod's "client metadata" line, once per connection: the driver, its version and the
+    application name from the first hello's `client` document."""
+    doc = client.metadata or {}
+    driver = doc.get("driver")
+    driver_text = ""
+    if isinstance(driver, Mapping):
+        driver_text = f"{driver.get('name', '?')} {driver.get('version', '?')}"
+    app = app_name(doc)
+    ctx = f"conn{client.id}"
+    log_event(
+        network_log,
+        logging.INFO,
+        CLIENT_METADATA_ID,
+        "client metadata",
+        {"remote": client.peer, "client": ctx, "negotiatedCompressors": [], "doc": doc},
+        ctx=ctx,
+        text=f"[{ctx}] client metadata from {client.peer}: driver {driver_text or 'unknown'}"
+        + (f", appName {app!r}" if app else ""),
+    )
 
 
 __all__ = ["Dispatcher"]

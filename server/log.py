@@ -1,6 +1,7 @@
-"""Logging: a ring of recent lines as MongoDB-style JSON for getLog, and readable lines that a writer
-thread puts on stderr or the --logpath file, fed by a bounded queue so that no thread that logs (the
-event loop above all) ever waits on a slow or stuck reader of the log."""
+"""Logging: a ring of recent lines as mongod's structured JSON for getLog, and lines that a writer
+thread puts on stderr or the --logpath file (readable text, or with --logFormat json the same JSON
+lines), fed by a bounded queue so that no thread that logs (the event loop above all) ever waits on
+a slow or stuck reader of the log."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import queue
 import sys
 import threading
 import time
-from typing import Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
+
+from bson import json_util
 
 RING_SIZE = 1024
 #: Lines waiting for the writer thread; past this, lines are dropped (and counted), never waited for.
@@ -30,13 +33,60 @@ _COMPONENTS = {
     "ebbdb.control": "CONTROL",
     "ebbdb.ttl": "INDEX",
 }
+#: mongod's debug severities D1 to D5, as logging levels just under DEBUG (D1 is DEBUG itself).
+MAX_VERBOSITY = 5
 _SEVERITY = {
-    logging.DEBUG: "D1",
     logging.INFO: "I",
     logging.WARNING: "W",
     logging.ERROR: "E",
     logging.CRITICAL: "F",
+    **{logging.DEBUG + 1 - n: f"D{n}" for n in range(1, MAX_VERBOSITY + 1)},
 }
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
+#: Attribute values mongod writes as relaxed extended JSON ({"$oid": ...}, {"$date": ...}).
+_JSON_OPTIONS = json_util.RELAXED_JSON_OPTIONS
+
+
+def debug_level(n: int) -> int:
+    """The logging level of mongod's debug severity D<n> (1 to 5)."""
+    return logging.DEBUG + 1 - max(1, min(n, MAX_VERBOSITY))
+
+
+def verbosity_level(verbosity: int) -> int:
+    """The lowest level logged at a verbosity (-v is 1, -vv 2, ...): INFO at 0, else D<verbosity>."""
+    return logging.INFO if verbosity <= 0 else debug_level(verbosity)
+
+
+class Event:
+    """What mongod's structured line says beyond the readable text: the message id, mongod's
+    constant message, the attributes and the context (`conn12`, `listener`). Passed to a logging
+    call as `extra={"event": Event(...)}`; the readable text is the call's own message."""
+
+    __slots__ = ("attr", "ctx", "id", "msg")
+
+    def __init__(
+        self, id: int, msg: str, attr: dict[str, Any] | None = None, ctx: str | None = None
+    ) -> None:
+        self.id = id
+        self.msg = msg
+        self.attr = attr
+        self.ctx = ctx
+
+
+def log_event(
+    logger: logging.Logger,
+    level: int,
+    id: int,
+    msg: str,
+    attr: dict[str, Any] | None = None,
+    *,
+    ctx: str | None = None,
+    text: str | None = None,
+) -> None:
+    """Log one of mongod's structured lines; `text` is the readable form (default: `msg`)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, text or msg, extra={"event": Event(id, msg, attr, ctx)})
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -44,26 +94,62 @@ def _timestamp(record: logging.LogRecord) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _severity(levelno: int) -> str:
+    found = _SEVERITY.get(levelno)
+    if found is not None:
+        return found
+    return "I" if levelno > logging.DEBUG else f"D{MAX_VERBOSITY}"
+
+
+def _ctx(record: logging.LogRecord, event: Event | None) -> str | None:
+    """The line's context: the event's, else the `[conn12]` a message starts with, else None."""
+    if event is not None and event.ctx:
+        return event.ctx
+    msg = record.msg
+    if isinstance(msg, str) and msg.startswith("[conn"):
+        end = msg.find("]")
+        if end > 0:
+            return msg[1:end]
+    return None
+
+
 def as_json(record: logging.LogRecord) -> str:
-    entry = {
+    """The record as mongod's structured line: t, s, c, id, ctx, msg and attr (when it has any).
+    Computed once per record (the ring and a JSON log share it)."""
+    cached: str | None = record.__dict__.get("_ebbdb_json")
+    if cached is not None:
+        return cached
+    event: Event | None = record.__dict__.get("event")
+    entry: dict[str, Any] = {
         "t": {"$date": _timestamp(record)},
-        "s": _SEVERITY.get(record.levelno, "I"),
+        "s": _severity(record.levelno),
         "c": _COMPONENTS.get(record.name, "-"),
-        "id": 0,
-        "ctx": record.threadName or "main",
-        "msg": record.getMessage(),
+        "id": event.id if event is not None else 0,
+        "ctx": _ctx(record, event) or (record.threadName or "main"),
+        "msg": event.msg if event is not None else record.getMessage(),
     }
-    return json.dumps(entry, separators=(",", ":"))
+    attr = dict(event.attr) if event is not None and event.attr else {}
+    if record.exc_info:
+        attr["error"] = logging.Formatter().formatException(record.exc_info)
+    if attr:
+        entry["attr"] = attr
+        line = json_util.dumps(entry, json_options=_JSON_OPTIONS, separators=(",", ":"))
+    else:
+        line = json.dumps(entry, separators=(",", ":"))
+    record.__dict__["_ebbdb_json"] = line
+    return line
 
 
 class RingHandler(logging.Handler):
-    """Keeps the last RING_SIZE records; `startup_warnings` keeps warnings logged during startup."""
+    """Keeps the last RING_SIZE records as JSON lines (what getLog serves); `startup_warnings`
+    keeps warnings logged during startup, `total` counts every line ever kept."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.lines: collections.deque[str] = collections.deque(maxlen=RING_SIZE)
         self.startup_warnings: list[str] = []
         self.starting = True
+        self.total = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -71,19 +157,32 @@ class RingHandler(logging.Handler):
         except Exception:  # a bad log call must never break the server
             return
         self.lines.append(line)
+        self.total += 1
         if self.starting and record.levelno >= logging.WARNING:
             self.startup_warnings.append(line)
 
 
 class _TextFormatter(logging.Formatter):
+    """Readable lines: time, severity, component, `[context]` where known, and the message."""
+
     def format(self, record: logging.LogRecord) -> str:
+        event: Event | None = record.__dict__.get("event")
+        message = record.getMessage()
+        ctx = event.ctx if event is not None else None
+        if ctx and not message.startswith("["):
+            message = f"[{ctx}] {message}"
         text = (
-            f"{_timestamp(record)} {_SEVERITY.get(record.levelno, 'I')} "
-            f"{_COMPONENTS.get(record.name, '-'):<8} {record.getMessage()}"
+            f"{_timestamp(record)} {_severity(record.levelno)} "
+            f"{_COMPONENTS.get(record.name, '-'):<8} {message}"
         )
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return text
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return as_json(record)
 
 
 # -- where the lines go ----------------------------------------------------------------------------
@@ -266,13 +365,31 @@ class QueuedHandler(logging.Handler):
         return self.format(record)
 
 
+#: What --quiet leaves out, as mongod does: connections accepted, refused and ended, and the
+#: client metadata line.
+QUIET_IDS = frozenset({22942, 22943, 22944, 51800})
+
+
 def _not_a_connection_event(record: logging.LogRecord) -> bool:
-    return record.levelno >= logging.WARNING or record.name != "ebbdb.network"
+    if record.levelno >= logging.WARNING or record.name != "ebbdb.network":
+        return True
+    event: Event | None = record.__dict__.get("event")
+    return event is not None and event.id not in QUIET_IDS
 
 
 #: The event loop's own logger: its warnings (an exception in a callback) would otherwise go to
 #: logging's last-resort handler, which writes to sys.stderr on the loop's thread.
 _LOOP_LOGGER = "asyncio"
+
+
+#: The level each attached set of handlers logs at (one entry per `setup` not yet detached): the
+#: `ebbdb` logger lets through what the most verbose of them wants, each handler filters for itself.
+_ATTACHED_LEVELS: list[int] = []
+
+
+def _set_logger_level() -> None:
+    level = min(_ATTACHED_LEVELS, default=logging.INFO)
+    logging.getLogger("ebbdb").setLevel(min(level, logging.INFO))
 
 
 def setup(
@@ -281,20 +398,27 @@ def setup(
     logpath: str | None = None,
     logappend: bool = False,
     sink: Sink | None = None,
+    verbosity: int = 0,
+    log_format: LogFormat = "text",
 ) -> list[logging.Handler]:
     """Attach the ring and a QueuedHandler writing to `sink` (default: the --logpath file, else
-    stderr) to the `ebbdb` logger, and the QueuedHandler to the `asyncio` logger too. Returns the
-    handlers attached, for `detach`. Raises LogFileError when `logpath` cannot be opened; nothing
-    is attached then."""
+    stderr) to the `ebbdb` logger, and the QueuedHandler to the `asyncio` logger too. Both log at
+    `verbosity` (0: INFO and up; 1 to 5: down to D1..D5); the writer writes readable text, or the
+    ring's JSON lines with `log_format="json"`. Returns the handlers attached, for `detach`.
+    Raises LogFileError when `logpath` cannot be opened; nothing is attached then."""
     if sink is None:
         sink = open_log_file(logpath, logappend) if logpath else stderr_sink()
+    level = verbosity_level(verbosity)
     text = QueuedHandler(sink)
-    text.setFormatter(_TextFormatter())
+    text.setFormatter(_JsonFormatter() if log_format == "json" else _TextFormatter())
+    text.setLevel(level)
+    ring.setLevel(level)
     if quiet:
         text.addFilter(_not_a_connection_event)
     text.start()
     logger = logging.getLogger("ebbdb")
-    logger.setLevel(logging.INFO)
+    _ATTACHED_LEVELS.append(level)
+    _set_logger_level()
     logger.addHandler(text)
     logger.addHandler(ring)
     logging.getLogger(_LOOP_LOGGER).addHandler(text)
@@ -310,4 +434,7 @@ def detach(handlers: list[logging.Handler]) -> None:
             logger.removeHandler(h)
     for h in handlers:
         if isinstance(h, QueuedHandler):
+            if h.level in _ATTACHED_LEVELS:
+                _ATTACHED_LEVELS.remove(h.level)
+                _set_logger_level()
             h.close()

@@ -1,5 +1,5 @@
-"""Server administration and diagnostics: parameters, logs, command line, host, status, commands,
-and fsync (with its lock)."""
+"""Server administration and diagnostics: parameters, logs, the profiler's settings, command line,
+host, status, commands, and fsync (with its lock)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from bson import Int64
 from server.arguments import COMMAND_VALUE, REST, Kind, NoParams, arg
 from server.context import CommandContext
 from server.errors import CommandError, ErrorCode
+from server.profiler import FILTER_NOTE
 from server.registry import REGISTRY
 from server.version import EBBDB_VERSION, MONGODB_VERSION
 
@@ -81,7 +82,52 @@ async def get_log(ctx: CommandContext, p: GetLogParams) -> dict[str, Any]:
         lines = list(ring.startup_warnings)
     else:
         raise CommandError(ErrorCode.BadValue, f"No log named '{p.name}'")
-    return {"totalLinesWritten": len(lines), "log": lines, "ok": 1.0}
+    total = ring.total if p.name == "global" else len(lines)
+    return {"totalLinesWritten": total, "log": lines, "ok": 1.0}
+
+
+#: `filter` left out of a profile command (None, from the client's null, is refused).
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class ProfileParams:
+    level: int = arg(COMMAND_VALUE, Kind.INT, required=True)
+    slowms: int | None = arg("slowms", Kind.INT)
+    sample_rate: float | None = arg("sampleRate", Kind.NUMBER)
+    filter: Any = arg("filter", Kind.ANY, _KEEP)
+
+
+@REGISTRY.command("profile", params=ProfileParams)
+async def profile(ctx: CommandContext, p: ProfileParams) -> dict[str, Any]:
+    """Read (level -1) or set this database's profiling level (0 off, 1 operations slower than
+    slowms, 2 all) and filter, and the server's slowms and sampleRate. Replies with the settings
+    that were in force before, as mongod does."""
+    if p.sample_rate is not None and not 0.0 <= float(p.sample_rate) <= 1.0:
+        raise CommandError(ErrorCode.BadValue, "'sampleRate' must be between 0.0 and 1.0 inclusive")
+    new_filter: dict[str, Any] | None | bool = False
+    if p.filter is not _KEEP:
+        if isinstance(p.filter, dict):
+            new_filter = p.filter
+        elif p.filter == "unset":
+            new_filter = None
+        else:
+            raise CommandError(ErrorCode.BadValue, "Expected an object, or the string 'unset'.")
+    old, slowms, sample_rate = ctx.profiler.configure(
+        ctx.db,
+        p.level,
+        new_filter,
+        p.slowms,
+        None if p.sample_rate is None else float(p.sample_rate),
+        f"conn{ctx.client.id}",
+    )
+    reply: dict[str, Any] = {"was": old.level, "slowms": slowms, "sampleRate": sample_rate}
+    if old.filter is not None:
+        reply["filter"] = old.filter
+    if old.filter is not None or isinstance(new_filter, dict):
+        reply["note"] = FILTER_NOTE
+    reply["ok"] = 1.0
+    return reply
 
 
 @REGISTRY.command("getCmdLineOpts", admin_only=True, lenient=True)
@@ -144,7 +190,7 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
         "localTime": datetime.datetime.now(datetime.UTC),
         "connections": {
             "current": stats.connections_current,
-            "available": 1_000_000 - stats.connections_current,
+            "available": ctx.config.max_connections - stats.connections_current,
             "totalCreated": stats.connections_total,
             "active": ctx.listener.active_connections(),
         },

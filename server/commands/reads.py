@@ -98,7 +98,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
     if coll is None:
         return cursor_reply(ns, 0, "firstBatch", [])
-    run = QueryRun(coll, spec)
+    run = ctx.client.op_run = QueryRun(coll, spec)  # the profiler reads its plan and counts
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
@@ -135,6 +135,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
     cursor.in_use = True
+    ctx.client.op_run = cursor.run
     try:
         docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
     except BaseException:

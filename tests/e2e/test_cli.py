@@ -1,5 +1,6 @@
 """The `ebbdb` command as an operator runs it: real subprocesses (`python -m server`, and the console
-script when installed), the startup line, signals, the data directory lock, and --setParameter.
+script when installed), the startup line, signals, the data directory lock, --setParameter,
+--ephemeral (the data directory goes with the server) and --config (a mongod.conf; flags win).
 Every wait has a timeout so that no test can hang."""
 
 from __future__ import annotations
@@ -167,7 +168,21 @@ def test_version(cmd: list[str]) -> None:
 def test_help_lists_the_options() -> None:
     result = _run(["--help"])
     assert result.returncode == 0, result.stderr
-    for option in ("--port", "--bind_ip", "--bind_ip_all", "--dbpath", "--setParameter", "--quiet"):
+    for option in (
+        "--port",
+        "--bind_ip",
+        "--bind_ip_all",
+        "--dbpath",
+        "--setParameter",
+        "--quiet",
+        "--config",
+        "--ephemeral",
+        "--logFormat",
+        "--maxConns",
+        "--slowms",
+        "--profile",
+        "--verbose",
+    ):
         assert re.search(rf"{re.escape(option)}\b", result.stdout), f"{option} missing from --help"
 
 
@@ -325,3 +340,97 @@ def test_version_creates_no_data_directory(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "ebbdb-data").exists()
+
+
+# -- --ephemeral -----------------------------------------------------------------------------------
+
+_DBPATH_RE = re.compile(r"dbpath=(\S+)")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_ephemeral_data_is_removed_at_exit(launch: Any, sig: int) -> None:
+    srv = launch("--port", "0", "--ephemeral")
+    line = srv.startup_line()
+    assert "(ephemeral)" in line
+    match = _DBPATH_RE.search(line)
+    assert match, line
+    dbpath = Path(match.group(1))
+    assert dbpath.is_dir()
+    with srv.client() as client:
+        client.eph.items.insert_one({"_id": 1})
+        assert client.eph.items.find_one() == {"_id": 1}
+        assert client.admin.command("getCmdLineOpts")["parsed"]["storage"]["dbPath"] == str(dbpath)
+    assert any(dbpath.iterdir()), "the data went to the temporary directory"
+    assert srv.stop(sig) == 0, srv.stderr
+    assert not dbpath.exists(), "the temporary data directory outlived the server"
+
+
+def test_two_ephemeral_servers_do_not_share_data(launch: Any) -> None:
+    first, second = launch("--port", "0", "--ephemeral"), launch("--port", "0", "--ephemeral")
+    first.startup_line()
+    second.startup_line()
+    with first.client() as a, second.client() as b:
+        a.eph.items.insert_one({"_id": "first"})
+        assert b.eph.items.find_one() is None
+    assert first.stop() == 0 and second.stop() == 0
+
+
+def test_ephemeral_with_dbpath_is_refused(tmp_path: Path) -> None:
+    dbpath = tmp_path / "never"
+    result = _run(["--port", "0", "--ephemeral", "--dbpath", str(dbpath)])
+    assert result.returncode == 2
+    assert "--ephemeral keeps its data in a temporary directory: drop --dbpath" in result.stderr
+    assert result.stdout == ""
+    assert not dbpath.exists()
+
+
+# -- --config --------------------------------------------------------------------------------------
+
+
+def test_config_file_is_applied_and_flags_override_it(launch: Any, tmp_path: Path) -> None:
+    from_file, from_flag = tmp_path / "from-file", tmp_path / "from-flag"
+    conf = tmp_path / "mongod.conf"
+    conf.write_text(
+        "net:\n"
+        "  port: 0\n"
+        "  bindIp: 127.0.0.1\n"
+        f"storage:\n  dbPath: {from_file}\n"
+        "systemLog:\n  quiet: true\n"
+        "setParameter:\n  ttlMonitorSleepSecs: 9\n  cursorTimeoutMillis: 1234\n"
+    )
+    srv = launch("--config", str(conf), "--setParameter", "cursorTimeoutMillis=4321")
+    srv.startup_line()
+    with srv.client() as client:
+        reply = client.admin.command(
+            {"getParameter": 1, "ttlMonitorSleepSecs": 1, "cursorTimeoutMillis": 1}
+        )
+        assert (reply["ttlMonitorSleepSecs"], reply["cursorTimeoutMillis"]) == (9, 4321)
+        parsed = client.admin.command("getCmdLineOpts")["parsed"]
+    assert parsed["config"] == str(conf)
+    assert parsed["storage"]["dbPath"] == str(from_file)
+    assert parsed["systemLog"] == {"quiet": True}
+    assert srv.stop() == 0
+    assert from_file.is_dir()
+
+    srv = launch("--config", str(conf), "--dbpath", str(from_flag))
+    assert str(from_flag) in srv.startup_line()
+    assert srv.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("net:\n  port: 0\n  bindIP: 127.0.0.1\n", "unrecognized option: net.bindIP"),
+        ("net:\n  port: '0'\n", "net.port: expected an integer from 0 to 65535, got '0'"),
+    ],
+)
+def test_bad_config_file_exits_2_naming_the_option(tmp_path: Path, text: str, words: str) -> None:
+    conf = tmp_path / "mongod.conf"
+    conf.write_text(text + f"storage:\n  dbPath: {tmp_path / 'never'}\n")
+    result = _run(["--config", str(conf)])
+    assert result.returncode == 2
+    assert words in result.stderr
+    assert str(conf) in result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "never").exists()

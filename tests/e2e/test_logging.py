@@ -1,11 +1,14 @@
 """The log as an operator meets it, on real `python -m server` subprocesses: a stderr pipe nobody
 reads must not slow the event loop (pings stay under 100 ms through 2,000 connections opened and
-closed), and --logpath/--logappend write, append and rename aside as mongod does. Every wait has a
-timeout so that no test can hang."""
+closed), --logpath/--logappend write, append and rename aside as mongod does, --logFormat json
+writes mongod's structured lines (the ones getLog serves), connection lines name the driver and the
+application, -v shows failed commands, and net.maxIncomingConnections closes the extra connections.
+Every wait has a timeout so that no test can hang."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import queue
 import re
@@ -21,6 +24,7 @@ from typing import IO, Any
 
 import pytest
 from pymongo import MongoClient
+from pymongo.errors import OperationFailure
 
 from tests.e2e import rawwire
 
@@ -267,3 +271,178 @@ def test_unwritable_logpath_exits_with_a_clear_message(tmp_path: Path, where: st
     assert "Traceback" not in result.stderr
     assert not dbpath.exists(), "nothing is started before the log is open"
     assert os.listdir(tmp_path / "dir") == []
+
+
+# -- mongod's lines: --logFormat json, -v, connection lines, the connection limit ------------------
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in _log_lines(path)]
+
+
+def _wait_for(predicate: Any, timeout: float = EXIT_TIMEOUT) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _launch_json(launch: Any, logfile: Path, *extra: str) -> Any:
+    """An ephemeral server writing JSON lines to `logfile`, started and ready."""
+    args = ["--port", "0", "--ephemeral", "--logFormat", "json", "--logpath", str(logfile)]
+    srv = launch([*args, *extra], subprocess.DEVNULL)
+    srv.startup()
+    return srv
+
+
+def test_json_log_lines_getlog_and_connection_metadata(launch: Any, tmp_path: Path) -> None:
+    logfile = tmp_path / "ebbdb.log"
+    srv = _launch_json(launch, logfile, "-v")
+    client = MongoClient(
+        f"mongodb://127.0.0.1:{srv.port}/?directConnection=true&appName=orders-service",
+        serverSelectionTimeoutMS=5000,
+    )
+    with client:
+        client.shop.orders.insert_many([{"_id": i, "total": i * 10} for i in range(20)])
+        assert len(list(client.shop.orders.find({"total": {"$gte": 150}}))) == 5
+        with pytest.raises(OperationFailure):
+            client.shop.command("noSuchCommand")
+        served = client.admin.command("getLog", "global")["log"]
+    assert srv.stop() == 0
+    written = _log_lines(logfile)
+    entries = [json.loads(line) for line in written]
+    for e in entries:
+        assert list(e)[:6] == ["t", "s", "c", "id", "ctx", "msg"], e
+        assert isinstance(e["id"], int)
+    # getLog serves the very lines the file holds.
+    assert served and set(served) <= set(written)
+
+    by_id: dict[int, list[dict[str, Any]]] = {}
+    for e in entries:
+        by_id.setdefault(e["id"], []).append(e)
+    ready = by_id[23016][0]
+    assert (ready["c"], ready["ctx"], ready["msg"]) == (
+        "NETWORK",
+        "listener",
+        "Waiting for connections",
+    )
+    assert ready["attr"]["port"] == srv.port
+    accepted = by_id[22943][0]
+    assert (accepted["c"], accepted["ctx"], accepted["msg"]) == (
+        "NETWORK",
+        "listener",
+        "Connection accepted",
+    )
+    assert accepted["attr"]["remote"].startswith("127.0.0.1:")
+    # The driver's handshake: driver name and version, and the application name.
+    metadata = [e for e in by_id[51800] if e["attr"]["doc"].get("application")]
+    assert metadata, by_id[51800]
+    doc = metadata[0]["attr"]["doc"]
+    assert doc["driver"]["name"].startswith("PyMongo")
+    assert doc["driver"]["version"]
+    assert doc["application"] == {"name": "orders-service"}
+    assert metadata[0]["msg"] == "client metadata"
+    assert metadata[0]["ctx"] == metadata[0]["attr"]["client"]
+    ended = by_id[22944]
+    assert {e["ctx"] for e in ended} >= {metadata[0]["ctx"]}
+    # -v: every operation is logged as mongod's "Slow query", and failed commands at D1.
+    find = [e for e in by_id[51803] if "find" in e["attr"]["command"]]
+    assert find, by_id[51803]
+    attr = find[0]["attr"]
+    assert attr["ns"] == "shop.orders"
+    assert attr["appName"] == "orders-service"
+    assert (attr["planSummary"], attr["docsExamined"], attr["nreturned"]) == ("COLLSCAN", 20, 5)
+    failed = by_id[24069][0]
+    assert (failed["s"], failed["c"], failed["msg"]) == (
+        "D1",
+        "COMMAND",
+        "Assertion while executing command",
+    )
+    assert failed["attr"]["command"] == "noSuchCommand"
+    assert failed["attr"]["db"] == "shop"
+    assert failed["attr"]["error"] == "CommandNotFound: no such command: 'noSuchCommand'"
+
+
+def test_text_log_names_the_driver_and_hides_failures_without_v(
+    launch: Any, tmp_path: Path
+) -> None:
+    logfile = tmp_path / "ebbdb.log"
+    srv = launch(["--port", "0", "--ephemeral", "--logpath", str(logfile)], subprocess.DEVNULL)
+    srv.startup()
+    with MongoClient(
+        f"mongodb://127.0.0.1:{srv.port}/?directConnection=true",
+        appname="billing",
+        serverSelectionTimeoutMS=5000,
+    ) as client:
+        with pytest.raises(OperationFailure):
+            client.shop.command("noSuchCommand")
+        client.shop.items.find_one()
+    assert srv.stop() == 0
+    lines = _log_lines(logfile)
+    assert not any(line.startswith("{") for line in lines), "the default is readable text"
+    metadata = [line for line in lines if "client metadata" in line]
+    assert metadata and all(" I NETWORK  [conn" in line for line in metadata)
+    assert any("driver PyMongo" in line and "appName 'billing'" in line for line in metadata)
+    ended = [line for line in lines if "end connection" in line and "'billing'" in line]
+    assert ended, lines
+    assert not any("noSuchCommand" in line for line in lines), "failures are D1: -v shows them"
+    assert not any("Slow query" in line for line in lines), "nothing took 100 ms"
+
+
+def test_slow_queries_from_the_config_file(launch: Any, tmp_path: Path) -> None:
+    logfile = tmp_path / "ebbdb.log"
+    conf = tmp_path / "mongod.conf"
+    conf.write_text(
+        "net:\n  port: 0\n"
+        f"systemLog:\n  destination: file\n  path: {logfile}\n"
+        "operationProfiling:\n  slowOpThresholdMs: -1\n"
+    )
+    srv = launch(["--config", str(conf), "--ephemeral", "--logFormat", "json"], subprocess.DEVNULL)
+    srv.startup()
+    with srv.client() as client:
+        client.shop.items.insert_one({"_id": 1})
+        client.shop.items.find_one({"_id": 1})
+        assert client.shop.command("profile", -1)["slowms"] == -1
+    assert srv.stop() == 0
+    slow = [e for e in _json_lines(logfile) if e["id"] == 51803]
+    finds = [e["attr"] for e in slow if e["attr"]["command"].get("find") == "items"]
+    assert finds and finds[0]["planSummary"] == "IDHACK"
+    assert finds[0]["nreturned"] == 1
+
+
+def test_max_incoming_connections_closes_the_extra_ones(launch: Any, tmp_path: Path) -> None:
+    logfile = tmp_path / "ebbdb.log"
+    srv = _launch_json(launch, logfile, "--maxConns", "2")
+    first, second = rawwire.connect(srv.port), rawwire.connect(srv.port)
+    try:
+        for sock in (first, second):
+            assert rawwire.op_msg(sock, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+        with rawwire.connect(srv.port) as third:
+            try:
+                data = third.recv(1024)
+            except ConnectionResetError:
+                data = b""
+            assert data == b"", "the server closes a connection past maxIncomingConnections"
+        status = rawwire.op_msg(first, {"serverStatus": 1, "$db": "admin"})
+        assert status["connections"]["current"] == 2
+        assert status["connections"]["available"] == 0
+        second.close()
+        # Once one closes, there is room again.
+        assert _wait_for(
+            lambda: (
+                rawwire.op_msg(first, {"serverStatus": 1, "$db": "admin"})["connections"]["current"]
+                == 1
+            )
+        )
+        with rawwire.connect(srv.port) as fourth:
+            assert rawwire.op_msg(fourth, {"ping": 1, "$db": "admin"})["ok"] == 1.0
+    finally:
+        first.close()
+        second.close()
+    assert srv.stop() == 0
+    refused = [e for e in _json_lines(logfile) if e["id"] == 22942]
+    assert len(refused) == 1, refused
+    assert refused[0]["msg"] == "Connection refused because there are too many open connections"
+    assert refused[0]["attr"]["connectionCount"] == 2

@@ -1,10 +1,15 @@
-"""The command line as parsed, without starting anything: the addresses to listen on."""
+"""The command line as parsed, without starting anything: the addresses to listen on, the log and
+profiling flags, and --config (a mongod.conf: what it sets, flags over it, and every way a file is
+refused with exit 2 naming the option)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from server.config import parse_args
+from server.config_file import parse_config
 
 
 @pytest.mark.parametrize(
@@ -26,3 +31,223 @@ def test_empty_bind_ip_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
         parse_args(["--bind_ip", " , "])
     assert info.value.code == 2
     assert "--bind_ip needs at least one address" in capsys.readouterr().err
+
+
+# -- the rest of the command line ------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    config = parse_args([])
+    assert (config.port, config.dbpath, config.verbosity, config.log_format) == (
+        27017,
+        "./ebbdb-data",
+        0,
+        "text",
+    )
+    assert (config.slowms, config.sample_rate, config.profile) == (100, 1.0, 0)
+    assert config.max_connections == 1_000_000
+    assert not config.ephemeral and config.config_file is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbosity"),
+    [
+        (["-v"], 1),
+        (["-vv"], 2),
+        (["-vvvvv"], 5),
+        (["-v", "-v", "-v"], 3),
+        (["--verbose"], 1),
+        (["-vvvvvvvv"], 5),  # mongod's deepest level
+    ],
+)
+def test_verbosity_flags(argv: list[str], verbosity: int) -> None:
+    assert parse_args(argv).verbosity == verbosity
+
+
+def test_log_format_and_profiling_flags() -> None:
+    config = parse_args(
+        ["--logFormat", "json", "--slowms", "20", "--slowOpSampleRate", "0.5", "--profile", "1"]
+    )
+    assert (config.log_format, config.slowms, config.sample_rate, config.profile) == (
+        "json",
+        20,
+        0.5,
+        1,
+    )
+    assert config.parsed()["operationProfiling"] == {
+        "mode": "slowOp",
+        "slowOpThresholdMs": 20,
+        "slowOpSampleRate": 0.5,
+    }
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        parse_args(argv)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--logFormat", "xml"], "invalid choice: 'xml'"),
+        (["--maxConns", "0"], "must be at least 1"),
+        (["--slowOpSampleRate", "2"], "must be between 0 and 1"),
+        (["-vx"], "expected only v's"),
+        (["--ephemeral", "--dbpath", "/tmp/x"], "--ephemeral keeps its data in a temporary"),
+    ],
+)
+def test_bad_flags_are_refused(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert words in _refused(argv, capsys)
+
+
+# -- --config --------------------------------------------------------------------------------------
+
+FULL_CONFIG = """\
+net:
+  port: 27099
+  bindIp: 127.0.0.1,::1
+  maxIncomingConnections: 50
+storage:
+  dbPath: /srv/ebbdb
+systemLog:
+  destination: file
+  path: /var/log/ebbdb.log
+  logAppend: true
+  quiet: true
+  verbosity: 2
+operationProfiling:
+  mode: all
+  slowOpThresholdMs: 250
+  slowOpSampleRate: 0.25
+setParameter:
+  ttlMonitorSleepSecs: 5
+  enableTestCommands: true
+"""
+
+
+def _config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "mongod.conf"
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_file_options(tmp_path: Path) -> None:
+    path = _config(tmp_path, FULL_CONFIG)
+    config = parse_args(["--config", path])
+    assert config.port == 27099
+    assert config.bind_ip == ("127.0.0.1", "::1")
+    assert config.max_connections == 50
+    assert config.dbpath == "/srv/ebbdb"
+    assert (config.logpath, config.logappend, config.quiet) == ("/var/log/ebbdb.log", True, True)
+    assert config.verbosity == 2
+    assert (config.profile, config.slowms, config.sample_rate) == (2, 250, 0.25)
+    assert config.parameters == {"ttlMonitorSleepSecs": 5, "enableTestCommands": True}
+    parsed = config.parsed()
+    assert parsed["config"] == path
+    assert parsed["net"] == {"bindIp": "127.0.0.1,::1", "port": 27099, "maxIncomingConnections": 50}
+    assert parsed["systemLog"]["verbosity"] == 2
+    assert parse_args(["-f", path]).port == 27099  # mongod's short form
+
+
+def test_flags_override_the_config_file(tmp_path: Path) -> None:
+    path = _config(tmp_path, FULL_CONFIG)
+    config = parse_args(
+        [
+            "--config",
+            path,
+            "--port",
+            "0",
+            "--dbpath",
+            "/data/here",
+            "--slowms",
+            "5",
+            "-v",
+            "--setParameter",
+            "ttlMonitorSleepSecs=7",
+            "--bind_ip",
+            "127.0.0.2",
+        ]
+    )
+    assert (config.port, config.dbpath, config.slowms, config.verbosity) == (
+        0,
+        "/data/here",
+        5,
+        1,
+    )
+    assert config.bind_ip == ("127.0.0.2",)
+    assert config.parameters == {"ttlMonitorSleepSecs": 7, "enableTestCommands": True}
+    assert config.max_connections == 50, "what no flag says still comes from the file"
+
+
+def test_bind_ip_all_and_ipv6_from_the_file(tmp_path: Path) -> None:
+    path = _config(tmp_path, "net:\n  bindIpAll: true\n  ipv6: true\n")
+    assert parse_args(["--config", path]).bind_ip == ("0.0.0.0", "::")
+
+
+@pytest.mark.parametrize(("mode", "level"), [("off", 0), ("slowOp", 1), ("all", 2)])
+def test_profiling_mode(tmp_path: Path, mode: str, level: int) -> None:
+    # A bare `off` is YAML 1.1's false to PyYAML; mongod reads it as the word.
+    path = _config(tmp_path, f"operationProfiling:\n  mode: {mode}\n")
+    assert parse_args(["--config", path]).profile == level
+
+
+def test_empty_config_file_keeps_the_defaults(tmp_path: Path) -> None:
+    assert parse_args(["--config", _config(tmp_path, "# nothing\n")]).port == 27017
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("net:\n  prot: 1\n", "unrecognized option: net.prot"),
+        ("processManagement:\n  fork: true\n", "unrecognized option: processManagement.fork"),
+        ("net:\n  port: abc\n", "net.port: expected an integer from 0 to 65535, got 'abc'"),
+        ("net:\n  port: 70000\n", "net.port: expected an integer from 0 to 65535, got 70000"),
+        ("net:\n  port: true\n", "net.port: expected an integer"),
+        ("net: 5\n", "net: expected a mapping of options, got 5"),
+        ("systemLog:\n  quiet: yes please\n", "systemLog.quiet: expected true or false"),
+        ("systemLog:\n  verbosity: 9\n", "systemLog.verbosity: expected an integer from 0 to 5"),
+        ("systemLog:\n  destination: syslog\n", "systemLog.destination: expected one of 'file'"),
+        ("systemLog:\n  destination: file\n", "systemLog.path: required"),
+        ("operationProfiling:\n  mode: sometimes\n", "operationProfiling.mode: expected one of"),
+        ("storage:\n  dbPath: [a, b]\n", "storage.dbPath: expected a non-empty string, got a list"),
+        ("setParameter:\n  noSuchParameter: 1\n", "Unknown --setParameter 'noSuchParameter'"),
+        ("setParameter:\n  journalCommitInterval: 900\n", "must be between 1 and 500"),
+        ("setParameter: 3\n", "setParameter: expected a mapping"),
+        ("- a list\n", "expected a mapping of options, got a list"),
+        ("net: [unclosed\n", "is not valid YAML"),
+    ],
+)
+def test_bad_config_files_are_refused(
+    tmp_path: Path, text: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, text)
+    err = _refused(["--config", path], capsys)
+    assert words in err
+    assert path in err
+
+
+def test_missing_config_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refused(["--config", str(tmp_path / "nope.conf")], capsys)
+    assert f"cannot read config file {tmp_path / 'nope.conf'}: No such file or directory" in err
+
+
+def test_ephemeral_refuses_a_dbpath_from_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, "storage:\n  dbPath: /srv/x\n")
+    err = _refused(["--config", path, "--ephemeral"], capsys)
+    assert f"drop storage.dbPath in {path}" in err
+
+
+def test_readme_config_example_is_accepted() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Config file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    settings = parse_config(example, "README.md")
+    assert settings.options["net.maxIncomingConnections"] == 500
+    assert settings.options["operationProfiling.mode"] == "off"
+    assert settings.set_parameters == ["ttlMonitorSleepSecs=60"]

@@ -80,8 +80,10 @@ class Transport:
 
 
 class Owner:
-    def connection_opened(self, conn: Connection) -> None:
-        pass
+    open_connections = 1
+
+    def connection_opened(self, conn: Connection) -> bool:
+        return True
 
     def connection_closed(self, conn: Connection) -> None:
         pass

@@ -1,16 +1,19 @@
 """server/log.py without sockets: the queued handler never waits on a stuck sink, counts and reports
 what it drops, stops within its bound, and the --logpath file is appended to or renamed aside as
-mongod does."""
+mongod does; lines have mongod's structured shape and severities, -v lets debug lines through,
+--logFormat json writes what getLog serves, and --quiet leaves out only connection events."""
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -272,3 +275,122 @@ def test_fd_sink_writes_everything_through_a_pipe() -> None:
     reader.join(WAIT)
     os.close(r)
     assert got.decode() == text
+
+
+# -- mongod's structured lines ---------------------------------------------------------------------
+
+
+def _event_record(level: int = logging.INFO) -> logging.LogRecord:
+    record = logging.LogRecord(
+        "ebbdb.network", level, __file__, 0, "[conn7] readable text", (), None
+    )
+    record.event = logsetup.Event(  # type: ignore[attr-defined]
+        22943, "Connection accepted", {"remote": "127.0.0.1:5000", "connectionCount": 1}, "listener"
+    )
+    return record
+
+
+def test_json_line_has_mongods_fields() -> None:
+    entry = json.loads(logsetup.as_json(_event_record()))
+    assert list(entry) == ["t", "s", "c", "id", "ctx", "msg", "attr"]
+    assert entry["t"]["$date"].endswith("Z")
+    assert (entry["s"], entry["c"], entry["id"], entry["ctx"], entry["msg"]) == (
+        "I",
+        "NETWORK",
+        22943,
+        "listener",
+        "Connection accepted",
+    )
+    assert entry["attr"] == {"remote": "127.0.0.1:5000", "connectionCount": 1}
+
+
+def test_a_plain_line_keeps_its_message_and_takes_its_connection_as_context() -> None:
+    entry = json.loads(logsetup.as_json(_record("[conn3] closing connection: bad frame")))
+    assert entry["msg"] == "[conn3] closing connection: bad frame"
+    assert entry["ctx"] == "conn3"
+    assert entry["id"] == 0
+    assert "attr" not in entry
+
+
+@pytest.mark.parametrize(
+    ("level", "severity"),
+    [
+        (logging.CRITICAL, "F"),
+        (logging.ERROR, "E"),
+        (logging.WARNING, "W"),
+        (logging.INFO, "I"),
+        (logsetup.debug_level(1), "D1"),
+        (logsetup.debug_level(2), "D2"),
+        (logsetup.debug_level(5), "D5"),
+    ],
+)
+def test_severities(level: int, severity: str) -> None:
+    assert json.loads(logsetup.as_json(_record("x", level=level)))["s"] == severity
+
+
+def test_text_line_names_the_context() -> None:
+    record = _event_record()
+    record.msg = "Connection accepted from 127.0.0.1:5000"
+    text = logsetup._TextFormatter().format(record)
+    assert text.endswith(" I NETWORK  [listener] Connection accepted from 127.0.0.1:5000")
+
+
+def _setup(sink: BlockingSink, **kwargs: Any) -> tuple[list[logging.Handler], logsetup.RingHandler]:
+    ring = logsetup.RingHandler()
+    return logsetup.setup(ring=ring, sink=sink, **kwargs), ring
+
+
+def test_verbosity_lets_debug_lines_through() -> None:
+    for verbosity, expected in [(0, 1), (1, 2), (2, 3)]:
+        sink = BlockingSink(blocked=False)
+        attached, ring = _setup(sink, quiet=False, verbosity=verbosity)
+        try:
+            log = logging.getLogger("ebbdb.command")
+            log.info("info line")
+            log.log(logsetup.debug_level(1), "debug 1 line")
+            log.log(logsetup.debug_level(2), "debug 2 line")
+        finally:
+            logsetup.detach(attached)
+        assert len(sink.lines) == expected, (verbosity, sink.lines)
+        assert len(ring.lines) == expected
+    assert logging.getLogger("ebbdb").level == logging.INFO, "detach restores the logger's level"
+
+
+def test_json_format_writes_the_lines_getlog_serves() -> None:
+    sink = BlockingSink(blocked=False)
+    attached, ring = _setup(sink, quiet=False, log_format="json")
+    try:
+        logsetup.log_event(
+            logging.getLogger("ebbdb.command"),
+            logging.INFO,
+            51803,
+            "Slow query",
+            {"ns": "d.c", "durationMillis": 150},
+            ctx="conn1",
+            text="readable",
+        )
+        logging.getLogger("ebbdb.control").warning("plain %s", "warning")
+    finally:
+        logsetup.detach(attached)
+    assert sink.lines == list(ring.lines)
+    first = json.loads(sink.lines[0])
+    assert (first["msg"], first["attr"]["durationMillis"]) == ("Slow query", 150)
+    assert ring.total == 2
+
+
+def test_quiet_leaves_out_connection_events_only() -> None:
+    sink = BlockingSink(blocked=False)
+    attached, ring = _setup(sink, quiet=True)
+    network = logging.getLogger("ebbdb.network")
+    try:
+        for ident in (22942, 22943, 22944, 51800):
+            logsetup.log_event(network, logging.INFO, ident, f"event {ident}")
+        logsetup.log_event(network, logging.INFO, 23016, "Waiting for connections")
+        network.warning("[conn1] closing connection: bad frame")
+    finally:
+        logsetup.detach(attached)
+    assert [line.split("NETWORK  ")[1] for line in sink.lines] == [
+        "Waiting for connections",
+        "[conn1] closing connection: bad frame",
+    ]
+    assert len(ring.lines) == 6, "getLog has them all"

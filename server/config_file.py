@@ -1,0 +1,183 @@
+"""--config FILE: the mongod.conf YAML options ebbdb applies, read into plain settings. An option
+mongod has but ebbdb does not, a misspelt one, or a value of the wrong type is an error naming the
+option's path and what was expected, as mongod refuses a config file it does not understand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]
+
+#: mongod's verbosity range (systemLog.verbosity, -v to -vvvvv).
+MAX_VERBOSITY = 5
+PROFILE_MODES = {"off": 0, "slowOp": 1, "all": 2}
+
+
+class ConfigFileError(Exception):
+    """The config file cannot be read, is not YAML, or holds an option ebbdb refuses."""
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _integer(low: int, high: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"expected an integer from {low} to {high}")
+        return value
+
+    return check
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("expected a non-empty string")
+    return value
+
+
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError("expected a number from 0 to 1")
+    return float(value)
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError("expected one of " + ", ".join(repr(c) for c in choices))
+        return str(value)
+
+    return check
+
+
+def _profile_mode(value: Any) -> str:
+    # YAML 1.1 (PyYAML) reads a bare `off` as false; mongod's YAML 1.2 reader reads it as "off".
+    return _one_of(*PROFILE_MODES)("off" if value is False else value)
+
+
+def _log_destination(value: Any) -> str:
+    # mongod's other destination, syslog, is not something ebbdb writes to.
+    return _one_of("file")(value)
+
+
+_INT32_MAX = 2**31 - 1
+
+#: Every option read, by its dotted path, with the check that types it.
+OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "net.port": _integer(0, 65535),
+    "net.bindIp": _text,
+    "net.bindIpAll": _boolean,
+    "net.ipv6": _boolean,
+    "net.maxIncomingConnections": _integer(1, _INT32_MAX),
+    "storage.dbPath": _text,
+    "systemLog.destination": _log_destination,
+    "systemLog.path": _text,
+    "systemLog.logAppend": _boolean,
+    "systemLog.quiet": _boolean,
+    "systemLog.verbosity": _integer(0, MAX_VERBOSITY),
+    "operationProfiling.mode": _profile_mode,
+    "operationProfiling.slowOpThresholdMs": _integer(-_INT32_MAX - 1, _INT32_MAX),
+    "operationProfiling.slowOpSampleRate": _fraction,
+}
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """What a config file set: `options` by dotted path (typed), and `set_parameters` as the
+    `name=value` pairs --setParameter takes."""
+
+    path: str
+    options: dict[str, Any]
+    set_parameters: list[str]
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_config(text: str, path: str = "<config>") -> FileSettings:
+    """Read the options of a mongod.conf text. Raises ConfigFileError naming the option."""
+    try:
+        tree = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"config file {path} is not valid YAML: {exc}") from None
+    if tree is None:
+        tree = {}
+    if not isinstance(tree, Mapping):
+        raise ConfigFileError(
+            f"config file {path}: expected a mapping of options, got {_describe(tree)}"
+        )
+    options: dict[str, Any] = {}
+    params: list[str] = []
+
+    def walk(node: Mapping[Any, Any], prefix: str) -> None:
+        for key, value in node.items():
+            where = f"{prefix}{key}"
+            if not isinstance(key, str):
+                raise ConfigFileError(f"config file {path}: unrecognized option: {where}")
+            if where == "setParameter":
+                if not isinstance(value, Mapping):
+                    raise ConfigFileError(
+                        f"config file {path}: setParameter: expected a mapping of parameter "
+                        f"names to values, got {_describe(value)}"
+                    )
+                for name, v in value.items():
+                    if isinstance(v, (Mapping, list)) or v is None:
+                        raise ConfigFileError(
+                            f"config file {path}: setParameter.{name}: expected a value, "
+                            f"got {_describe(v)}"
+                        )
+                    params.append(f"{name}={_scalar_text(v)}")
+                continue
+            check = OPTIONS.get(where)
+            if check is None:
+                if isinstance(value, Mapping) and value:
+                    walk(value, where + ".")  # unknown leaves are named in full
+                    continue
+                if any(p.startswith(where + ".") for p in OPTIONS):
+                    raise ConfigFileError(
+                        f"config file {path}: {where}: expected a mapping of options, "
+                        f"got {_describe(value)}"
+                    )
+                raise ConfigFileError(f"config file {path}: unrecognized option: {where}")
+            try:
+                options[where] = check(value)
+            except ValueError as exc:
+                raise ConfigFileError(
+                    f"config file {path}: {where}: {exc}, got {_describe(value)}"
+                ) from None
+
+    walk(tree, "")
+    if "systemLog.path" in options and options.get("systemLog.destination") is None:
+        options["systemLog.destination"] = "file"
+    if options.get("systemLog.destination") == "file" and "systemLog.path" not in options:
+        raise ConfigFileError(
+            f"config file {path}: systemLog.path: required when systemLog.destination is file"
+        )
+    return FileSettings(path, options, params)
+
+
+def read_config(path: str) -> FileSettings:
+    """Read and parse the config file at `path`. Raises ConfigFileError."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigFileError(f"cannot read config file {path}: {reason}") from None
+    return parse_config(text, path)
