@@ -1,4 +1,5 @@
-"""The `ebbdb` command: parse the command line, run the server until SIGINT or SIGTERM."""
+"""The `ebbdb` command: parse the command line, run the server until SIGINT, SIGTERM or the shutdown
+command."""
 
 from __future__ import annotations
 
@@ -22,9 +23,8 @@ EXIT_LOGPATH_FAILURE = 1
 async def serve(config: Config) -> int:
     app = App(config)
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, app.stop_requested.set)
     try:
         await app.start()
     except DataDirLocked as exc:
@@ -45,7 +45,7 @@ async def serve(config: Config) -> int:
         f"dbpath={config.dbpath}",
         flush=True,
     )
-    await stop.wait()
+    await app.stop_requested.wait()  # a signal, or the shutdown command
     await app.stop()
     return 0
 

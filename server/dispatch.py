@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -138,7 +139,11 @@ class Dispatcher:
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
-            reply = await cmd.handler(ctx, params)
+            started = time.perf_counter_ns()
+            try:
+                reply = await cmd.handler(ctx, params)
+            finally:
+                self.services.stats.latency.record(cmd.name, db, body, started)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
