@@ -60,7 +60,12 @@ class App:
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._ephemeral_dir: str | None = None
+        #: Set to ask whoever runs the server (the CLI, ServerThread) to stop it: by a signal, or
+        #: by the shutdown command.
+        self.stop_requested = asyncio.Event()
         self.stopped = asyncio.Event()
+        self._grace = SHUTDOWN_GRACE_SECONDS
+        self._requester: int | None = None
 
     @property
     def engine(self) -> Engine:
@@ -87,6 +92,21 @@ class App:
     @property
     def open_connections(self) -> int:
         return len(self.connections)
+
+    def shutdown(self, requester: int, force: bool, timeout_secs: float) -> None:
+        """The shutdown command (see Listener.shutdown): whoever runs the server then calls
+        stop(), which waits `timeout_secs` (0 with `force`) instead of SHUTDOWN_GRACE_SECONDS."""
+        if self.stop_requested.is_set():
+            return
+        log.info(
+            "[conn%d] shutdown requested (force: %s, timeoutSecs: %s)",
+            requester,
+            force,
+            timeout_secs,
+        )
+        self._requester = requester
+        self._grace = 0.0 if force else max(0.0, timeout_secs)
+        self.stop_requested.set()
 
     async def start(self) -> None:
         """Open the data directory (with --ephemeral, a new temporary one) and listen. Raises
@@ -182,9 +202,10 @@ class App:
             srv.close()
         for task in self._tasks:
             task.cancel()
-        conns = list(self.connections.values())
+        # The connection that sent shutdown waits for the end without a reply: not for itself.
+        conns = [c for c in self.connections.values() if c.id != self._requester]
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS):
+            async with asyncio.timeout(self._grace):
                 await asyncio.gather(*(c.wait_idle() for c in conns))
         conns = list(self.connections.values())
         for conn in conns:

@@ -1,5 +1,6 @@
-"""The `ebbdb` command: parse the command line (and --config), run the server until SIGINT or
-SIGTERM. An --ephemeral server's data directory goes with it, whichever way it stops."""
+"""The `ebbdb` command: parse the command line (and --config), run the server until SIGINT,
+SIGTERM or the shutdown command. An --ephemeral server's data directory goes with it, whichever
+way it stops."""
 
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ EXIT_LOGPATH_FAILURE = 1
 async def serve(config: Config) -> int:
     app = App(config)
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, app.stop_requested.set)
     try:
         await app.start()
     except DataDirLocked as exc:
@@ -47,7 +47,7 @@ async def serve(config: Config) -> int:
         f"dbpath={app.config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
         flush=True,
     )
-    await stop.wait()
+    await app.stop_requested.wait()  # a signal, or the shutdown command
     await app.stop()
     return 0
 

@@ -19,7 +19,8 @@ from storage.catalog import CollectionInfo
 
 
 class Listener(Protocol):
-    """What the server tells about its own network side (serverStatus, explain's serverInfo)."""
+    """What the server tells about its own network side (serverStatus, explain's serverInfo), and
+    how a client stops it (shutdown)."""
 
     @property
     def host(self) -> str:
@@ -31,6 +32,13 @@ class Listener(Protocol):
 
     def active_connections(self) -> int:
         """Connections running a request now."""
+        ...
+
+    def shutdown(self, requester: int, force: bool, timeout_secs: float) -> None:
+        """Begin a graceful shutdown asked for by client `requester`: stop accepting, give
+        requests running on other connections up to `timeout_secs` to finish (no time with
+        `force`), close every connection (the requester's without a reply, as mongod does),
+        sync and close storage."""
         ...
 
 

@@ -152,12 +152,16 @@ class Dispatcher:
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
-            if cmd.name == "hello" and client.metadata is None:
-                reply = await cmd.handler(ctx, params)
-                if client.metadata is not None:
-                    _log_client_metadata(client)
-            else:
-                reply = await cmd.handler(ctx, params)
+            handler_started = time.perf_counter_ns()
+            try:
+                if cmd.name == "hello" and client.metadata is None:
+                    reply = await cmd.handler(ctx, params)
+                    if client.metadata is not None:
+                        _log_client_metadata(client)
+                else:
+                    reply = await cmd.handler(ctx, params)
+            finally:
+                self.services.stats.latency.record(cmd.name, db, body, handler_started)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).

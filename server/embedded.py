@@ -72,8 +72,9 @@ class ServerThread:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
         self.app = App(self.config)
+        # stop() and the shutdown command both ask through the app.
+        self._stop = self.app.stop_requested
         try:
             await self.app.start()
         except BaseException as exc:

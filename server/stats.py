@@ -1,9 +1,11 @@
-"""Counters that serverStatus reports."""
+"""Counters that serverStatus reports, and the latency table $collStats reports."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+from server.latency import NamespaceLatency
 
 # Commands counted under their own opcounter rather than "command".
 _OPCOUNTER_OF = {
@@ -26,6 +28,8 @@ class ServerStats:
             ("insert", "query", "update", "delete", "getmore", "command"), 0
         )
     )
+    #: Latency per namespace ($collStats' latencyStats).
+    latency: NamespaceLatency = field(default_factory=NamespaceLatency)
 
     def count_command(self, name: str) -> None:
         """Count one command; write commands count their documents separately (count_documents)."""

@@ -23,7 +23,7 @@ from storage.environment import Environment, Txn
 from storage.errors import NamespaceExists, NamespaceNotFound, QueryError
 from storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
 from storage.indexes import MAX_INDEXES, IndexSpec, conflict
-from storage.records import IndexFlags, Records, delete_prefix, flagged
+from storage.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
 from storage.writer import CatalogChanges, Writer
 
 #: A TTL index on `_ts` is the collection's one default time to live (Cosmos DefaultTimeToLive).
@@ -96,6 +96,42 @@ class Ddl:
                 self._drop(txn, info)
                 changes[(info.db, info.name)] = None
             return [i.name for i in infos]
+
+        return self._writer.write(run)
+
+    def rename_collection(
+        self, db: str, name: str, to_db: str, to_name: str, drop_target: bool = False
+    ) -> CollectionInfo:
+        """Give collection `db.name` the namespace `to_db.to_name`, in its database or another,
+        in one write. Documents, index entries, expiry entries and statistics are keyed by the
+        collection's and its indexes' numeric ids, so only the catalog entry moves: the indexes,
+        TTL indexes included, and the TTL monitor's work go on under the new name. A move to
+        another database gets a new UUID, as MongoDB's copy does. With `drop_target` an existing
+        target is dropped in the same write. Raises InvalidNamespace, NamespaceNotFound (no
+        source; MongoDB's message tells a missing database apart) or NamespaceExists (a target,
+        without `drop_target`)."""
+        validate_collection_name(db, name)
+        validate_collection_name(to_db, to_name)
+
+        def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
+            catalog = self._writer.catalog()
+            info = catalog.get((db, name))
+            if info is None:
+                if to_db == db and not any(c.db == db for c in catalog.values()):
+                    raise NamespaceNotFound(f"Database {db} does not exist or is drop pending")
+                raise NamespaceNotFound("source namespace does not exist")
+            target = catalog.get((to_db, to_name))
+            if target is not None:
+                if not drop_target:
+                    raise NamespaceExists("target namespace exists")
+                self._drop(txn, target)
+            txn.delete(info.ns.encode(), db=self._env.catalog)
+            uuid = info.uuid if to_db == db else new_uuid()
+            moved = replace(info, db=to_db, name=to_name, uuid=uuid)
+            self._records.put_collection(txn, moved)
+            changes[(db, name)] = None
+            changes[(to_db, to_name)] = moved
+            return moved
 
         return self._writer.write(run)
 

@@ -26,6 +26,8 @@ from storage.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Tx
 from storage.errors import StorageError
 from storage.reader import Reader
 from storage.records import CollectionWrites, Records
+from storage.sizes import CollectionSizes, collection_sizes
+from storage.usage import Usage
 from storage.writer import CatalogChanges, Outcome, Writer
 
 T = TypeVar("T")
@@ -59,7 +61,10 @@ class Engine:
     def __init__(self, env: Environment) -> None:
         self.path = env.path
         self.env = env
-        self._writer = Writer(env, self._load_catalog(env))
+        catalog = self._load_catalog(env)
+        #: How queries used indexes and collections since the open (storage/usage.py).
+        self.usage = Usage(catalog.values())
+        self._writer = Writer(env, catalog, self.usage.published)
         self._records = Records(env)
         ddl = Ddl(env, self._records, self._writer)
         # The DDL operations are Ddl's own methods (storage/ddl.py says what each returns and
@@ -70,6 +75,7 @@ class Engine:
         self.create_indexes = ddl.create_indexes
         self.drop_indexes = ddl.drop_indexes
         self.modify_index = ddl.modify_index
+        self.rename_collection = ddl.rename_collection
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -137,6 +143,12 @@ class Engine:
             (c for c in self._writer.catalog().values() if db is None or c.db == db),
             key=lambda c: (c.db, c.name),
         )
+
+    def sizes(self, colls: Sequence[CollectionInfo]) -> list[CollectionSizes]:
+        """What each collection and its indexes take (storage/sizes.py: exact counts, estimated
+        sizes), in one read transaction. It may read whole indexes: call it off the event loop."""
+        with self.read() as r:
+            return [collection_sizes(r, c, self.env.page_size) for c in colls]
 
     def databases(self) -> list[DatabaseInfo]:
         out: dict[str, list[CollectionInfo]] = {}
@@ -282,6 +294,7 @@ class Engine:
 
 __all__ = [
     "CODEC",
+    "CollectionSizes",
     "CollectionWrites",
     "CreateIndexesResult",
     "DataDirLocked",

@@ -134,6 +134,11 @@ class Environment:
     def map_size(self) -> int:
         return self.env.info()["map_size"]
 
+    @property
+    def page_size(self) -> int:
+        """LMDB's page size here (the operating system's)."""
+        return int(self._page_size)
+
     def grow(self) -> None:
         """Double the map (waits until no reader is inside; call with no write open)."""
         size = self.map_size

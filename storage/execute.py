@@ -97,6 +97,7 @@ class QueryRun:
         self.plan = plan if plan is not None else choose_plan(coll, spec)
         self.exhausted = False
         self.size_limited = False
+        self._counted = False
         self.docs_examined = 0
         self.keys_examined = 0
         self.returned = 0
@@ -127,6 +128,17 @@ class QueryRun:
     def examined(self) -> int:
         return self.docs_examined
 
+    def _count_use(self, engine: Engine) -> None:
+        """Count this query, once, in the engine's usage: an access to the index it runs on, or a
+        collection scan ($indexStats, $collStats' queryExecStats)."""
+        if self._counted:
+            return
+        self._counted = True
+        if isinstance(self.plan, IndexScan):
+            engine.usage.index_used(self.plan.index.id)
+        else:
+            engine.usage.collection_scanned(self.coll.id)
+
     @property
     def limit_left(self) -> int | None:
         return None if not self.spec.limit else self.spec.limit - self.returned
@@ -154,6 +166,7 @@ class QueryRun:
             return []
         self._rules = ttl.rules_for(current)
         self._now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        self._count_use(engine)
         left = self.limit_left
         if left is not None:
             max_docs = min(max_docs, left)
@@ -239,6 +252,7 @@ class QueryRun:
             return []
         self._rules = ttl.rules_for(current)
         self._now = now_ms
+        self._count_use(engine)
         sorting = self._sorting
         want = limit + self.spec.skip if limit and not sorting else 0
         found: list[int] = []

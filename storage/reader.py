@@ -13,7 +13,7 @@ from storage import keys, layout, ttl
 from storage.catalog import CollectionInfo, IndexInfo
 
 if TYPE_CHECKING:
-    from storage.environment import Cursor, Environment, Txn
+    from storage.environment import Cursor, Database, Environment, Txn
 
 
 class Reader:
@@ -199,6 +199,31 @@ class Reader:
         key, _ = layout.entry_key(index.id, body, True, b"")
         rid = self._txn.get(key, db=self._env.index)
         return None if rid is None else (key, layout.entry_rid(rid))
+
+    def index_footprint(self, index: IndexInfo, limit: int | None = None) -> tuple[int, int]:
+        """(entries, bytes of their keys) of an index, or of its first `limit` entries."""
+        start = layout.index_prefix(index.id)
+        return self._footprint(self._env.index, start, layout.index_prefix(index.id + 1), limit)
+
+    def expiry_footprint(self, index: IndexInfo) -> tuple[int, int]:
+        """(entries, bytes of their keys) of a TTL index's entries in the expiry index."""
+        start = ttl.expiry_prefix(index.id, 0)
+        return self._footprint(self._env.expiry, start, ttl.expiry_prefix(index.id + 1, 0), None)
+
+    def _footprint(
+        self, db: Database, start: bytes, stop: bytes, limit: int | None
+    ) -> tuple[int, int]:
+        cur = self._txn.cursor(db=db)
+        if not cur.set_range(start):
+            return 0, 0
+        keys: Iterator[bytes] = itertools.takewhile(lambda k: k < stop, cur.iternext(values=False))
+        if limit is not None:
+            keys = itertools.islice(keys, limit)
+        entries = size = 0
+        for key in keys:
+            entries += 1
+            size += len(key)
+        return entries, size
 
     def stats(self, coll: CollectionInfo) -> tuple[int, int]:
         """(document count, data bytes) of a collection."""

@@ -27,6 +27,11 @@ IndexFlags = dict[int, set[str]]
 _KEEP_NONE: frozenset[bytes] = frozenset()
 
 
+def new_uuid() -> Binary:
+    """A new collection UUID, as listCollections shows it (BSON binary subtype 4)."""
+    return Binary(uuid.uuid4().bytes, 4)
+
+
 class Records:
     """The record-level operations the engine's writes are made of (each takes the write
     transaction it runs in)."""
@@ -50,9 +55,7 @@ class Records:
     ) -> CollectionInfo:
         coll_id = self.next_id(txn)
         id_index = IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, {})
-        info = CollectionInfo(
-            coll_id, db, name, options, (id_index,), Binary(uuid.uuid4().bytes, 4)
-        )
+        info = CollectionInfo(coll_id, db, name, options, (id_index,), new_uuid())
         self.put_collection(txn, info)
         return info
 

@@ -56,9 +56,17 @@ class Writer:
     """Serializes write transactions and publishes the catalog. Thread-safe: any thread may call
     `write` or `run_batch`; they run one group at a time."""
 
-    def __init__(self, env: Environment, catalog: dict[CatalogKey, CollectionInfo]) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        catalog: dict[CatalogKey, CollectionInfo],
+        on_publish: Callable[[CatalogChanges], None] | None = None,
+    ) -> None:
+        """`on_publish` is told the catalog entries of each commit that changed any, once they
+        are published."""
         self._env = env
         self._published: dict[CatalogKey, CollectionInfo] = dict(catalog)
+        self._on_publish = on_publish
         self._lock = threading.RLock()
         self._group: _Group | None = None
         self._thread = 0
@@ -220,3 +228,5 @@ class Writer:
             else:
                 catalog[key] = info
         self._published = catalog
+        if self._on_publish is not None:
+            self._on_publish(changes)

@@ -66,6 +66,7 @@ def _matches(
         # the expiry rules, as for any candidate.
         with engine.read() as reader:
             rid = reader.find_unique(coll.id_index, point)
+        engine.usage.index_used(coll.id_index.id)
         return [] if rid is None else [rid]
     return QueryRun(coll, spec).record_ids(engine, now_ms, limit)
 

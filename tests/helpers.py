@@ -179,3 +179,13 @@ class Recorder(monitoring.CommandListener):
     def clear(self) -> None:
         self.sent.clear()
         self.replies.clear()
+
+
+# -- storage statistics ----------------------------------------------------------------------------
+
+#: The fields of collStats and of $collStats' storageStats for an existing collection, in MongoDB
+#: 7.0's order.
+STORAGE_STATS_FIELDS = (
+    "size count avgObjSize numOrphanDocs storageSize freeStorageSize capped nindexes indexDetails"
+    " indexBuilds totalIndexSize indexSizes totalSize scaleFactor"
+).split()

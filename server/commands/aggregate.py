@@ -12,6 +12,7 @@ from server.commands.replies import cursor_reply
 from server.context import CommandContext
 from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from server.errors import CommandError, ErrorCode
+from server.latency import Facts
 from server.registry import REGISTRY
 from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from storage.catalog import validate_collection_name
@@ -76,7 +77,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     now = ctx.now()
     variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
-    source = EngineSource(ctx.gateway.engine, ctx.db, now)
+    source = EngineSource(ctx.gateway.engine, ctx.db, now, Facts(ctx.listener, ctx.stats.latency))
 
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms

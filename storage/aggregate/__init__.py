@@ -4,10 +4,12 @@ the query engine, so expired documents never enter a pipeline, whether read firs
 
 `stage` holds the Stage contract and the registry; `pipeline` parses and runs a whole pipeline;
 `source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
-on import: filtering, reshaping, ordering, grouping, subpipelines (and $documents in source).
+on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
+$indexStats), and $documents in source.
 """
 
 from storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
+    diagnostics,
     filtering,
     grouping,
     ordering,
@@ -16,13 +18,14 @@ from storage.aggregate import (  # noqa: F401  (importing a family registers its
     subpipelines,
 )
 from storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
-from storage.aggregate.source import READ_CHUNK, EngineSource
+from storage.aggregate.source import READ_CHUNK, EngineSource, ServerFacts
 from storage.aggregate.stage import Source, Stage
 
 __all__ = [
     "READ_CHUNK",
     "EngineSource",
     "Pipeline",
+    "ServerFacts",
     "Source",
     "Stage",
     "parse_pipeline",

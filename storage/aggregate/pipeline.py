@@ -31,7 +31,7 @@ STAGES.unsupported(Placement(last=True, in_facet=False, in_subpipeline=False), "
 STAGES.unsupported(Placement(first=True, in_facet=False, in_subpipeline=False), "$changeStream")
 STAGES.unsupported(
     Placement(first=True, in_facet=False),
-    *"$geoNear $collStats $indexStats $search $searchMeta $vectorSearch $planCacheStats".split(),
+    *"$geoNear $search $searchMeta $vectorSearch $planCacheStats".split(),
 )
 STAGES.unsupported(
     Placement(first=True),
@@ -144,11 +144,12 @@ def run_pipeline(
 def run_stages(
     stages: tuple[Stage, ...], source: Source, collection: str | None, variables: Variables
 ) -> Iterator[Doc]:
-    """Chain the stages over their input: nothing for a pipeline that starts with $documents (which
-    makes its own), else a read of `collection` with what the leading stages push down."""
-    ctx = Context(source, variables)
+    """Chain the stages over their input: nothing for a pipeline that starts with a stage that
+    makes its own ($documents, $collStats, $indexStats), else a read of `collection` with what the
+    leading stages push down."""
+    ctx = Context(source, variables, collection)
     docs: Iterator[Doc]
-    if stages and isinstance(stages[0], Documents):
+    if stages and stages[0].makes_input:
         docs = iter(())
     elif collection is None:
         raise QueryError(

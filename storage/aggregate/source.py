@@ -1,15 +1,18 @@
 """Where a pipeline's documents come from: EngineSource reads collections through the query engine
 (so expired documents never enter a pipeline, whether read first or joined), and $documents makes
-them from an expression, for a pipeline that reads no collection.
+them from an expression, for a pipeline that reads no collection. ServerFacts is what the server
+tells the stages that report on it ($collStats, $indexStats).
 """
 
 from __future__ import annotations
 
+import socket
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import bson
+from bson import Int64
 
 from storage.aggregate.reshaping import not_a_document
 from storage.aggregate.stage import STAGES, Context, Doc, Placement, Read, Stage, error, group_key
@@ -24,6 +27,36 @@ READ_CHUNK = 256
 _NO_BYTE_LIMIT = 1 << 62
 
 
+class ServerFacts(Protocol):
+    """What $collStats and $indexStats report that storage does not know: the server's address
+    and the latency of each namespace's operations (MongoDB's Top)."""
+
+    @property
+    def host(self) -> str:
+        """`hostname:port`."""
+        ...
+
+    def latency_stats(self, ns: str, histograms: bool) -> dict[str, Any]:
+        """MongoDB's `latencyStats` document for the namespace (with `histogram` arrays)."""
+        ...
+
+
+class _NoServer:
+    """The facts of a pipeline run without a server (storage tests): this machine's name and no
+    operations timed."""
+
+    @property
+    def host(self) -> str:
+        return socket.gethostname()
+
+    def latency_stats(self, ns: str, histograms: bool) -> dict[str, Any]:
+        none: dict[str, Any] = {"histogram": []} if histograms else {}
+        return {
+            kind: {**none, "latency": Int64(0), "ops": Int64(0)}
+            for kind in ("reads", "writes", "commands", "transactions")
+        }
+
+
 class EngineSource:
     """A Source over the engine: reads through QueryRun, so the planner picks an index for the
     pushed-down filter and sort, and documents expired at `now_ms` never appear. Each chunk is read
@@ -31,12 +64,16 @@ class EngineSource:
     `now_ms` may be moved between batches (the cursor does, as it does for find).
 
     `plans` keeps the plan of the latest read of each collection and `docs_examined` /
-    `keys_examined` add up over all reads (for explain and tests)."""
+    `keys_examined` add up over all reads (for explain and tests). `server` tells what only the
+    server knows (none: a pipeline run without one)."""
 
-    def __init__(self, engine: Engine, db: str, now_ms: int) -> None:
+    def __init__(
+        self, engine: Engine, db: str, now_ms: int, server: ServerFacts | None = None
+    ) -> None:
         self.engine = engine
         self.db = db
         self.now_ms = now_ms
+        self.server: ServerFacts = server if server is not None else _NoServer()
         self.plans: dict[str, Plan] = {}
         self.docs_examined = 0
         self.keys_examined = 0
@@ -93,6 +130,7 @@ class EngineSource:
 class Documents(Stage, name="$documents"):
     """$documents: the documents its expression evaluates to (the pipeline reads no collection)."""
 
+    makes_input = True
     expr: Expression
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:

@@ -57,10 +57,12 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class Context:
-    """What a running stage may use: how to read collections, and the variables in scope."""
+    """What a running stage may use: how to read collections, the variables in scope, and the
+    collection the pipeline runs on (None for one that starts with $documents)."""
 
     source: Source
     variables: Variables
+    collection: str | None = None
 
 
 @dataclass_transform(frozen_default=True)
@@ -71,6 +73,9 @@ class Stage:
     `class Skip(Stage, name="$skip"): count: int` is a frozen dataclass whose `name` is "$skip"."""
 
     name: ClassVar[str] = ""
+    #: The stage makes its own documents instead of reading the collection's ($documents,
+    #: $collStats, $indexStats): it comes first, and nothing is read for it.
+    makes_input: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

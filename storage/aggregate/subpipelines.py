@@ -12,7 +12,6 @@ from bson import Regex
 
 from storage.aggregate.filtering import Match
 from storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
-from storage.aggregate.source import Documents
 from storage.aggregate.stage import (
     STAGES,
     Context,
@@ -91,8 +90,8 @@ class _Lookup(Stage, name="$lookup"):
             stages = self.pipeline.stages if self.pipeline is not None else ()
             if self.local is not None and self.foreign is not None:
                 match = Match.of(_join_filter(_local_values(doc, self.local), self.foreign))
-                # The join's $match goes first, or right after a $documents that makes the input.
-                at = 1 if stages and isinstance(stages[0], Documents) else 0
+                # The join's $match goes first, or right after a stage that makes the input.
+                at = 1 if stages and stages[0].makes_input else 0
                 stages = (*stages[:at], match, *stages[at:])
             joined = list(run_stages(stages, ctx.source, self.collection, variables))
             yield with_path(doc, self.as_path, joined)
