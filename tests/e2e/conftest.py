@@ -1,5 +1,12 @@
-"""Fixtures that start the real ebbdb server on 127.0.0.1:0 in a background thread, with a
-temporary data directory, and hand out its URI to real drivers; `watched` is a client whose
+"""Real ebbdb servers on 127.0.0.1:0 in background threads, and real drivers connected to them.
+
+`server` (and so `uri`, `client`, `async_client`, `motor_client`, `watched`) is the session's server
+from ebbdb's own pytest plugin (server/pytest_plugin.py: enableTestCommands=1, a temporary data
+path), shared by the tests that need no server of their own, and put back after each as a fresh
+one would be: the plugin drops the databases the test created, and `server` restores the runtime
+parameters, the TTL clock, open cursors and fsync locks. A test that needs particular start-up
+parameters, a restart or a data path of its own starts its servers with `start_server` (a module
+may override `server` with one of those, and its clients follow). `watched` is a client whose
 commands and replies the `recorder` (tests.helpers.Recorder) sees."""
 
 from __future__ import annotations
@@ -11,12 +18,21 @@ import pytest
 import pytest_asyncio
 from pymongo import AsyncMongoClient, MongoClient
 
+from server.app import App
 from server.embedded import ServerThread
+from server.parameters import Parameters
+from server.pytest_plugin import EbbdbServer
 from tests.helpers import Recorder
 
 
 @pytest.fixture
-def dbpath(tmp_path: Any) -> str:
+def dbpath(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """The data path of the test's server: a new one for the servers a test starts itself, or the
+    session server's, for a test that talks to that one and starts none."""
+    if "server" in request.fixturenames and "start_server" not in request.fixturenames:
+        shared: EbbdbServer = request.getfixturevalue("ebbdb_server")
+        assert shared.dbpath is not None
+        return shared.dbpath
     return str(tmp_path / "data")
 
 
@@ -37,8 +53,31 @@ def start_server(dbpath: str) -> Iterator[Callable[..., ServerThread]]:
 
 
 @pytest.fixture
-def server(start_server: Callable[..., ServerThread]) -> ServerThread:
-    return start_server()
+def server(ebbdb_server: EbbdbServer, ebbdb_cleanup: None) -> Iterator[ServerThread]:
+    """The plugin's session server; after the test, as a fresh server would be again."""
+    srv = ebbdb_server.embedded
+    if srv is None:
+        pytest.fail(
+            "tests/e2e look inside the server they test: run them without --ebbdb-uri",
+            pytrace=False,
+        )
+    yield srv
+    assert srv.app is not None
+    srv.call(_as_started, srv.app)
+
+
+def _as_started(app: App) -> None:
+    """Undo what a test may have changed beyond its databases (on the server's loop thread):
+    runtime parameters back to their start-up values (through Parameters.set, so that the TTL
+    monitor hears of its own), the TTL clock to real time, cursors closed, fsync locks released."""
+    started = Parameters(app.config.parameters)
+    for name in app.parameters.names():
+        if name != "featureCompatibilityVersion" and app.parameters.get(name) != started.get(name):
+            app.parameters.set(name, started.get(name))
+    app.clock.reset()
+    app.cursors.reap(idle_seconds=-1.0)
+    while app.services.gateway.fsync_unlock():
+        pass
 
 
 @pytest.fixture
