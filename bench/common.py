@@ -381,7 +381,7 @@ def spawn_ebbdb(stack: contextlib.ExitStack, timeout: float = 60.0) -> Spawned:
     cmd = [
         sys.executable,
         "-m",
-        "server",
+        "ebbdb",
         "--port",
         "0",
         "--dbpath",

@@ -4,7 +4,7 @@ throughput, and what another client sees while a purge runs.
 Starts no server itself: point it at a running ebbdb started with the test commands on
 (``ttlMonitorPass`` and ``ttlClock`` on admin), optionally labelled ``label=URI``::
 
-    python -m server --port 27500 --dbpath /tmp/ebbdb-ttl-bench --quiet \\
+    python -m ebbdb --port 27500 --dbpath /tmp/ebbdb-ttl-bench --quiet \\
         --setParameter enableTestCommands=1 &
     python bench/ttl.py ebbdb=mongodb://127.0.0.1:27500
     python bench/ttl.py --reuse ebbdb=mongodb://127.0.0.1:27500

@@ -23,9 +23,9 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parent.parent)
 )  # run from a checkout, installed or not
 
-from server.app import App  # noqa: E402
-from server.config import Config  # noqa: E402
-from storage.indexes import parse_index_spec  # noqa: E402
+from ebbdb.server.app import App  # noqa: E402
+from ebbdb.server.config import Config  # noqa: E402
+from ebbdb.storage.indexes import parse_index_spec  # noqa: E402
 
 
 async def run(n: int, path: str) -> None:

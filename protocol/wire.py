@@ -10,7 +10,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from protocol.crc32c import crc32c
+from ebbdb.protocol.crc32c import crc32c
 
 HEADER_SIZE = 16
 MIN_MESSAGE_SIZE = HEADER_SIZE

@@ -12,21 +12,21 @@ import sys
 import tempfile
 from typing import Any
 
-import server.commands  # noqa: F401  (registers every command)
-from server import log as logsetup
-from server.clock import ExpiryClock
-from server.config import Config
-from server.connection import Connection
-from server.context import Services
-from server.cursors import CursorManager
-from server.dispatch import Dispatcher
-from server.gateway import Gateway
-from server.parameters import Parameters
-from server.profiler import Profiler
-from server.stats import ServerStats
-from server.ttl_monitor import GatewayExpiry, TTLMonitor
-from server.version import EBBDB_VERSION
-from storage.engine import Engine
+import ebbdb.server.commands  # noqa: F401  (registers every command)
+from ebbdb.server import log as logsetup
+from ebbdb.server.clock import ExpiryClock
+from ebbdb.server.config import Config
+from ebbdb.server.connection import Connection
+from ebbdb.server.context import Services
+from ebbdb.server.cursors import CursorManager
+from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.parameters import Parameters
+from ebbdb.server.profiler import Profiler
+from ebbdb.server.stats import ServerStats
+from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
+from ebbdb.server.version import EBBDB_VERSION
+from ebbdb.storage.engine import Engine
 
 log = logging.getLogger("ebbdb.control")
 network_log = logging.getLogger("ebbdb.network")

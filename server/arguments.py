@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import bson
 from bson import Decimal128, Int64
 
-from server.errors import CommandError, ErrorCode
-from storage.documents import CODEC
-from storage.values import is_number, to_decimal, type_name
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.values import is_number, to_decimal, type_name
 
 #: Fields every command may carry that ebbdb accepts and does not act on (sessions, concerns,
 #: read preference, API versioning, comments, server-side timeouts, driver metadata).

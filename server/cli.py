@@ -8,11 +8,11 @@ import asyncio
 import signal
 import sys
 
-from server.app import App
-from server.config import Config, parse_args
-from server.log import LogFileError
-from server.version import EBBDB_VERSION
-from storage.engine import DataDirLocked
+from ebbdb.server.app import App
+from ebbdb.server.config import Config, parse_args
+from ebbdb.server.log import LogFileError
+from ebbdb.server.version import EBBDB_VERSION
+from ebbdb.storage.engine import DataDirLocked
 
 #: mongod's exit codes for a data directory in use, an address in use, and a --logpath it cannot
 #: open (its generic EXIT_FAILURE).

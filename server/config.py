@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.config_file import MAX_VERBOSITY, PROFILE_MODES, ConfigFileError, read_config
-from server.log import LOG_FORMATS, LogFormat
-from server.parameters import parse_startup
-from server.version import EBBDB_VERSION, MONGODB_VERSION
+from ebbdb.server.config_file import MAX_VERBOSITY, PROFILE_MODES, ConfigFileError, read_config
+from ebbdb.server.log import LOG_FORMATS, LogFormat
+from ebbdb.server.parameters import parse_startup
+from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
 
 DEFAULT_PORT = 27017
 DEFAULT_DBPATH = "./ebbdb-data"

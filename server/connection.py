@@ -13,11 +13,11 @@ from asyncio import tasks
 from collections.abc import Coroutine, Generator
 from typing import Any, Protocol
 
-from protocol import FrameDecoder, ProtocolError
-from server.context import Client
-from server.dispatch import Dispatcher
-from server.log import log_event
-from server.profiler import app_name
+from ebbdb.protocol import FrameDecoder, ProtocolError
+from ebbdb.server.context import Client
+from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.log import log_event
+from ebbdb.server.profiler import app_name
 
 log = logging.getLogger("ebbdb.network")
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from server.clock import ExpiryClock
-from server.config import Config
-from server.cursors import CursorManager
-from server.gateway import Gateway
-from server.log import RingHandler
-from server.parameters import Parameters
-from server.profiler import Profiler
-from server.stats import ServerStats
-from server.ttl_monitor import TTLMonitor
-from storage.catalog import CollectionInfo
+from ebbdb.server.clock import ExpiryClock
+from ebbdb.server.config import Config
+from ebbdb.server.cursors import CursorManager
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.log import RingHandler
+from ebbdb.server.parameters import Parameters
+from ebbdb.server.profiler import Profiler
+from ebbdb.server.stats import ServerStats
+from ebbdb.server.ttl_monitor import TTLMonitor
+from ebbdb.storage.catalog import CollectionInfo
 
 
 class Listener(Protocol):

@@ -13,10 +13,10 @@ from typing import Any
 import bson
 import bson.errors
 
-from storage.documents import CODEC, MAX_DOCUMENT_SIZE
-from storage.engine import Engine
-from storage.errors import QueryError
-from storage.execute import QueryRun
+from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.execute import QueryRun
 
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
 MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024

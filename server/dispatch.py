@@ -12,15 +12,15 @@ from typing import Any
 
 import bson
 
-from protocol import Query, Reply, decode_message, encode_msg, encode_reply
-from server import write_concern
-from server.arguments import DocSequence, extract, extract_lenient
-from server.context import Client, CommandContext, Services
-from server.errors import CommandError, ErrorCode, error_reply
-from server.log import debug_level, log_event
-from server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
-from server.registry import REGISTRY, Registry
-from storage.documents import CODEC
+from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply
+from ebbdb.server import write_concern
+from ebbdb.server.arguments import DocSequence, extract, extract_lenient
+from ebbdb.server.context import Client, CommandContext, Services
+from ebbdb.server.errors import CommandError, ErrorCode, error_reply
+from ebbdb.server.log import debug_level, log_event
+from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
+from ebbdb.server.registry import REGISTRY, Registry
+from ebbdb.storage.documents import CODEC
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from server.app import App
-from server.config import Config
+from ebbdb.server.app import App
+from ebbdb.server.config import Config
 
 
 class ServerThread:

@@ -9,8 +9,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from storage.errors import DuplicateKey, StorageError
-from storage.values import render
+from ebbdb.storage.errors import DuplicateKey, StorageError
+from ebbdb.storage.values import render
 
 log = logging.getLogger("ebbdb.command")
 

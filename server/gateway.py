@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from storage.engine import Engine
+from ebbdb.storage.engine import Engine
 
 T = TypeVar("T")
 log = logging.getLogger("ebbdb.storage")

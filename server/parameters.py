@@ -8,8 +8,8 @@ from typing import Any
 
 from bson import Int64
 
-from server.errors import CommandError, ErrorCode
-from server.version import FEATURE_COMPATIBILITY_VERSION
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
 
 
 def _parse_bool(text: str) -> bool:

@@ -21,15 +21,15 @@ import bson
 from bson import Int64
 from bson.raw_bson import RawBSONDocument
 
-from server.arguments import DocSequence
-from server.gateway import Gateway
-from server.log import log_event
-from storage.documents import CODEC
-from storage.execute import QueryRun
-from storage.planner import IndexScan
-from storage.query.match import compile_filter
-from storage.query.match_tree import Predicate
-from storage.values import render
+from ebbdb.server.arguments import DocSequence
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.log import log_event
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.execute import QueryRun
+from ebbdb.storage.planner import IndexScan
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.query.match_tree import Predicate
+from ebbdb.storage.values import render
 
 log = logging.getLogger("ebbdb.command")
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.database import AsyncDatabase
     from pymongo.synchronous.database import Database
 
-    from server.embedded import ServerThread
+    from ebbdb.server.embedded import ServerThread
 
 Document = dict[str, Any]
 
@@ -152,7 +152,7 @@ def ebbdb_server(
         _ping(uri)
         yield EbbdbServer(uri)
         return
-    from server.embedded import ServerThread
+    from ebbdb.server.embedded import ServerThread
 
     kept = _dbpath_option(request.config)
     if kept is None:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from server.arguments import NoParams
+from ebbdb.server.arguments import NoParams
 
 Handler = Callable[[Any, Any], Awaitable[dict[str, Any]]]
 

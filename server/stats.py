@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from server.latency import NamespaceLatency
+from ebbdb.server.latency import NamespaceLatency
 
 # Commands counted under their own opcounter rather than "command".
 _OPCOUNTER_OF = {

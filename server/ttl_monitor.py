@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from server.gateway import Gateway
-from server.parameters import Parameters
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.parameters import Parameters
 
 log = logging.getLogger("ebbdb.ttl")
 

@@ -1,6 +1,9 @@
-"""Version numbers: ebbdb's own, and the MongoDB release it speaks as."""
+"""Version numbers: ebbdb's own (set once, as ebbdb.__version__), and the MongoDB release it speaks
+as."""
 
-EBBDB_VERSION = "0.1.0"
+import ebbdb
+
+EBBDB_VERSION = ebbdb.__version__
 MONGODB_VERSION = "7.0.0"
 MONGODB_VERSION_ARRAY = (7, 0, 0, 0)
 FEATURE_COMPATIBILITY_VERSION = "7.0"

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.arguments import Kind, type_mismatch
-from server.errors import CommandError, ErrorCode
-from storage.values import is_number, to_float
+from ebbdb.server.arguments import Kind, type_mismatch
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.storage.values import is_number, to_float
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.
 MAX_W = 50

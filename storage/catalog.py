@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from storage.errors import InvalidNamespace
-from storage.query.match import compile_filter
+from ebbdb.storage.errors import InvalidNamespace
+from ebbdb.storage.query.match import compile_filter
 
 MAX_NS_LEN = 255
 MAX_DB_NAME_LEN = 63

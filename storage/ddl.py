@@ -10,21 +10,21 @@ from typing import Any
 
 import bson
 
-from storage import layout, ttl
-from storage.catalog import (
+from ebbdb.storage import layout, ttl
+from ebbdb.storage.catalog import (
     CollectionInfo,
     IndexInfo,
     validate_collection_name,
     validate_db_name,
 )
-from storage.documents import CODEC
-from storage.entries import index_key_matches
-from storage.environment import Environment, Txn
-from storage.errors import NamespaceExists, NamespaceNotFound, QueryError
-from storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
-from storage.indexes import MAX_INDEXES, IndexSpec, conflict
-from storage.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
-from storage.writer import CatalogChanges, Writer
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.entries import index_key_matches
+from ebbdb.storage.environment import Environment, Txn
+from ebbdb.storage.errors import NamespaceExists, NamespaceNotFound, QueryError
+from ebbdb.storage.indexes import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
+from ebbdb.storage.indexes import MAX_INDEXES, IndexSpec, conflict
+from ebbdb.storage.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
+from ebbdb.storage.writer import CatalogChanges, Writer
 
 #: A TTL index on `_ts` is the collection's one default time to live (Cosmos DefaultTimeToLive).
 _ONE_COSMOS_DEFAULT = (

@@ -11,7 +11,7 @@ from bson import ObjectId, Regex
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions, DatetimeConversion
 
-from storage.errors import DocumentTooLarge, InvalidBSON, InvalidIdField, QueryError
+from ebbdb.storage.errors import DocumentTooLarge, InvalidBSON, InvalidIdField, QueryError
 
 #: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
 #: decoded document re-encodes to the same bytes.

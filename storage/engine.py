@@ -17,18 +17,18 @@ from typing import Any, TypeVar
 
 import bson
 
-from storage import layout, ttl
-from storage.catalog import CollectionInfo, validate_collection_name
-from storage.ddl import CreateIndexesResult, Ddl, IndexChange
-from storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
-from storage.entries import index_bodies
-from storage.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
-from storage.errors import StorageError
-from storage.reader import Reader
-from storage.records import CollectionWrites, Records
-from storage.sizes import CollectionSizes, collection_sizes
-from storage.usage import Usage
-from storage.writer import CatalogChanges, Outcome, Writer
+from ebbdb.storage import layout, ttl
+from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
+from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
+from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
+from ebbdb.storage.entries import index_bodies
+from ebbdb.storage.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.errors import StorageError
+from ebbdb.storage.reader import Reader
+from ebbdb.storage.records import CollectionWrites, Records
+from ebbdb.storage.sizes import CollectionSizes, collection_sizes
+from ebbdb.storage.usage import Usage
+from ebbdb.storage.writer import CatalogChanges, Outcome, Writer
 
 T = TypeVar("T")
 

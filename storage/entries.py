@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from storage import keys, ttl
-from storage.catalog import IndexInfo
-from storage.errors import QueryError
-from storage.query.compare import UNDEFINED, compare
-from storage.query.paths import MISSING, leaves, split
+from ebbdb.storage import keys, ttl
+from ebbdb.storage.catalog import IndexInfo
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import UNDEFINED, compare
+from ebbdb.storage.query.paths import MISSING, leaves, split
 
 ID_INDEX_KEY = (("_id", 1),)
 

@@ -19,7 +19,7 @@ from typing import TypeAlias
 
 import lmdb
 
-from storage.errors import StorageError
+from ebbdb.storage.errors import StorageError
 
 # lmdb's own stubs name the LMDB types. Values are `bytes`: ebbdb never opens a transaction with
 # buffers=True (the memoryview mode), and `lmdb.Environment.begin()` without it is typed

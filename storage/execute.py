@@ -13,15 +13,15 @@ from typing import Any
 
 import bson
 
-from storage import ttl
-from storage.catalog import CollectionInfo
-from storage.engine import CODEC, Engine, Reader
-from storage.errors import QueryError
-from storage.planner import CollScan, IndexScan, Plan, plan_query
-from storage.query.match import parse_filter
-from storage.query.match_tree import ParsedFilter, Predicate
-from storage.query.projection import Projection, parse_projection
-from storage.query.sort import SortSpec, parse_sort, sort_documents
+from ebbdb.storage import ttl
+from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.engine import CODEC, Engine, Reader
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
+from ebbdb.storage.query.match import parse_filter
+from ebbdb.storage.query.match_tree import ParsedFilter, Predicate
+from ebbdb.storage.query.projection import Projection, parse_projection
+from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
 
 #: How many records (or index entries) one chunk may examine before handing control back.
 DEFAULT_BUDGET = 2000

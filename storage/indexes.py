@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from storage.catalog import IndexInfo
-from storage.errors import QueryError
-from storage.query.match import compile_filter
-from storage.values import is_number, to_float
+from ebbdb.storage.catalog import IndexInfo
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.values import is_number, to_float
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
 MAX_INDEXES = 64

@@ -18,8 +18,8 @@ from typing import Any
 from bson import Binary, Code, DBRef, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.query import compare as cmp
-from storage.values import regex_flags
+from ebbdb.storage.query import compare as cmp
+from ebbdb.storage.values import regex_flags
 
 _DOUBLE = struct.Struct(">d")
 _U64 = struct.Struct(">Q")

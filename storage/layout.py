@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from storage import keys
+from ebbdb.storage import keys
 
 _U64 = struct.Struct(">Q")
 _STATS = struct.Struct(">qq")

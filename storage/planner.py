@@ -18,16 +18,16 @@ import bson
 from bson import Decimal128, Int64, ObjectId
 from bson.binary import Binary
 
-from storage import keys
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.errors import QueryError
-from storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
-from storage.query.match import parse_filter
-from storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
-from storage.query.paths import MISSING
-from storage.query.sort import SortSpec
-from storage.ttl import is_cosmos_index
-from storage.values import render
+from ebbdb.storage import keys
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
+from ebbdb.storage.query.match import parse_filter
+from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.sort import SortSpec
+from ebbdb.storage.ttl import is_cosmos_index
+from ebbdb.storage.values import render
 
 #: Beyond this many point combinations a compound index uses fewer leading fields.
 MAX_INTERVALS = 4096

@@ -9,11 +9,11 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from storage import keys, layout, ttl
-from storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage import keys, layout, ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 
 if TYPE_CHECKING:
-    from storage.environment import Cursor, Database, Environment, Txn
+    from ebbdb.storage.environment import Cursor, Database, Environment, Txn
 
 
 class Reader:

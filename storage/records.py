@@ -12,14 +12,14 @@ from typing import Any
 import bson
 from bson.binary import Binary
 
-from storage import layout, ttl
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
-from storage.entries import ID_INDEX_KEY, index_bodies
-from storage.environment import Database, Environment, Txn
-from storage.errors import DuplicateKey, QueryError
-from storage.query.compare import UNDEFINED
-from storage.writer import CatalogChanges
+from ebbdb.storage import layout, ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
+from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
+from ebbdb.storage.environment import Database, Environment, Txn
+from ebbdb.storage.errors import DuplicateKey, QueryError
+from ebbdb.storage.query.compare import UNDEFINED
+from ebbdb.storage.writer import CatalogChanges
 
 IndexFlags = dict[int, set[str]]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from bson import Int64
 
-from storage import ttl
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.reader import Reader
+from ebbdb.storage import ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.reader import Reader
 
 #: LMDB's bytes per entry beyond its key and value: the node's header and the page's pointer to it.
 NODE_OVERHEAD = 10

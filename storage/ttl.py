@@ -18,9 +18,9 @@ from typing import Any
 
 from bson import Int64
 
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.query.compare import RANK_DATE, date_ms, rank
-from storage.query.paths import MISSING, leaves, split
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.query.compare import RANK_DATE, date_ms, rank
+from ebbdb.storage.query.paths import MISSING, leaves, split
 
 RECORD_FORMAT = 1
 _HEAD = struct.Struct(">BqiB")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from storage.catalog import CollectionInfo
+from ebbdb.storage.catalog import CollectionInfo
 
 
 def _wall_ms() -> int:

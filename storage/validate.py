@@ -11,13 +11,13 @@ from typing import Any, Protocol
 
 import bson
 
-from storage import keys, layout, ttl
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.documents import CODEC
-from storage.entries import index_bodies
-from storage.errors import NamespaceNotFound, QueryError, StorageError
-from storage.indexes import parse_index_spec
-from storage.query import compare as cmp
+from ebbdb.storage import keys, layout, ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.entries import index_bodies
+from ebbdb.storage.errors import NamespaceNotFound, QueryError, StorageError
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.query import compare as cmp
 
 #: How many missing and how many extra entries a result lists (all are counted). MongoDB caps the
 #: lists by size (1 MB); a count is simpler and as useful for finding what went wrong.

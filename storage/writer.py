@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from storage.catalog import CollectionInfo
-from storage.environment import Environment, Txn
+from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.environment import Environment, Txn
 
 T = TypeVar("T")
 CatalogKey = tuple[str, str]

@@ -14,14 +14,14 @@ from typing import Any
 
 import bson
 
-from storage import ttl
-from storage.engine import CODEC, CollectionWrites, Engine
-from storage.errors import StorageError
-from storage.execute import QueryRun, QuerySpec
-from storage.planner import id_point
-from storage.query.paths import MISSING
-from storage.query.projection import Projection
-from storage.query.update import Update, upsert_seed
+from ebbdb.storage import ttl
+from ebbdb.storage.engine import CODEC, CollectionWrites, Engine
+from ebbdb.storage.errors import StorageError
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.planner import id_point
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import Projection
+from ebbdb.storage.query.update import Update, upsert_seed
 
 #: Documents changed per write transaction by a statement that matches many.
 BATCH = 500

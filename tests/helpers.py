@@ -13,10 +13,10 @@ import bson
 import pytest
 from pymongo import monitoring
 
-from protocol import FrameDecoder
-from storage.engine import CODEC, Engine
-from storage.errors import QueryError
-from storage.execute import QueryRun, QuerySpec
+from ebbdb.protocol import FrameDecoder
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.execute import QueryRun, QuerySpec
 
 # -- tables of cases -------------------------------------------------------------------------------
 

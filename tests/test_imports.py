@@ -1,5 +1,7 @@
 """Imports run one way: server -> storage and server -> protocol. protocol and storage never import
-each other or server, and neither touches asyncio (only server/ awaits)."""
+each other or server, and neither touches asyncio (only server/ awaits). Every import of ebbdb's
+own code names it under the one import package, `ebbdb.server...`: the bare top-level folders
+import only from a checkout, never from an installed ebbdb."""
 
 from __future__ import annotations
 
@@ -11,23 +13,32 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("protocol", "storage", "server")
 FORBIDDEN = {
-    "protocol": {"storage", "server", "asyncio"},
-    "storage": {"protocol", "server", "asyncio"},
+    "protocol": {"ebbdb.storage", "ebbdb.server", "asyncio"},
+    "storage": {"ebbdb.protocol", "ebbdb.server", "asyncio"},
     "server": set(),
 }
+#: The folders' own names as top-level modules: what the code imported before the one package.
+BARE = set(PACKAGES)
+
+
+def layer(module: str) -> str:
+    """What an import reaches: `ebbdb.storage.engine` -> `ebbdb.storage`, `ebbdb` -> `ebbdb`,
+    anything else its top-level module (`asyncio.locks` -> `asyncio`, `server.app` -> `server`)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "ebbdb" else parts[0]
 
 
 def imported_roots(path: Path) -> set[tuple[str, int]]:
-    """(top-level module, line) for every absolute import in a file, wherever it appears
-    (including inside functions and `if TYPE_CHECKING:` blocks)."""
+    """(layer, line) for every absolute import in a file, wherever it appears (including inside
+    functions and `if TYPE_CHECKING:` blocks)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[tuple[str, int]] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                found.add((alias.name.split(".")[0], node.lineno))
+                found.add((layer(alias.name), node.lineno))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add((node.module.split(".")[0], node.lineno))
+            found.add((layer(node.module), node.lineno))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -36,7 +47,7 @@ def imported_roots(path: Path) -> set[tuple[str, int]]:
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            found.add((node.args[0].value.split(".")[0], node.lineno))
+            found.add((layer(node.args[0].value), node.lineno))
     return found
 
 
@@ -64,34 +75,61 @@ def test_the_checker_sees_every_import_form(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
         "import asyncio\n"
-        "import server.app as app\n"
-        "from storage.engine import Engine\n"
+        "import ebbdb.server.app as app\n"
+        "from ebbdb.storage.engine import Engine\n"
         "from . import sibling\n"
+        "import ebbdb\n"
         "def f():\n"
-        "    import protocol\n"
+        "    import ebbdb.protocol\n"
+        "    from storage import keys\n"
         "    importlib.import_module('server.x')\n"
     )
     roots = {m for m, _ in imported_roots(sample)}
-    assert roots == {"asyncio", "server", "storage", "protocol"}
+    assert roots == {
+        "asyncio",
+        "ebbdb",
+        "ebbdb.server",
+        "ebbdb.storage",
+        "ebbdb.protocol",
+        "storage",
+        "server",
+    }
+
+
+def test_no_import_names_a_folder_as_a_top_level_module() -> None:
+    """`from storage.engine import ...` works in a checkout (its root is on sys.path) and fails
+    where ebbdb is installed: the code, its tests and the benchmarks all import `ebbdb.…`."""
+    folders = [*PACKAGES, "ebbdb", "tests", "bench"]
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for folder in folders
+        for path in sorted((ROOT / folder).glob("*.py" if folder == "ebbdb" else "**/*.py"))
+        for module, line in sorted(imported_roots(path))
+        if module in BARE
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 # -- no import cycle inside server/ ----------------------------------------------------------------
 
 
-def module_name(path: Path, root: Path = ROOT) -> str:
-    """`server/commands/reads.py` -> `server.commands.reads`; a package's __init__ is the package."""
+def module_name(path: Path, root: Path = ROOT, prefix: str = "ebbdb.") -> str:
+    """`server/commands/reads.py` -> `ebbdb.server.commands.reads` (the folders are ebbdb's
+    subpackages); a package's __init__ is the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return prefix + ".".join(parts)
 
 
-def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
+def imported_modules(
+    path: Path, known: set[str], root: Path = ROOT, prefix: str = "ebbdb."
+) -> set[str]:
     """The modules among `known` that a file imports, wherever the import stands (in functions and
     `if TYPE_CHECKING:` blocks too). `from a.b import c` names a.b.c when that is a module, else
     a.b; a package's own __init__ is not counted as imported by its submodules."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    name = module_name(path, root)
+    name = module_name(path, root, prefix)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
@@ -161,7 +199,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle(package: str) -> None:
     """Counting type-only imports too: a cycle there is a cycle of the design, even if Python
     never runs into it."""
-    cycle = find_cycle(import_graph(package))
+    graph = import_graph(package)
+    assert any(graph.values()), "no import between the package's modules seen: wrong names?"
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
 
 
@@ -175,8 +215,8 @@ def test_the_cycle_checker_sees_type_only_and_relative_imports(tmp_path: Path) -
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.leaf import X\n"
     )
     (pkg / "sub" / "leaf.py").write_text("from ..a import f\nimport pkg.sub\n")
-    paths = {module_name(path, tmp_path): path for path in pkg.rglob("*.py")}
-    graph = {name: imported_modules(path, set(paths), tmp_path) for name, path in paths.items()}
+    paths = {module_name(path, tmp_path, ""): path for path in pkg.rglob("*.py")}
+    graph = {name: imported_modules(path, set(paths), tmp_path, "") for name, path in paths.items()}
     assert graph == {
         "pkg": set(),
         "pkg.a": {"pkg.b"},

@@ -5,7 +5,7 @@ subprocesses) on a small project whose tests use every fixture, alone, under pyt
 The plugin loads the way an installed ebbdb loads it, by its pytest11 entry point: a distribution's
 metadata with the entry point copied from pyproject.toml is put on the subprocess's path (an
 editable install of another checkout would not register this one's). The other runs name it with
-`-p server.pytest_plugin`, as a checkout that is not installed does; one run does both at once."""
+`-p ebbdb.server.pytest_plugin`, as a checkout that is not installed does; one run does both at once."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from server.embedded import running_server
-from server.pytest_plugin import redact
+from ebbdb.server.embedded import running_server
+from ebbdb.server.pytest_plugin import redact
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = "server.pytest_plugin"
+PLUGIN = "ebbdb.server.pytest_plugin"
 RUN_TIMEOUT = 90.0
 
 # -- the user's project ----------------------------------------------------------------------------
@@ -194,11 +194,13 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def test_the_entry_point_names_the_plugin_module_by_its_own_name() -> None:
     """pyproject's pytest11 entry point loads the plugin module, under that module's own name, so
-    that `-p server.pytest_plugin` (or a conftest's pytest_plugins) with ebbdb installed is the
+    that `-p ebbdb.server.pytest_plugin` (or a conftest's pytest_plugins) with ebbdb installed is the
     same plugin and not a second registration."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["pytest11"] == {PLUGIN: PLUGIN}
-    assert sys.modules[PLUGIN].__file__ == str(ROOT / "server" / "pytest_plugin.py")
+    assert (
+        Path(sys.modules[PLUGIN].__file__ or "").resolve() == ROOT / "server" / "pytest_plugin.py"
+    )
 
 
 # -- runs ------------------------------------------------------------------------------------------

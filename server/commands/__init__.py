@@ -1,6 +1,6 @@
 """Command handlers, one module per group; importing this package registers them all."""
 
-from server.commands import (  # noqa: F401
+from ebbdb.server.commands import (  # noqa: F401
     admin,
     aggregate,
     catalog,

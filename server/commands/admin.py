@@ -13,12 +13,12 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import COMMAND_VALUE, REST, Kind, NoParams, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.profiler import FILTER_NOTE
-from server.registry import REGISTRY
-from server.version import EBBDB_VERSION, MONGODB_VERSION
+from ebbdb.server.arguments import COMMAND_VALUE, REST, Kind, NoParams, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.profiler import FILTER_NOTE
+from ebbdb.server.registry import REGISTRY
+from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
 
 log = logging.getLogger("ebbdb.storage")
 

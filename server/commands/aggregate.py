@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
-from server.commands.replies import cursor_reply
-from server.context import CommandContext
-from server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
-from server.errors import CommandError, ErrorCode
-from server.latency import Facts
-from server.registry import REGISTRY
-from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
-from storage.catalog import validate_collection_name
-from storage.query.expressions import command_variables
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
+from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.context import CommandContext
+from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.latency import Facts
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.query.expressions import command_variables
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
-from storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
-from storage.query.match import compile_filter
-from storage.values import to_decimal
+from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.values import to_decimal
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
 _PAGE = 4096

@@ -7,18 +7,18 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import MAX_MESSAGE_SIZE
-from server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
-from server.context import CommandContext
-from server.registry import REGISTRY
-from server.version import (
+from ebbdb.protocol import MAX_MESSAGE_SIZE
+from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.registry import REGISTRY
+from ebbdb.server.version import (
     EBBDB_VERSION,
     MAX_WIRE_VERSION,
     MIN_WIRE_VERSION,
     MONGODB_VERSION,
     MONGODB_VERSION_ARRAY,
 )
-from storage.documents import MAX_DOCUMENT_SIZE
+from ebbdb.storage.documents import MAX_DOCUMENT_SIZE
 
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 

@@ -7,12 +7,12 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
-from storage.catalog import validate_collection_name
-from storage.indexes import parse_index_spec
+from ebbdb.server.arguments import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.indexes import parse_index_spec
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from server.arguments import Kind, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
+from ebbdb.server.arguments import Kind, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
 
 #: mongod's default time for requests in flight to finish (the shutdown command's timeoutSecs).
 DEFAULT_TIMEOUT_SECS = 15

@@ -11,7 +11,7 @@ from typing import Any
 import bson
 from bson import Int64
 
-from server.arguments import (
+from ebbdb.server.arguments import (
     COMMAND_VALUE,
     TERSE_MISMATCH,
     Kind,
@@ -20,20 +20,20 @@ from server.arguments import (
     arg,
     extract,
 )
-from server.commands.replies import cursor_reply
-from server.context import CommandContext
-from server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
-from server.version import MONGODB_VERSION
-from storage import keys
-from storage.catalog import CollectionInfo, validate_collection_name
-from storage.documents import CODEC
-from storage.execute import QueryRun, QuerySpec, count_documents
-from storage.planner import CollScan, IndexScan, Plan
-from storage.query.compare import compare
-from storage.query.expressions import command_variables
-from storage.query.paths import MISSING, leaves, split
+from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.context import CommandContext
+from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.server.version import MONGODB_VERSION
+from ebbdb.storage import keys
+from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.planner import CollScan, IndexScan, Plan
+from ebbdb.storage.query.compare import compare
+from ebbdb.storage.query.expressions import command_variables
+from ebbdb.storage.query.paths import MISSING, leaves, split
 
 #: The find options ebbdb does not implement, accepted only with their default value.
 _FIND_UNSUPPORTED = RefusedUnlessDefault("find option '{field}' is not supported")

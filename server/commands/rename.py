@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.arguments import COMMAND_VALUE, Kind, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
-from storage.catalog import validate_collection_name
-from storage.errors import InvalidNamespace
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.errors import InvalidNamespace
 
 #: System collections a client may write (MongoDB's legal client system namespaces that ebbdb
 #: could hold); any other `system.` name is refused on either side of a rename.

@@ -12,13 +12,13 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import COMMAND_VALUE, REST, Check, Kind, arg
-from server.context import CommandContext
-from server.errors import ErrorCode
-from server.registry import REGISTRY
-from storage.aggregate.diagnostics import storage_stats_scale
-from storage.catalog import validate_collection_name, validate_db_name
-from storage.sizes import missing_storage_stats, storage_stats
+from ebbdb.server.arguments import COMMAND_VALUE, REST, Check, Kind, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.aggregate.diagnostics import storage_stats_scale
+from ebbdb.storage.catalog import validate_collection_name, validate_db_name
+from ebbdb.storage.sizes import missing_storage_stats, storage_stats
 
 log = logging.getLogger("ebbdb.storage")
 

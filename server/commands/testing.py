@@ -9,10 +9,10 @@ from typing import Any
 
 from bson import Int64
 
-from server.arguments import Kind, NoParams, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
+from ebbdb.server.arguments import Kind, NoParams, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
 
 # The clock stays where BSON dates and Python datetimes can both show it.
 _MIN_MS = 0

@@ -9,12 +9,12 @@ from typing import Any
 from bson import Binary, Int64
 from bson.datetime_ms import DatetimeMS
 
-from server.arguments import COMMAND_VALUE, Kind, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY
-from storage.catalog import validate_collection_name
-from storage.validate import (
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.validate import (
     Inconsistency,
     ValidateResult,
     validate_collection,

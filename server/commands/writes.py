@@ -8,18 +8,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
-from server.context import CommandContext
-from server.errors import CommandError, ErrorCode, write_error
-from server.registry import REGISTRY
-from storage import writes
-from storage.catalog import validate_collection_name
-from storage.errors import StorageError
-from storage.execute import QuerySpec
-from storage.query.expressions import command_variables
-from storage.query.paths import MISSING
-from storage.query.projection import parse_projection
-from storage.query.update import Update, parse_update
+from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
+from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.registry import REGISTRY
+from ebbdb.storage import writes
+from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.errors import StorageError
+from ebbdb.storage.execute import QuerySpec
+from ebbdb.storage.query.expressions import command_variables
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import parse_projection
+from ebbdb.storage.query.update import Update, parse_update
 
 #: How many documents or statements a write command carries (insert, update, delete).
 WRITE_BATCH = ItemCount(

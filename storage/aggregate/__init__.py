@@ -8,7 +8,7 @@ on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics (
 $indexStats), and $documents in source.
 """
 
-from storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
+from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
     diagnostics,
     filtering,
     grouping,
@@ -17,9 +17,9 @@ from storage.aggregate import (  # noqa: F401  (importing a family registers its
     source,
     subpipelines,
 )
-from storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
-from storage.aggregate.source import READ_CHUNK, EngineSource, ServerFacts
-from storage.aggregate.stage import Source, Stage
+from ebbdb.storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
+from ebbdb.storage.aggregate.source import READ_CHUNK, EngineSource, ServerFacts
+from ebbdb.storage.aggregate.stage import Source, Stage
 
 __all__ = [
     "READ_CHUNK",

@@ -13,12 +13,12 @@ from typing import Any
 
 from bson import Int64
 
-from storage.aggregate.source import EngineSource
-from storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
-from storage.catalog import CollectionInfo
-from storage.errors import QueryError
-from storage.sizes import number, storage_stats
-from storage.values import is_number, render_element, to_decimal, type_name
+from ebbdb.storage.aggregate.source import EngineSource
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
+from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.sizes import number, storage_stats
+from ebbdb.storage.values import is_number, render_element, to_decimal, type_name
 
 _FIRST = Placement(first=True, in_facet=False)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
-from storage.query.expressions import Expression, compile_expression
-from storage.query.match import ParsedFilter, compile_filter, parse_filter
-from storage.query.match_tree import uses_expr
-from storage.query.projection import render_value as render
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
+from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter
+from ebbdb.storage.query.match_tree import uses_expr
+from ebbdb.storage.query.projection import render_value as render
 
 # $redact's system variables and the values they stand for.
 _REDACT_VARIABLES = {"DESCEND": "descend", "PRUNE": "prune", "KEEP": "keep"}

@@ -7,19 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
-from storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error, group_key
-from storage.errors import QueryError
-from storage.query.compare import compare, rank
-from storage.query.expressions import (
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error, group_key
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import compare, rank
+from ebbdb.storage.query.expressions import (
     Accumulator,
     Expression,
     compile_accumulator,
     compile_expression,
 )
-from storage.query.paths import MISSING
-from storage.query.projection import render_value as render
-from storage.query.sort import parse_sort, sort_documents
-from storage.values import is_constant, type_name
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import render_value as render
+from ebbdb.storage.query.sort import parse_sort, sort_documents
+from ebbdb.storage.values import is_constant, type_name
 
 # -- $group ------------------------------------------------------------------------------------------
 

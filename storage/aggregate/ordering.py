@@ -9,12 +9,12 @@ from typing import Any
 
 from bson import Decimal128
 
-from storage.aggregate.stage import STAGES, Context, Doc, Stage, error, field_path
-from storage.errors import QueryError
-from storage.query.compare import is_nan, number_value
-from storage.query.projection import render_value as render
-from storage.query.sort import SortSpec, parse_sort, sort_documents
-from storage.values import INT64_MAX, INT64_MIN, is_number
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error, field_path
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import is_nan, number_value
+from ebbdb.storage.query.projection import render_value as render
+from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
+from ebbdb.storage.values import INT64_MAX, INT64_MIN, is_number
 
 # -- $sort ------------------------------------------------------------------------------------------
 

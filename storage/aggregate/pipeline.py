@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from storage.aggregate.pushdown import plan_read
-from storage.aggregate.source import Documents
-from storage.aggregate.stage import (
+from ebbdb.storage.aggregate.pushdown import plan_read
+from ebbdb.storage.aggregate.source import Documents
+from ebbdb.storage.aggregate.stage import (
     ANYWHERE,
     STAGES,
     Context,
@@ -23,7 +23,7 @@ from storage.aggregate.stage import (
     Variables,
     error,
 )
-from storage.errors import QueryError
+from ebbdb.storage.errors import QueryError
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
 # one in a wrong place gets MongoDB's position error, not NotImplemented.

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.aggregate.filtering import Match
-from storage.aggregate.ordering import Limit, Skip, Sort
-from storage.aggregate.stage import Read, Stage, Variables
-from storage.query.match import implied_filters
+from ebbdb.storage.aggregate.filtering import Match
+from ebbdb.storage.aggregate.ordering import Limit, Skip, Sort
+from ebbdb.storage.aggregate.stage import Read, Stage, Variables
+from ebbdb.storage.query.match import implied_filters
 
 
 def plan_read(stages: tuple[Stage, ...], variables: Variables) -> tuple[Read, tuple[Stage, ...]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
-from storage.aggregate.stage import (
+from ebbdb.storage.aggregate.stage import (
     STAGES,
     Context,
     Doc,
@@ -22,12 +22,12 @@ from storage.aggregate.stage import (
     with_path,
     without_path,
 )
-from storage.errors import QueryError
-from storage.query.expressions import Expression, compile_expression
-from storage.query.paths import MISSING
-from storage.query.projection import EXCLUDE, INCLUDE
-from storage.query.projection import render_value as render
-from storage.values import is_number, type_name
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import EXCLUDE, INCLUDE
+from ebbdb.storage.query.projection import render_value as render
+from ebbdb.storage.values import is_number, type_name
 
 # -- $project, $addFields / $set, $unset ------------------------------------------------------------
 

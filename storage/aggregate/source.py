@@ -14,13 +14,22 @@ from typing import Any, Protocol
 import bson
 from bson import Int64
 
-from storage.aggregate.reshaping import not_a_document
-from storage.aggregate.stage import STAGES, Context, Doc, Placement, Read, Stage, error, group_key
-from storage.documents import CODEC
-from storage.engine import Engine
-from storage.execute import QueryRun, QuerySpec
-from storage.planner import Plan
-from storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.aggregate.reshaping import not_a_document
+from ebbdb.storage.aggregate.stage import (
+    STAGES,
+    Context,
+    Doc,
+    Placement,
+    Read,
+    Stage,
+    error,
+    group_key,
+)
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.planner import Plan
+from ebbdb.storage.query.expressions import Expression, compile_expression
 
 #: Documents one engine read returns per chunk (each chunk is one short read transaction).
 READ_CHUNK = 256

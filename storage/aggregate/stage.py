@@ -11,9 +11,9 @@ from typing import Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import bson
 
-from storage.documents import CODEC
-from storage.errors import QueryError
-from storage.query.compare import (
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import (
     RANK_DATE,
     RANK_NUMBER,
     RANK_STRING,
@@ -22,9 +22,9 @@ from storage.query.compare import (
     number_value,
     rank,
 )
-from storage.query.paths import MISSING
-from storage.query.projection import field_path as _projection_field_path
-from storage.values import DBREF_FIELDS, type_name
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import field_path as _projection_field_path
+from ebbdb.storage.values import DBREF_FIELDS, type_name
 
 Doc = dict[str, Any]
 Variables = Mapping[str, Any]

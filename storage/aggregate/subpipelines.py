@@ -10,9 +10,9 @@ from typing import Any
 
 from bson import Regex
 
-from storage.aggregate.filtering import Match
-from storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
-from storage.aggregate.stage import (
+from ebbdb.storage.aggregate.filtering import Match
+from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
+from ebbdb.storage.aggregate.stage import (
     STAGES,
     Context,
     Doc,
@@ -22,11 +22,11 @@ from storage.aggregate.stage import (
     field_path,
     with_path,
 )
-from storage.errors import QueryError
-from storage.query.expressions import Expression, compile_expression
-from storage.query.paths import MISSING
-from storage.query.projection import render_value as render
-from storage.values import type_name
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import render_value as render
+from ebbdb.storage.values import type_name
 
 # -- $lookup -----------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectI
 from bson.datetime_ms import DatetimeMS
 from bson.raw_bson import RawBSONDocument
 
-from storage.values import regex_flags as regex_flags
+from ebbdb.storage.values import regex_flags as regex_flags
 
 # MongoDB's canonical type ranks (canonicalizeBSONType); equal ranks compare by value.
 RANK_MINKEY = -1

@@ -12,9 +12,9 @@ from typing import Any
 
 from bson import DBRef, Int64, ObjectId
 
-from storage.errors import QueryError
-from storage.query import expressions
-from storage.query.compare import (
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query import expressions
+from ebbdb.storage.query.compare import (
     RANK_BINDATA,
     RANK_BOOL,
     RANK_DATE,
@@ -25,7 +25,7 @@ from storage.query.compare import (
     is_nan,
     rank,
 )
-from storage.query.match_leaves import (
+from ebbdb.storage.query.match_leaves import (
     bit_positions,
     bits_test,
     element_document,
@@ -47,7 +47,7 @@ from storage.query.match_leaves import (
     type_codes,
     type_test,
 )
-from storage.query.match_tree import (
+from ebbdb.storage.query.match_tree import (
     All,
     Always,
     And,
@@ -73,8 +73,8 @@ from storage.query.match_tree import (
     conditions,
     uses_expr,
 )
-from storage.query.paths import MISSING, split, values_at
-from storage.values import IntegerError
+from ebbdb.storage.query.paths import MISSING, split, values_at
+from ebbdb.storage.values import IntegerError
 
 _ValuesTest = Callable[[list[Any], list[Any]], bool]
 

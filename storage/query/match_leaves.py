@@ -12,8 +12,8 @@ from typing import Any
 
 from bson import Binary, DBRef, Decimal128, Int64, ObjectId, Regex
 
-from storage.errors import QueryError
-from storage.query.compare import (
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import (
     BSON_TYPE_CODES,
     RANK_MAXKEY,
     RANK_MINKEY,
@@ -24,10 +24,10 @@ from storage.query.compare import (
     is_nan,
     rank,
 )
-from storage.query.match_tree import Test
-from storage.query.paths import MISSING
-from storage.query.regex import pcre_to_python
-from storage.values import (
+from ebbdb.storage.query.match_tree import Test
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.regex import pcre_to_python
+from ebbdb.storage.values import (
     INT64_MAX,
     INT64_MIN,
     IntegerError,

@@ -7,9 +7,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from storage.errors import QueryError
-from storage.query.compare import UNDEFINED, compare
-from storage.query.paths import MISSING, leaves, split
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import UNDEFINED, compare
+from ebbdb.storage.query.paths import MISSING, leaves, split
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.errors import QueryError
-from storage.query.match import parse_filter
-from storage.query.match_leaves import is_regex
-from storage.query.match_tree import All, Compare, In, Node, Or, ParsedFilter, Predicate, conjuncts
-from storage.query.paths import split
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import parse_filter
+from ebbdb.storage.query.match_leaves import is_regex
+from ebbdb.storage.query.match_tree import (
+    All,
+    Compare,
+    In,
+    Node,
+    Or,
+    ParsedFilter,
+    Predicate,
+    conjuncts,
+)
+from ebbdb.storage.query.paths import split
 
 # MongoDB records which array element a query matched the same way for updates as for find
 # projections; projection.py owns that logic and the update reuses it rather than copying it.
-from storage.query.projection import KeyLeaf, key_leaves, match_key
-from storage.query.update_apply import (
+from ebbdb.storage.query.projection import KeyLeaf, key_leaves, match_key
+from ebbdb.storage.query.update_apply import (
     Ctx,
     apply_modifiers,
     check_id,
@@ -27,14 +36,14 @@ from storage.query.update_apply import (
     put_past_end,
     replace,
 )
-from storage.query.update_parse import (
+from ebbdb.storage.query.update_parse import (
     DOLLAR_HINT,
     ObjNode,
     copy_value,
     parse_array_filters,
     parse_modifiers,
 )
-from storage.values import render_element
+from ebbdb.storage.values import render_element
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from bson import Decimal128, Int64, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 from bson.decimal128 import create_decimal128_context
 
-from storage.errors import InvalidIdField, QueryError
-from storage.query.compare import compare, equal
-from storage.query.match_tree import Predicate
-from storage.query.paths import MISSING, get
-from storage.query.update_parse import (
+from ebbdb.storage.errors import InvalidIdField, QueryError
+from ebbdb.storage.query.compare import compare, equal
+from ebbdb.storage.query.match_tree import Predicate
+from ebbdb.storage.query.paths import MISSING, get
+from ebbdb.storage.query.update_parse import (
     DOLLAR_HINT,
     ArrNode,
     Leaf,
@@ -35,7 +35,7 @@ from storage.query.update_parse import (
     merge,
     number_kind,
 )
-from storage.values import (
+from ebbdb.storage.values import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

@@ -13,12 +13,12 @@ from typing import Any
 
 from bson import DBRef, Regex
 
-from storage.errors import QueryError
-from storage.query.compare import equal
-from storage.query.match import compile_filter
-from storage.query.match_tree import Predicate
-from storage.query.paths import split
-from storage.values import (
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import equal
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.query.match_tree import Predicate
+from ebbdb.storage.query.paths import split
+from ebbdb.storage.values import (
     IntegerError,
     is_number,
     parse_integer,

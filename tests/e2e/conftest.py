@@ -18,10 +18,10 @@ import pytest
 import pytest_asyncio
 from pymongo import AsyncMongoClient, MongoClient
 
-from server.app import App
-from server.embedded import ServerThread
-from server.parameters import Parameters
-from server.pytest_plugin import EbbdbServer
+from ebbdb.server.app import App
+from ebbdb.server.embedded import ServerThread
+from ebbdb.server.parameters import Parameters
+from ebbdb.server.pytest_plugin import EbbdbServer
 from tests.helpers import Recorder
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import bson
 
-from protocol import (
+from ebbdb.protocol import (
     HEADER_SIZE,
     Msg,
     MsgFlags,
@@ -25,7 +25,7 @@ from protocol import (
     encode_msg,
     encode_query,
 )
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 
 TIMEOUT = 5.0
 _request_ids = itertools.count(1000)

@@ -18,8 +18,8 @@ import bson
 import pytest
 from pymongo import MongoClient
 
-from protocol import MsgFlags, OpCode, encode_msg
-from server.embedded import ServerThread
+from ebbdb.protocol import MsgFlags, OpCode, encode_msg
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.rawwire import TIMEOUT, connect, next_request_id, op_msg, read_msg
 
 # -- log and connection helpers (the raw wire round trips live in tests/e2e/rawwire.py) ------------

@@ -19,7 +19,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 
 StartServer = Callable[..., ServerThread]
 Client = MongoClient[dict[str, Any]]

@@ -1,4 +1,4 @@
-"""The `ebbdb` command as an operator runs it: real subprocesses (`python -m server`, and the console
+"""The `ebbdb` command as an operator runs it: real subprocesses (`python -m ebbdb`, and the console
 script when installed), the startup line, signals, the data directory lock, --setParameter,
 --ephemeral (the data directory goes with the server) and --config (a mongod.conf; flags win).
 Every wait has a timeout so that no test can hang."""
@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from server.version import EBBDB_VERSION
+from ebbdb.server.version import EBBDB_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_CMD = [sys.executable, "-m", "server"]
+SERVER_CMD = [sys.executable, "-m", "ebbdb"]
 START_TIMEOUT = 15.0
 EXIT_TIMEOUT = 5.0
 _STARTUP_RE = re.compile(r"\b127\.0\.0\.1:(\d+)\b")
@@ -133,7 +133,7 @@ class ServerProcess:
 
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Any]:
-    """launch(*args) starts `python -m server *args`; leftovers are killed at the end of the test."""
+    """launch(*args) starts `python -m ebbdb *args`; leftovers are killed at the end of the test."""
     procs: list[ServerProcess] = []
 
     def start(*args: str) -> ServerProcess:
@@ -157,7 +157,7 @@ def _console_script() -> list[list[str]]:
 @pytest.mark.parametrize(
     "cmd",
     [SERVER_CMD, *_console_script()],
-    ids=["python_-m_server", *(["ebbdb"] * len(_console_script()))],
+    ids=["python_-m_ebbdb", *(["ebbdb"] * len(_console_script()))],
 )
 def test_version(cmd: list[str]) -> None:
     result = _run(["--version"], cmd)

@@ -13,7 +13,7 @@ from bson import Int64
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import OperationFailure
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.rawwire import connect, op_msg
 
 Client = MongoClient[dict[str, Any]]

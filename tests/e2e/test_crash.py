@@ -1,5 +1,5 @@
 """Crash safety through real clients: writers run a mix of single- and multi-document writes against
-a `python -m server` process that is killed with SIGKILL at a random moment and restarted on the same
+a `python -m ebbdb` process that is killed with SIGKILL at a random moment and restarted on the same
 data directory, round after round. After each restart every acknowledged write is there, each write
 that was in flight at the kill is applied whole or not at all, and `validate` finds every collection
 valid. Reproduce a failure with the seed it prints: EBBDB_CRASH_SEED=<seed>."""
@@ -330,7 +330,7 @@ class Writer(threading.Thread):
 
 
 class Server:
-    """One `python -m server` process; its stderr goes to the log file `log`."""
+    """One `python -m ebbdb` process; its stderr goes to the log file `log`."""
 
     def __init__(self, proc: subprocess.Popen[str], log: Path) -> None:
         self.proc = proc
@@ -342,7 +342,7 @@ class Server:
         """Start a server on `dbpath` and wait for its startup line."""
         with open(log, "a") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "server", "--port", "0", "--dbpath", str(dbpath)],
+                [sys.executable, "-m", "ebbdb", "--port", "0", "--dbpath", str(dbpath)],
                 cwd=ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ from bson import SON, Binary, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.rawwire import connect, op_msg
 from tests.helpers import Recorder
 

@@ -16,7 +16,7 @@ from bson.raw_bson import RawBSONDocument
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.helpers import LONG, LONG_RANGES, PREFIX, ids, plan_stages
 
 Client = MongoClient[dict[str, Any]]

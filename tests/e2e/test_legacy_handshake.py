@@ -9,8 +9,8 @@ from typing import Any
 import bson
 import pytest
 
-from protocol import Reply
-from server.embedded import ServerThread
+from ebbdb.protocol import Reply
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.rawwire import connect, op_msg, op_query
 
 QUERY_FAILURE = 2  # OP_REPLY responseFlags bit

@@ -1,4 +1,4 @@
-"""The log as an operator meets it, on real `python -m server` subprocesses: a stderr pipe nobody
+"""The log as an operator meets it, on real `python -m ebbdb` subprocesses: a stderr pipe nobody
 reads must not slow the event loop (pings stay under 100 ms through 2,000 connections opened and
 closed), --logpath/--logappend write, append and rename aside as mongod does, --logFormat json
 writes mongod's structured lines (the ones getLog serves), connection lines name the driver and the
@@ -29,7 +29,7 @@ from pymongo.errors import OperationFailure
 from tests.e2e import rawwire
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_CMD = [sys.executable, "-m", "server"]
+SERVER_CMD = [sys.executable, "-m", "ebbdb"]
 START_TIMEOUT = 15.0
 EXIT_TIMEOUT = 5.0
 CHURN_CONNECTIONS = 2000

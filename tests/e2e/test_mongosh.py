@@ -13,7 +13,7 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.node_tools import (
     MONGOSH,
     Terminal,

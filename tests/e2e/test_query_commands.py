@@ -15,8 +15,8 @@ from bson import Decimal128, Int64
 from pymongo import DESCENDING, MongoClient
 from pymongo.errors import OperationFailure
 
-from server.embedded import ServerThread
-from storage.query.sort import parse_sort, sort_documents
+from ebbdb.server.embedded import ServerThread
+from ebbdb.storage.query.sort import parse_sort, sort_documents
 from tests.helpers import Recorder, ids, plan_stages
 
 Client = MongoClient[dict[str, Any]]

@@ -19,7 +19,7 @@ from bson.raw_bson import RawBSONDocument
 from pymongo import MongoClient
 from pymongo.errors import DuplicateKeyError
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 
 StartServer = Callable[..., ServerThread]
 

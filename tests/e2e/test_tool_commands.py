@@ -19,7 +19,7 @@ from bson import Int64
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import AutoReconnect, OperationFailure
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.test_cli import ServerProcess
 from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, ttl_pass
 from tests.helpers import STORAGE_STATS_FIELDS

@@ -19,7 +19,7 @@ from bson.raw_bson import RawBSONDocument
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_after, ids_of, ttl_pass
 
 Client = MongoClient[dict[str, Any]]

@@ -14,7 +14,7 @@ import pytest
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.ttl_helpers import TEST_COMMANDS, Client, advance, ids_after, ids_of, ttl_pass
 
 StartServer = Callable[..., ServerThread]

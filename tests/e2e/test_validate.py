@@ -15,8 +15,8 @@ from bson import Binary, Int64
 from pymongo import ASCENDING, DESCENDING, MongoClient
 from pymongo.errors import CollectionInvalid, OperationFailure
 
-from server.embedded import ServerThread
-from storage import ttl
+from ebbdb.server.embedded import ServerThread
+from ebbdb.storage import ttl
 from tests.storage.test_storage_validate import expiry_key, index_key, rid_of, tamper, value_of
 
 Client = MongoClient[dict[str, Any]]

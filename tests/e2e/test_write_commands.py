@@ -10,7 +10,7 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, WriteError
 
-from server.embedded import ServerThread
+from ebbdb.server.embedded import ServerThread
 from tests.e2e.ttl_helpers import error_code
 
 Client = MongoClient[dict[str, Any]]

@@ -7,7 +7,7 @@ import struct
 import bson
 import pytest
 
-from protocol import (
+from ebbdb.protocol import (
     HEADER_SIZE,
     MAX_MESSAGE_SIZE,
     MIN_MESSAGE_SIZE,

@@ -11,7 +11,7 @@ import bson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from protocol import (
+from ebbdb.protocol import (
     MAX_MESSAGE_SIZE,
     MIN_MESSAGE_SIZE,
     FrameDecoder,

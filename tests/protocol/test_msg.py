@@ -10,8 +10,16 @@ import pytest
 from bson.codec_options import DEFAULT_CODEC_OPTIONS
 from pymongo import message as pymongo_message
 
-from protocol import FrameDecoder, Msg, MsgFlags, OpCode, ProtocolError, decode_message, encode_msg
-from protocol.crc32c import crc32c
+from ebbdb.protocol import (
+    FrameDecoder,
+    Msg,
+    MsgFlags,
+    OpCode,
+    ProtocolError,
+    decode_message,
+    encode_msg,
+)
+from ebbdb.protocol.crc32c import crc32c
 
 BODY = bson.encode({"find": "people", "filter": {"age": {"$gt": 30}}, "$db": "test"})
 DOC_A = bson.encode({"_id": 1, "name": "ada"})

@@ -7,7 +7,7 @@ import struct
 import bson
 import pytest
 
-from protocol import (
+from ebbdb.protocol import (
     FrameDecoder,
     Msg,
     OpCode,

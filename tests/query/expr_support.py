@@ -11,7 +11,7 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
-from storage.query.expressions import Variables, compile_expression
+from ebbdb.storage.query.expressions import Variables, compile_expression
 from tests import helpers
 from tests.helpers import query_error
 

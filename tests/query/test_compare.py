@@ -11,7 +11,7 @@ import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.query.compare import SortKey, compare, equal, rank
+from ebbdb.storage.query.compare import SortKey, compare, equal, rank
 
 # One representative per type bracket, in MongoDB's order.
 CROSS_TYPE = [

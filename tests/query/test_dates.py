@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.errors import QueryError
-from storage.query import dates
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query import dates
 
 # Instants datetime can hold: years 1 to 9999.
 MIN_MS = -62135596800000

@@ -10,9 +10,9 @@ import pytest
 from bson import Decimal128, Int64, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from storage.errors import QueryError
-from storage.query.expressions import compile_expression, truthy
-from storage.query.paths import MISSING
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.expressions import compile_expression, truthy
+from ebbdb.storage.query.paths import MISSING
 from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 

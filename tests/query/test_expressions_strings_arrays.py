@@ -8,7 +8,7 @@ from typing import Any
 from bson import Decimal128, Int64, Regex
 from bson.datetime_ms import DatetimeMS
 
-from storage.query.paths import MISSING
+from ebbdb.storage.query.paths import MISSING
 from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 

@@ -10,7 +10,7 @@ from typing import Any
 from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.query.paths import MISSING
+from ebbdb.storage.query.paths import MISSING
 from tests.helpers import cases
 from tests.query.expr_support import Doc, errors_test, run, typed
 

@@ -10,8 +10,8 @@ import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from storage.errors import QueryError
-from storage.query.match import compile_filter
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases
 
 NAN = float("nan")

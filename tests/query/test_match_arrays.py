@@ -8,7 +8,7 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
-from storage.query.match import compile_filter
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases, query_error
 
 NOPE = object()  # stands for a missing field a

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storage.query.match import compile_filter
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import errors_test
 
 GETFIELD_HINT = ". If you have a field name that starts with a '$' symbol, consider using $getField or $setField."

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from storage.errors import QueryError
-from storage.query.match import compile_filter
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases, errors_test
 
 DOCS: list[dict[str, Any]] = [

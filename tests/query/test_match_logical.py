@@ -8,7 +8,7 @@ from typing import Any
 
 from bson import Decimal128
 
-from storage.query.match import compile_filter
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [

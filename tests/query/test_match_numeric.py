@@ -7,7 +7,7 @@ from typing import Any
 
 from bson import Binary, Decimal128, Int64
 
-from storage.query.match import compile_filter
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases, errors_test
 
 NOPE = object()  # stands for a missing field a

@@ -8,8 +8,8 @@ from typing import Any
 
 from bson import DBRef
 
-from storage.query.match import compile_filter
-from storage.query.paths import MISSING, split, values_at
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.query.paths import MISSING, split, values_at
 from tests.helpers import cases
 
 M = MISSING

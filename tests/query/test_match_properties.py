@@ -11,8 +11,8 @@ from bson.datetime_ms import DatetimeMS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.query.compare import compare, equal, is_nan, rank
-from storage.query.match import compile_filter
+from ebbdb.storage.query.compare import compare, equal, is_nan, rank
+from ebbdb.storage.query.match import compile_filter
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 EDGE_INTS = st.sampled_from(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from bson import Regex
 
-from storage.errors import QueryError
-from storage.query.match import compile_filter
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases
 
 CASES: list[tuple[str, dict[str, Any], Any, bool]] = [

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from bson import Binary, Decimal128, Int64, ObjectId, Regex
 
-from storage.errors import QueryError
-from storage.query import match_tree as t
-from storage.query.match import compile_filter, implied_filters, node_predicate, parse_filter
-from storage.query.update import upsert_seed
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query import match_tree as t
+from ebbdb.storage.query.match import compile_filter, implied_filters, node_predicate, parse_filter
+from ebbdb.storage.query.update import upsert_seed
 
 Doc = dict[str, Any]
 OID = ObjectId(b"\x02" * 12)

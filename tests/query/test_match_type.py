@@ -10,7 +10,7 @@ from typing import Any
 from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.query.match import compile_filter
+from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases, errors_test
 
 OID = ObjectId(b"\x02" * 12)

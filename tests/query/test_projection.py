@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from bson import Decimal128, Int64
 
-from storage.query.projection import parse_projection
+from ebbdb.storage.query.projection import parse_projection
 from tests.helpers import cases, errors_test
 
 DOC = {"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 1, "g": 2}, {"g": 3}, 4], "h": "x"}

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from storage.errors import QueryError
-from storage.query.match import parse_filter
-from storage.query.match_tree import ParsedFilter
-from storage.query.projection import parse_projection
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.match import parse_filter
+from ebbdb.storage.query.match_tree import ParsedFilter
+from ebbdb.storage.query.projection import parse_projection
 from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from bson import Int64, MaxKey, MinKey
 
-from storage.errors import QueryError
-from storage.query.sort import SortSpec, parse_sort, sort_documents
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
 
 
 def run_sort(docs: list[dict], spec: dict) -> list[object]:

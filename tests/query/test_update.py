@@ -13,8 +13,8 @@ import bson
 from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.documents import CODEC
-from storage.query.update import parse_update
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases
 
 Doc = dict[str, Any]

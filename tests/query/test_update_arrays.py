@@ -9,8 +9,8 @@ from typing import Any
 import bson
 from bson import Decimal128, Int64, Regex
 
-from storage.documents import CODEC
-from storage.query.update import parse_update
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases
 
 Doc = dict[str, Any]

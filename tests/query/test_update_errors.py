@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from bson import Int64
 
-from storage.errors import InvalidIdField, QueryError
-from storage.query.update import parse_update
+from ebbdb.storage.errors import InvalidIdField, QueryError
+from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]

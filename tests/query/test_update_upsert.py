@@ -10,8 +10,8 @@ import bson
 from bson import ObjectId, Regex
 from bson.datetime_ms import DatetimeMS
 
-from storage.documents import CODEC
-from storage.query.update import parse_update, upsert_seed
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.query.update import parse_update, upsert_seed
 from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from server.clock import ExpiryClock
-from server.config import Config
-from server.context import Services
-from server.cursors import CursorManager
-from server.gateway import Gateway
-from server.log import RingHandler
-from server.parameters import Parameters
-from server.stats import ServerStats
-from server.ttl_monitor import GatewayExpiry, TTLMonitor
-from storage.engine import Engine
+from ebbdb.server.clock import ExpiryClock
+from ebbdb.server.config import Config
+from ebbdb.server.context import Services
+from ebbdb.server.cursors import CursorManager
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.log import RingHandler
+from ebbdb.server.parameters import Parameters
+from ebbdb.server.stats import ServerStats
+from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
+from ebbdb.storage.engine import Engine
 
 
 class NoListener:

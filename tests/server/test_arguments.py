@@ -14,7 +14,7 @@ import bson
 import pytest
 from bson import Decimal128, Int64
 
-from server.arguments import (
+from ebbdb.server.arguments import (
     COMMAND_VALUE,
     GENERIC_FIELDS,
     REST,
@@ -31,10 +31,10 @@ from server.arguments import (
     extract_lenient,
     type_mismatch,
 )
-from server.commands.aggregate import AggregateParams
-from server.commands.catalog import CollModIndex, CollModParams, CreateParams
-from server.commands.reads import CountParams, DistinctParams, FindParams, GetMoreParams
-from server.commands.writes import (
+from ebbdb.server.commands.aggregate import AggregateParams
+from ebbdb.server.commands.catalog import CollModIndex, CollModParams, CreateParams
+from ebbdb.server.commands.reads import CountParams, DistinctParams, FindParams, GetMoreParams
+from ebbdb.server.commands.writes import (
     DeleteParams,
     DeleteStatement,
     FindAndModifyParams,
@@ -42,7 +42,7 @@ from server.commands.writes import (
     UpdateParams,
     UpdateStatement,
 )
-from server.errors import CommandError, ErrorCode
+from ebbdb.server.errors import CommandError, ErrorCode
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from server.config import parse_args
-from server.config_file import parse_config
+from ebbdb.server.config import parse_args
+from ebbdb.server.config_file import parse_config
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,13 @@ from typing import Any
 
 import bson
 
-from protocol import decode_message, encode_msg
-from server.arguments import NoParams
-from server.connection import Connection
-from server.context import CommandContext, Services
-from server.dispatch import Dispatcher
-from server.registry import Registry
-from storage.documents import CODEC
+from ebbdb.protocol import decode_message, encode_msg
+from ebbdb.server.arguments import NoParams
+from ebbdb.server.connection import Connection
+from ebbdb.server.context import CommandContext, Services
+from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.registry import Registry
+from ebbdb.storage.documents import CODEC
 
 registry = Registry()
 

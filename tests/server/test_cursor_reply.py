@@ -7,8 +7,8 @@ import bson
 import pytest
 from bson import Int64
 
-from server.commands.replies import cursor_reply
-from storage.documents import CODEC
+from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.storage.documents import CODEC
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 11, 1500])

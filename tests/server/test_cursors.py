@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from server.cursors import CursorManager
+from ebbdb.server.cursors import CursorManager
 
 RUN: Any = object()  # the manager never looks inside a cursor's query run
 

@@ -11,14 +11,14 @@ from typing import Any
 import bson
 import pytest
 
-import server.commands  # noqa: F401  (registers every command)
-from protocol import MsgFlags, decode_message, encode_msg
-from server.arguments import COMMAND_VALUE, Kind, NoParams, arg
-from server.context import Client, CommandContext, Services
-from server.dispatch import Dispatcher
-from server.errors import CommandError, ErrorCode
-from server.registry import REGISTRY, Registry
-from storage.documents import CODEC
+import ebbdb.server.commands  # noqa: F401  (registers every command)
+from ebbdb.protocol import MsgFlags, decode_message, encode_msg
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, NoParams, arg
+from ebbdb.server.context import Client, CommandContext, Services
+from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.registry import REGISTRY, Registry
+from ebbdb.storage.documents import CODEC
 
 registry = Registry()
 

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from server.gateway import Gateway
-from storage.engine import Engine
+from ebbdb.server.gateway import Gateway
+from ebbdb.storage.engine import Engine
 from tests.helpers import enc
 
 NOW = 1_700_000_000_000

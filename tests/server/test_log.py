@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from server import log as logsetup
+from ebbdb.server import log as logsetup
 
 WAIT = 5.0
 

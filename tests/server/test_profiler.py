@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from server.arguments import DocSequence
-from server.profiler import (
+from ebbdb.server.arguments import DocSequence
+from ebbdb.server.profiler import (
     MAX_LOGGED_COMMAND,
     Finished,
     Profiler,

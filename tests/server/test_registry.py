@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-import server.commands  # noqa: F401  (importing registers every handler)
-from server.arguments import NoParams
-from server.registry import REGISTRY, Command, Registry
+import ebbdb.server.commands  # noqa: F401  (importing registers every handler)
+from ebbdb.server.arguments import NoParams
+from ebbdb.server.registry import REGISTRY, Command, Registry
 
 EXPECTED = [
     "hello",

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from bson import Int64
 
-import server.commands  # noqa: F401  (registers every command)
-from server.context import Client, Services
-from server.dispatch import Dispatcher
-from server.latency import BUCKETS, MAX_NAMESPACES, NamespaceLatency, bucket
+import ebbdb.server.commands  # noqa: F401  (registers every command)
+from ebbdb.server.context import Client, Services
+from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.latency import BUCKETS, MAX_NAMESPACES, NamespaceLatency, bucket
 
 
 class StoppingListener:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from server.parameters import Parameters
-from server.ttl_monitor import BATCH, PAUSE_SECONDS, Expiring, TTLMonitor
+from ebbdb.server.parameters import Parameters
+from ebbdb.server.ttl_monitor import BATCH, PAUSE_SECONDS, Expiring, TTLMonitor
 
 NOW = 1_700_000_000_000
 

@@ -11,13 +11,13 @@ import pytest
 from bson import Decimal128, Int64, Regex
 from bson.datetime_ms import DatetimeMS
 
-from storage.aggregate import EngineSource, parse_pipeline, run_pipeline
-from storage.aggregate import source as pipeline_source
-from storage.aggregate.stage import ANYWHERE, STAGES, StageRegistry
-from storage.engine import Engine
-from storage.errors import QueryError
-from storage.indexes import parse_index_spec
-from storage.planner import CollScan, IndexScan
+from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from ebbdb.storage.aggregate import source as pipeline_source
+from ebbdb.storage.aggregate.stage import ANYWHERE, STAGES, StageRegistry
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.planner import CollScan, IndexScan
 from tests.helpers import enc, query_error
 
 DB = "db"

@@ -10,9 +10,9 @@ import bson
 import pytest
 from bson import Int64, ObjectId, Regex
 
-from storage import ttl
-from storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine, InsertResult
-from storage.errors import (
+from ebbdb.storage import ttl
+from ebbdb.storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine, InsertResult
+from ebbdb.storage.errors import (
     DocumentTooLarge,
     DuplicateKey,
     InvalidBSON,
@@ -510,7 +510,7 @@ def test_valid_edge_namespaces_are_accepted(engine: Engine, db: str, name: str) 
 
 
 def test_namespace_validation_is_remembered_only_for_valid_names() -> None:
-    from storage import catalog
+    from ebbdb.storage import catalog
 
     catalog.validate_collection_name("db", "ok")
     assert ("db", "ok") in catalog._VALID

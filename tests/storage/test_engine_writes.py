@@ -12,14 +12,14 @@ import bson
 import pytest
 from bson.datetime_ms import DatetimeMS
 
-from storage import ttl, writes
-from storage.engine import CODEC, CollectionWrites, Engine
-from storage.errors import DuplicateKey, QueryError
-from storage.execute import QueryRun, QuerySpec
-from storage.indexes import parse_index_spec
-from storage.query.paths import MISSING
-from storage.query.projection import parse_projection
-from storage.query.update import parse_update
+from ebbdb.storage import ttl, writes
+from ebbdb.storage.engine import CODEC, CollectionWrites, Engine
+from ebbdb.storage.errors import DuplicateKey, QueryError
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.projection import parse_projection
+from ebbdb.storage.query.update import parse_update
 from tests.helpers import drain, enc
 
 DB = "db"

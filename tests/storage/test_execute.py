@@ -6,13 +6,13 @@ from __future__ import annotations
 import bson
 import pytest
 
-from storage import ttl
-from storage.engine import CODEC, Engine
-from storage.errors import QueryError
-from storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
-from storage.indexes import parse_index_spec
-from storage.planner import CollScan, IndexScan
-from storage.query.match_tree import And, Compare
+from ebbdb.storage import ttl
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.planner import CollScan, IndexScan
+from ebbdb.storage.query.match_tree import And, Compare
 from tests.helpers import enc
 
 N = 40

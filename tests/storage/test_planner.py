@@ -14,12 +14,12 @@ import bson
 import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex
 
-from storage.engine import Engine
-from storage.errors import QueryError
-from storage.execute import QueryRun, QuerySpec
-from storage.indexes import parse_index_spec
-from storage.planner import CollScan, IndexScan, Plan, plan_query
-from storage.query.sort import parse_sort, sort_documents
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
+from ebbdb.storage.query.sort import parse_sort, sort_documents
 from tests.helpers import ids, run_query
 
 INF = float("inf")

@@ -9,10 +9,10 @@ from typing import Any
 import bson
 from bson import Int64
 
-from storage import ttl
-from storage.engine import Engine
-from storage.execute import QueryRun, QuerySpec
-from storage.sizes import NODE_OVERHEAD, CollectionSizes, number, storage_stats
+from ebbdb.storage import ttl
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.sizes import NODE_OVERHEAD, CollectionSizes, number, storage_stats
 from tests.helpers import STORAGE_STATS_FIELDS, drain
 from tests.storage.ttl_support import DB, T0, D, coll_of, create
 
@@ -91,7 +91,7 @@ def test_storage_stats_document(engine: Engine) -> None:
 
 
 def test_empty_collection_has_no_avg_obj_size() -> None:
-    from storage.catalog import CollectionInfo
+    from ebbdb.storage.catalog import CollectionInfo
 
     coll = CollectionInfo(1, DB, "c", {}, ())
     assert "avgObjSize" not in storage_stats(coll, CollectionSizes(0, 0, 4096, ()), 1)

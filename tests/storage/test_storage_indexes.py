@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from storage import keys
-from storage.catalog import IndexInfo
-from storage.engine import Engine, index_bodies
-from storage.errors import DuplicateKey, NamespaceNotFound, QueryError
-from storage.execute import QueryRun
-from storage.indexes import MAX_INDEXES, IndexSpec, conflict, default_name, parse_index_spec
-from storage.planner import IndexScan
-from storage.query.compare import UNDEFINED
+from ebbdb.storage import keys
+from ebbdb.storage.catalog import IndexInfo
+from ebbdb.storage.engine import Engine, index_bodies
+from ebbdb.storage.errors import DuplicateKey, NamespaceNotFound, QueryError
+from ebbdb.storage.execute import QueryRun
+from ebbdb.storage.indexes import MAX_INDEXES, IndexSpec, conflict, default_name, parse_index_spec
+from ebbdb.storage.planner import IndexScan
+from ebbdb.storage.query.compare import UNDEFINED
 from tests.helpers import LONG, LONG_RANGES, PREFIX, enc, ids, run_query
 
 

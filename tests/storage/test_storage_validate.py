@@ -15,13 +15,13 @@ import bson
 import pytest
 from bson.datetime_ms import DatetimeMS
 
-from storage import keys, ttl
-from storage import validate as validate_module
-from storage.catalog import CollectionInfo
-from storage.engine import CODEC, Engine
-from storage.errors import NamespaceNotFound
-from storage.indexes import parse_index_spec
-from storage.validate import ValidateResult, validate_collection, validate_metadata
+from ebbdb.storage import keys, ttl
+from ebbdb.storage import validate as validate_module
+from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.errors import NamespaceNotFound
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.validate import ValidateResult, validate_collection, validate_metadata
 
 DB = "db"
 T0 = 1_700_000_000_000

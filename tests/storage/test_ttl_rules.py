@@ -18,12 +18,12 @@ import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.binary import Binary
 
-from storage import ttl
-from storage.catalog import CollectionInfo, IndexInfo
-from storage.engine import CODEC, Engine
-from storage.errors import QueryError
-from storage.execute import QueryRun, QuerySpec
-from storage.indexes import parse_index_spec
+from ebbdb.storage import ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes import parse_index_spec
 from tests.helpers import enc
 from tests.storage.ttl_support import (
     DB,
@@ -859,7 +859,7 @@ def test_create_indexes_repeat_of_ts_index_reports_all_exist(engine: Engine) -> 
 
 def test_error_code_names_have_the_numbers_the_spec_gives() -> None:
     """Storage raises codeNames; these are the numbers clients see (server/errors.py)."""
-    from server.errors import ErrorCode
+    from ebbdb.server.errors import ErrorCode
 
     assert {
         name: int(ErrorCode[name])

@@ -11,12 +11,12 @@ from typing import Any
 import bson
 import pytest
 
-from storage import ttl, writes
-from storage.engine import CODEC, Engine
-from storage.errors import DuplicateKey, NamespaceExists
-from storage.execute import QuerySpec
-from storage.indexes import parse_index_spec
-from storage.query.update import parse_update
+from ebbdb.storage import ttl, writes
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.errors import DuplicateKey, NamespaceExists
+from ebbdb.storage.execute import QuerySpec
+from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.query.update import parse_update
 from tests.helpers import enc
 
 DB = "db"

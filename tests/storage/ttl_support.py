@@ -10,11 +10,11 @@ from typing import Any
 import bson
 from bson.datetime_ms import DatetimeMS
 
-from storage import ttl
-from storage.catalog import CollectionInfo
-from storage.engine import CODEC, Engine
-from storage.execute import QueryRun, QuerySpec, count_documents
-from storage.indexes import parse_index_spec
+from ebbdb.storage import ttl
+from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.engine import CODEC, Engine
+from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.indexes import parse_index_spec
 from tests.helpers import drain
 
 DB = "db"

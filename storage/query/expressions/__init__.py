@@ -21,7 +21,7 @@ Values an expression returns may share structure with the document and the spec;
 mutates a result in place must copy it first.
 """
 
-from storage.query.expressions import (  # noqa: F401  (each registers its operators)
+from ebbdb.storage.query.expressions import (  # noqa: F401  (each registers its operators)
     accumulators,
     arithmetic,
     arrays,
@@ -32,8 +32,8 @@ from storage.query.expressions import (  # noqa: F401  (each registers its opera
     sets,
     strings,
 )
-from storage.query.expressions.accumulators import compile_accumulator
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.accumulators import compile_accumulator
+from ebbdb.storage.query.expressions.core import (
     Accumulator,
     Expression,
     Variables,

@@ -13,9 +13,9 @@ from typing import Any
 import bson
 from bson import DBRef, Decimal128, Int64, ObjectId
 
-from storage.query.compare import UNDEFINED, compare, date_ms
-from storage.query.expressions.arrays import SORT_CLAUSE_MESSAGE, sort_direction
-from storage.query.expressions.coerce import (
+from ebbdb.storage.query.compare import UNDEFINED, compare, date_ms
+from ebbdb.storage.query.expressions.arrays import SORT_CLAUSE_MESSAGE, sort_direction
+from ebbdb.storage.query.expressions.coerce import (
     DEC,
     DECIMAL,
     DOUBLE,
@@ -25,7 +25,7 @@ from storage.query.expressions.coerce import (
     mkdec,
     narrowest,
 )
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.core import (
     Accumulator,
     Check,
     Compiler,
@@ -45,9 +45,9 @@ from storage.query.expressions.core import (
     show,
     type_name,
 )
-from storage.query.paths import MISSING
-from storage.query.sort import parse_sort, sort_documents
-from storage.values import is_number, render, to_float
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.sort import parse_sort, sort_documents
+from ebbdb.storage.values import is_number, render, to_float
 
 
 def _hash_key(v: Any) -> Any:

@@ -12,8 +12,8 @@ from typing import Any
 from bson import Decimal128, Int64
 from bson.datetime_ms import DatetimeMS
 
-from storage.query.compare import date_ms
-from storage.query.expressions.coerce import (
+from ebbdb.storage.query.compare import date_ms
+from ebbdb.storage.query.expressions.coerce import (
     DEC,
     DECIMAL,
     DOUBLE,
@@ -33,7 +33,7 @@ from storage.query.expressions.coerce import (
     narrowest,
     to_dec,
 )
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.core import (
     NULL,
     NUMBER_TYPES,
     Check,
@@ -51,7 +51,7 @@ from storage.query.expressions.core import (
     ranged,
     type_name,
 )
-from storage.values import INT32_MAX, INT64_MAX, INT64_MIN, to_float
+from ebbdb.storage.values import INT32_MAX, INT64_MAX, INT64_MIN, to_float
 
 NUMBER = Check.typed(NUMBER_TYPES, "TypeMismatch", "{op} only supports numeric types, not {type}")
 _ADD_OPERAND = Check(

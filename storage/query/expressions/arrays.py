@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from storage.query.compare import compare
-from storage.query.expressions.coerce import coerce_int, integral
-from storage.query.expressions.core import (
+from ebbdb.storage.query.compare import compare
+from ebbdb.storage.query.expressions.coerce import coerce_int, integral
+from ebbdb.storage.query.expressions.core import (
     NULL,
     NUMBER_TYPES,
     Check,
@@ -36,10 +36,10 @@ from storage.query.expressions.core import (
     truthy,
     type_name,
 )
-from storage.query.expressions.strings import index_bound
-from storage.query.paths import MISSING
-from storage.query.sort import parse_sort, sort_documents
-from storage.values import is_number, to_float
+from ebbdb.storage.query.expressions.strings import index_bound
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.sort import parse_sort, sort_documents
+from ebbdb.storage.values import is_number, to_float
 
 
 @function(

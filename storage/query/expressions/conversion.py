@@ -12,10 +12,10 @@ from typing import Any, NoReturn
 from bson import Decimal128, Int64, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from storage.errors import QueryError
-from storage.query import dates
-from storage.query.compare import BSON_TYPE_CODES, date_ms
-from storage.query.expressions.coerce import (
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query import dates
+from ebbdb.storage.query.compare import BSON_TYPE_CODES, date_ms
+from ebbdb.storage.query.expressions.coerce import (
     coerce_date,
     coerce_int,
     double_to_dec,
@@ -23,7 +23,7 @@ from storage.query.expressions.coerce import (
     iso,
     mkdec,
 )
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.core import (
     Expression,
     Variables,
     arguments,
@@ -37,7 +37,7 @@ from storage.query.expressions.core import (
     truthy,
     type_name,
 )
-from storage.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, is_number
+from ebbdb.storage.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, is_number
 
 
 @function("$type", arity=1, nulls=False)

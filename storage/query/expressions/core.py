@@ -14,10 +14,10 @@ from typing import Any, NoReturn, Protocol
 from bson import DBRef, Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage import values
-from storage.errors import QueryError
-from storage.query.compare import UNDEFINED, compare
-from storage.query.paths import MISSING, split
+from ebbdb.storage import values
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.compare import UNDEFINED, compare
+from ebbdb.storage.query.paths import MISSING, split
 
 Variables = Mapping[str, Any]
 Expression = Callable[[dict[str, Any], Variables], Any]

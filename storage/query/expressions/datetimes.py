@@ -11,16 +11,16 @@ from typing import Any
 from bson import Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from storage.errors import QueryError
-from storage.query import dates
-from storage.query.expressions.coerce import (
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query import dates
+from ebbdb.storage.query.expressions.coerce import (
     coerce_date,
     coerce_long,
     coercible_to_date,
     integral64,
 )
-from storage.query.expressions.conversion import conversion_failure, parse_date_text
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.conversion import conversion_failure, parse_date_text
+from ebbdb.storage.query.expressions.core import (
     NULL,
     Check,
     Expression,
@@ -40,8 +40,8 @@ from storage.query.expressions.core import (
     show,
     type_name,
 )
-from storage.query.paths import MISSING
-from storage.values import INT64_MAX, INT64_MIN, render
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.values import INT64_MAX, INT64_MIN, render
 
 _time_zone = functools.lru_cache(maxsize=256)(dates.time_zone)
 

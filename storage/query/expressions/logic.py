@@ -7,7 +7,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.core import (
     Expression,
     Variables,
     arguments,
@@ -25,7 +25,7 @@ from storage.query.expressions.core import (
     truthy,
     type_name,
 )
-from storage.query.paths import MISSING
+from ebbdb.storage.query.paths import MISSING
 
 
 @operator("$literal", "$const")

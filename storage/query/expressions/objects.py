@@ -10,7 +10,7 @@ from typing import Any
 
 import bson
 
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.core import (
     NULL,
     Check,
     Expression,
@@ -26,7 +26,7 @@ from storage.query.expressions.core import (
     type_name,
     var_path,
 )
-from storage.query.paths import MISSING
+from ebbdb.storage.query.paths import MISSING
 
 
 def _constant(spec: Any) -> tuple[bool, Any]:

@@ -8,8 +8,8 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from storage.query.compare import SortKey, compare
-from storage.query.expressions.core import (
+from ebbdb.storage.query.compare import SortKey, compare
+from ebbdb.storage.query.expressions.core import (
     Check,
     Expression,
     arguments,

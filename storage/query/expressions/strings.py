@@ -10,8 +10,8 @@ from typing import Any
 
 from bson import Regex
 
-from storage.query.expressions.coerce import coerce_int, coerce_long, coerce_string, integral
-from storage.query.expressions.core import (
+from ebbdb.storage.query.expressions.coerce import coerce_int, coerce_long, coerce_string, integral
+from ebbdb.storage.query.expressions.core import (
     NULL,
     NUMBER_TYPES,
     OPERATORS,
@@ -30,8 +30,8 @@ from storage.query.expressions.core import (
     ranged,
     type_name,
 )
-from storage.query.regex import pcre_to_python
-from storage.values import regex_flags
+from ebbdb.storage.query.regex import pcre_to_python
+from ebbdb.storage.values import regex_flags
 
 
 @function(
