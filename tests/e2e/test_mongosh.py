@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -316,9 +317,11 @@ print(EJSON.stringify(reply));
 """
 
 
-def test_shutdown_server(server: ServerThread, tmp_path: Path) -> None:
+def test_shutdown_server(start_server: Callable[..., ServerThread], tmp_path: Path) -> None:
     # mongod closes the connection without a reply, which mongosh shows as a network error; a
-    # server that answers first says ok. Either way the server is gone afterwards.
+    # server that answers first says ok. Either way the server is gone afterwards. A server of its
+    # own: the session's is shared with the tests that follow.
+    server = start_server()
     port = server.port
     reply = shell_json(server.uri, SHUTDOWN_SCRIPT, tmp_path)
     assert reply in ({"ok": 1}, {"error": "MongoNetworkError"})
