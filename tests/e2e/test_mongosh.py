@@ -282,11 +282,15 @@ print(EJSON.stringify(out));
 """
 
 
-def test_set_profiling_level(uri: str, tmp_path: Path) -> None:
+def test_set_profiling_level(uri: str, client: Client, tmp_path: Path) -> None:
     def settings(was: int, slowms: int) -> dict[str, Any]:
         return {"was": was, "slowms": slowms, "sampleRate": 1, "ok": 1}
 
-    assert shell_json(uri, PROFILING_SCRIPT, tmp_path) == {
+    try:
+        got = shell_json(uri, PROFILING_SCRIPT, tmp_path)
+    finally:  # slowms is the whole server's: back to the default for the tests that follow
+        client.admin.command("profile", -1, slowms=100)
+    assert got == {
         "toSlow": settings(0, 100),  # the reply shows the settings before the change
         "slowStatus": settings(1, 20),
         "otherDb": settings(0, 20),  # slowms is the server's, the level the database's
