@@ -31,6 +31,8 @@ _SPECIAL_TYPES = frozenset(
 _OPTIONS = frozenset(
     {"unique", "sparse", "partialFilterExpression", "hidden", "expireAfterSeconds", "collation"}
 )
+#: Public, for the README's compatibility table (server/compat.py).
+UNSUPPORTED_TYPES, OPTIONS = _SPECIAL_TYPES, _OPTIONS
 _IGNORED = frozenset({"v", "background", "ns", "storageEngine", "dropDups"})
 #: Options that make two indexes on the same key pattern different indexes rather than a conflict.
 _DISTINGUISHING = ("partialFilterExpression", "collation")

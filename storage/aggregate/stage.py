@@ -151,6 +151,9 @@ class StageRegistry:
     def lookup(self, name: str) -> StageKind | None:
         return self._kinds.get(name)
 
+    def kinds(self) -> list[StageKind]:
+        return list(self._kinds.values())
+
 
 def _document_first(parser: Parser, code: int, message: str) -> Parser:
     def parse(spec: Any, defined: frozenset[str]) -> Stage:

@@ -74,7 +74,7 @@ from ebbdb.storage.query.match_tree import (
     uses_expr,
 )
 from ebbdb.storage.query.paths import MISSING, split, values_at
-from ebbdb.storage.values import IntegerError
+from ebbdb.storage.values import DBREF_FIELDS, IntegerError
 
 _ValuesTest = Callable[[list[Any], list[Any]], bool]
 
@@ -462,6 +462,9 @@ _OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any]], Node | None]]
 }
 #: What makes an $all element an (illegal) operator document rather than a value to equal.
 _PATH_OPERATORS = frozenset(_OPERATORS) - {"$not"}
+#: For the README's compatibility table (server/compat.py): each operator -> whether ebbdb runs it.
+FIELD_OPERATORS = {op: parse is not _unsupported for op, parse in _OPERATORS.items()}
+TOP_LEVEL_OPERATORS = {op: op not in _UNSUPPORTED_TOP for op in _PATHLESS - DBREF_FIELDS}
 
 
 # -- from nodes to predicates -----------------------------------------------------------------------

@@ -31,6 +31,7 @@ _MODIFIERS = frozenset(
     "$addToSet $bit $currentDate $inc $max $min $mul $pop $pull $pullAll $push $rename $set"
     " $setOnInsert $unset".split()
 )
+UPDATE_OPERATORS = _MODIFIERS  # public, for the README's compatibility table (server/compat.py)
 # Operators a $pull condition may start with to be a condition on the element itself
 # ({$gte: 5}); any other first key makes it a query on document elements ({b: 1}, {$and: ...}).
 _VALUE_OPERATORS = frozenset(

@@ -578,6 +578,11 @@ def _top_bottom(op: str, arg: Any, defined: frozenset[str]) -> Callable[[], Accu
     return lambda: _TopBottomN(output_f, n_f, keys, bottom, single)
 
 
+_TOP_BOTTOM = ("$top", "$bottom", "$topN", "$bottomN")
+#: Every $group accumulator compile_accumulator knows (the README's compatibility table).
+ACCUMULATORS = frozenset((*_ACCUMULATORS, *_N_ACCUMULATORS, *_TOP_BOTTOM, "$count"))
+
+
 def compile_accumulator(
     op: str, arg: Any, defined: frozenset[str] = frozenset()
 ) -> Callable[[], Accumulator]:
@@ -595,7 +600,7 @@ def compile_accumulator(
         code, make_n = _N_ACCUMULATORS[op]
         input_f, n_f = _n_args(op, arg, code, defined)
         return lambda: make_n(input_f, n_f)
-    if op in ("$top", "$bottom", "$topN", "$bottomN"):
+    if op in _TOP_BOTTOM:
         return _top_bottom(op, arg, defined)
     make = _ACCUMULATORS.get(op)
     if make is None:

@@ -182,6 +182,10 @@ def _rand(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return lambda doc, v: random.random()
 
 
-@operator("$function", "$accumulator", "$meta", "$toHashedIndexKey", "$median", "$percentile")
+#: Operators MongoDB has and ebbdb does not run (238 NotImplemented).
+UNSUPPORTED = ("$function", "$accumulator", "$meta", "$toHashedIndexKey", "$median", "$percentile")
+
+
+@operator(*UNSUPPORTED)
 def _unsupported(spec: Any, defined: frozenset[str], op: str) -> Expression:
     fail("NotImplemented", f"{op} is not supported")

@@ -1,0 +1,243 @@
+"""README's generated sections, made from the registries so that they cannot drift from the code:
+the compatibility table (commands, aggregation stages, query, update and expression operators,
+$group accumulators, index key types and options) and the server parameter table.
+
+Run this module with `python -m`: with no argument it prints the sections; `--write README.md`
+replaces README's copies (each between its two marker comments); `--check README.md` exits with
+status 1 when a copy is stale. tests/test_compat_table.py runs the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import ebbdb.server.commands  # noqa: F401  (importing the command modules registers them)
+from ebbdb.server.parameters import PARAMETERS
+from ebbdb.server.registry import REGISTRY
+from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
+from ebbdb.storage import indexes
+from ebbdb.storage.aggregate.stage import STAGES
+from ebbdb.storage.query.expressions import objects as expression_objects
+from ebbdb.storage.query.expressions.accumulators import ACCUMULATORS
+from ebbdb.storage.query.expressions.core import OPERATORS as EXPRESSION_OPERATORS
+from ebbdb.storage.query.match import FIELD_OPERATORS, TOP_LEVEL_OPERATORS
+from ebbdb.storage.query.update_parse import UPDATE_OPERATORS
+
+#: What each server parameter accepts: (kind, low, high), kind "integer", "number" or "boolean";
+#: `high` None for no upper bound. tests/test_compat_table.py probes each parameter's validator
+#: at these bounds, so the words cannot drift from the code.
+PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
+    "cursorTimeoutMillis": ("integer", 1, None),
+    "enableTestCommands": ("boolean", None, None),
+    "journalCommitInterval": ("integer", 1, 500),
+    "syncdelay": ("number", 0, 9_999_999),
+    "ttlMonitorEnabled": ("boolean", None, None),
+    "ttlMonitorSleepSecs": ("integer", 1, None),
+}
+
+#: What each server parameter does, for the table.
+PARAMETER_NOTES: dict[str, str] = {
+    "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
+    "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to live)",
+    "journalCommitInterval": "commits are synced to disk at least this often, in milliseconds "
+    "(see Durability)",
+    "syncdelay": "mongod's flush interval in seconds, also `--syncdelay`: the background sync "
+    "runs every `journalCommitInterval`, or this if shorter (0: no bound of its own)",
+    "ttlMonitorEnabled": "while false, no TTL pass runs (reads still hide expired documents)",
+    "ttlMonitorSleepSecs": "seconds between TTL passes; a new value wakes the monitor at once",
+}
+
+#: Notes on index options, by option name (each must be an option storage/indexes.py accepts).
+_INDEX_OPTION_NOTES = {
+    "collation": 'only `{locale: "simple"}`, the default',
+    "expireAfterSeconds": "TTL, both models",
+}
+
+_NOT_YET = "not yet (238 `NotImplemented`)"
+
+
+# -- rendering ----------------------------------------------------------------------------------------
+
+
+def _text(s: str) -> str:
+    """Docstring text as a table cell: one line, `|` escaped, and outside `code` the characters
+    Markdown would read as emphasis."""
+    parts = " ".join(s.split()).split("`")
+    for i, part in enumerate(parts):
+        for ch in ("\\", "*", "_", "|") if i % 2 == 0 else ("|",):
+            part = part.replace(ch, "\\" + ch)
+        parts[i] = part
+    return "`".join(parts)
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in sorted(names, key=lambda n: (n.lower(), n))) or "-"
+
+
+def _split(table: dict[str, bool]) -> tuple[list[str], list[str]]:
+    return [n for n, runs in table.items() if runs], [n for n, runs in table.items() if not runs]
+
+
+def commands_table() -> str:
+    rows = [
+        "| command | also | database | what it does |",
+        "| --- | --- | --- | --- |",
+    ]
+    for cmd in REGISTRY.commands():
+        where = "any"
+        if cmd.admin_only:
+            where = "`admin`"
+        if cmd.test_only:
+            where += ", test only"
+        summary = cmd.help.split("\n\n")[0]
+        aliases = ", ".join(f"`{a}`" for a in cmd.aliases)
+        rows.append(f"| `{cmd.name}` | {aliases} | {where} | {_text(summary)} |")
+    return "\n".join(rows)
+
+
+def language_table() -> str:
+    stages = {kind.name: kind.parser is not None for kind in STAGES.kinds()}
+    expressions = {
+        name: name not in expression_objects.UNSUPPORTED for name in EXPRESSION_OPERATORS
+    }
+    for name in expression_objects.UNSUPPORTED:
+        assert name in EXPRESSION_OPERATORS, name
+    for option in _INDEX_OPTION_NOTES:
+        assert option in indexes.OPTIONS, option
+    options = [
+        f"`{o}` ({_INDEX_OPTION_NOTES[o]})" if o in _INDEX_OPTION_NOTES else f"`{o}`"
+        for o in sorted(indexes.OPTIONS, key=str.lower)
+    ]
+    rows: list[tuple[str, list[str], list[str], str, str]] = []
+
+    def family(title: str, table: dict[str, bool], runs_note: str = "", not_note: str = "") -> None:
+        runs, not_yet = _split(table)
+        rows.append((title, runs, not_yet, runs_note, not_note))
+
+    family("Aggregation stages", stages)
+    family("Query operators on a field", FIELD_OPERATORS)
+    family("Top-level query operators", TOP_LEVEL_OPERATORS)
+    family(
+        "Update operators",
+        dict.fromkeys(UPDATE_OPERATORS, True),
+        "; `$push` with `$each`, `$slice`, `$sort`, `$position`; `$addToSet` with `$each`; "
+        "positional `$`, `$[]` and `$[<identifier>]` with `arrayFilters`",
+        "pipeline-style updates (an array of stages)",
+    )
+    family("Expression operators", expressions)
+    family("`$group` accumulators", dict.fromkeys(ACCUMULATORS, True))
+    out = [f"| | ebbdb runs | {_NOT_YET} |", "| --- | --- | --- |"]
+    for title, runs, not_yet, runs_note, not_note in rows:
+        count = f"{len(runs)} of {len(runs) + len(not_yet)}" if not_yet else f"all {len(runs)}"
+        missing = "; ".join(x for x in (_names(not_yet) if not_yet else "", not_note) if x)
+        out.append(f"| {title} ({count}) | {_names(runs)}{runs_note} | {missing or '-'} |")
+    out.append(
+        f"| Index key types | `1` and `-1` (any positive or negative number): single-field, "
+        f"compound, multikey; up to {indexes.MAX_INDEXES} indexes per collection, `_id_` "
+        f"included | {_names([*indexes.UNSUPPORTED_TYPES, '$**'])} |"
+    )
+    out.append(f"| Index options | {', '.join(options)} | other collations |")
+    return "\n".join(out)
+
+
+def compatibility() -> str:
+    return "\n\n".join(
+        [
+            "#### Commands",
+            commands_table(),
+            "#### Query language and indexes",
+            language_table(),
+        ]
+    )
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _range(kind: str, low: float | None, high: float | None) -> str:
+    if kind == "boolean" or low is None:
+        return "boolean"
+    if high is None:
+        return f"{kind} ≥ {low:,}"
+    return f"{kind}, {low:,} to {high:,}"
+
+
+def parameters() -> str:
+    rows = [
+        "| parameter | default | values | set at runtime | what it does |",
+        "| --- | --- | --- | --- | --- |",
+        f'| `featureCompatibilityVersion` | `{{version: "{FEATURE_COMPATIBILITY_VERSION}"}}` '
+        "| - | no (read only) | the MongoDB feature set ebbdb speaks as (getParameter only) |",
+    ]
+    for name in sorted(PARAMETERS):
+        p = PARAMETERS[name]
+        if name not in PARAMETER_VALUES or name not in PARAMETER_NOTES:
+            raise KeyError(f"server parameter {name!r} needs an entry in server/compat.py")
+        runtime = "yes" if p.runtime else "no (start only)"
+        rows.append(
+            f"| `{name}` | `{_value(p.default)}` | {_range(*PARAMETER_VALUES[name])} | {runtime} "
+            f"| {PARAMETER_NOTES[name]} |"
+        )
+    return "\n".join(rows)
+
+
+#: Each generated section of README, by the name its markers carry.
+SECTIONS: dict[str, Callable[[], str]] = {
+    "compatibility": compatibility,
+    "parameters": parameters,
+}
+
+
+def markers(name: str) -> tuple[str, str]:
+    note = "generated from the registries: edit the code, then run server/compat.py with --write"
+    return f"<!-- {name} begin: {note} -->", f"<!-- {name} end -->"
+
+
+def replace(readme: str) -> str:
+    """README's text with every generated section made afresh. Raises ValueError when a
+    section's markers are missing."""
+    for name, render in SECTIONS.items():
+        begin, end = markers(name)
+        head, found, rest = readme.partition(begin + "\n")
+        _, found_end, tail = rest.partition(end)
+        if not (found and found_end):
+            raise ValueError(f"README has no {begin!r} ... {end!r} section")
+        readme = f"{head}{begin}\n{render()}\n{end}{tail}"
+    return readme
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--write", metavar="README", help="update README's generated sections")
+    what.add_argument("--check", metavar="README", help="exit 1 if they are stale")
+    args = parser.parse_args(argv)
+    if args.write is None and args.check is None:
+        for name, render in SECTIONS.items():
+            begin, end = markers(name)
+            print(f"{begin}\n{render()}\n{end}\n")
+        return 0
+    path = Path(args.write or args.check)
+    text = path.read_text(encoding="utf-8")
+    fresh = replace(text)
+    if args.write is not None:
+        if fresh != text:
+            path.write_text(fresh, encoding="utf-8")
+        return 0
+    if fresh != text:
+        print(f"{path}: the generated sections are stale; run with --write {path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
