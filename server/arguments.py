@@ -17,8 +17,10 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.values import is_number, to_decimal, type_name
 
-#: Fields every command may carry that ebbdb accepts and does not act on (sessions, concerns,
-#: read preference, API versioning, comments, server-side timeouts, driver metadata).
+#: Fields every command may carry that the extractor lets through: sessions, concerns, read
+#: preference, API versioning, comments, server-side timeouts, driver metadata. The dispatcher acts
+#: on some before extraction: the write concern (server/write_concern.py) and a session's
+#: transaction fields, which a standalone server refuses (server/transactions.py).
 GENERIC_FIELDS = frozenset(
     {
         "$db",

@@ -20,6 +20,7 @@ from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.registry import REGISTRY, Registry
+from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
 
 log = logging.getLogger("ebbdb.command")
@@ -146,6 +147,7 @@ class Dispatcher:
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
+            refuse_transaction_fields(body)
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
             self.services.stats.count_command(cmd.name)

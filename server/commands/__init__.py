@@ -11,6 +11,7 @@ from ebbdb.server.commands import (  # noqa: F401
     rename,
     stats,
     testing,
+    transactions,
     validate,
     writes,
 )

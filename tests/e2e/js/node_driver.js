@@ -135,7 +135,25 @@ async function dbstats(client) {
   return { stats, dataSize };
 }
 
-const scenarios = { crud, batches, ttl, duplicate, dbstats };
+async function transaction(client) {
+  // A standalone server has no transactions: withTransaction's first write must be refused, and
+  // nothing written.
+  const orders = client.db('shop').collection('orders');
+  const session = client.startSession();
+  let error = null;
+  try {
+    await session.withTransaction(async () => {
+      await orders.insertOne({ _id: 1, item: 'tea' }, { session });
+    });
+  } catch (e) {
+    error = { code: e.code, codeName: e.codeName, message: e.message };
+  } finally {
+    await session.endSession();
+  }
+  return { error, count: await orders.countDocuments({}) };
+}
+
+const scenarios = { crud, batches, ttl, duplicate, dbstats, transaction };
 
 async function main() {
   const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000, monitorCommands: true });
