@@ -217,7 +217,8 @@ class App:
             with contextlib.suppress(Exception):
                 await srv.wait_closed()
         await self._close_storage()
-        self._remove_ephemeral()
+        # Off the loop, as closing storage is: a large directory takes a while to delete.
+        await asyncio.get_running_loop().run_in_executor(None, self._remove_ephemeral)
         log.info("shutdown complete")
         self._detach_logging()
         self.stopped.set()

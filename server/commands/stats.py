@@ -83,7 +83,9 @@ async def db_stats(ctx: CommandContext, p: DbStatsParams) -> dict[str, Any]:
         # LMDB reuses freed pages for the whole environment: no free space belongs to a database.
         reply.update(freeStorageSize=0.0, indexFreeStorageSize=0.0, totalFreeStorageSize=0.0)
     reply["scaleFactor"] = Int64(scale)
-    reply.update(_file_system(ctx.config.dbpath, scale) if colls else _NO_FILE_SYSTEM)
+    # statvfs is a call into the file system: on a reader thread, like the sizes.
+    file_system = await ctx.gateway.read(_file_system, ctx.config.dbpath, scale) if colls else None
+    reply.update(_NO_FILE_SYSTEM if file_system is None else file_system)
     reply["ok"] = 1.0
     return reply
 
