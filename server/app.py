@@ -24,6 +24,7 @@ from ebbdb.server.gateway import Gateway
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
+from ebbdb.server.tls import MixedServer, listen, server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
 from ebbdb.storage.engine import Engine
@@ -56,7 +57,7 @@ class App:
         self.address: tuple[str, int] | None = None
         self._engine: Engine | None = None
         self._services: Services | None = None
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server | MixedServer] = []
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._ephemeral_dir: str | None = None
@@ -166,7 +167,7 @@ class App:
             logging.INFO,
             WAITING_FOR_CONNECTIONS_ID,
             "Waiting for connections",
-            {"port": self.address[1], "ssl": "off"},
+            {"port": self.address[1], "ssl": "on" if config.tls.enabled else "off"},
             ctx="listener",
             text=f"ebbdb {EBBDB_VERSION} listening on {self.address[0]}:{self.address[1]}, "
             f"dbpath {config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
@@ -181,12 +182,12 @@ class App:
         return min(interval, delay) if delay > 0 else interval
 
     async def _listen(self, dispatcher: Dispatcher) -> None:
-        loop = asyncio.get_running_loop()
+        """Listen on every address; TLSConfigError, or OSError for an address in use."""
         port = self.config.port
+        tls = self.config.tls
+        ctx = server_context(tls) if tls.enabled else None
         for host in self.config.bind_ip:
-            srv = await loop.create_server(
-                lambda: Connection(dispatcher, self), host, port, reuse_address=True, backlog=512
-            )
+            srv = await listen(lambda: Connection(dispatcher, self), host, port, tls, ctx)
             self._servers.append(srv)
             if self.address is None:
                 sockname = srv.sockets[0].getsockname()

@@ -11,6 +11,7 @@ import sys
 from ebbdb.server.app import App
 from ebbdb.server.config import Config, parse_args
 from ebbdb.server.log import LogFileError
+from ebbdb.server.tls import TLSConfigError
 from ebbdb.server.version import EBBDB_VERSION
 from ebbdb.storage.engine import DataDirLocked
 
@@ -19,6 +20,8 @@ from ebbdb.storage.engine import DataDirLocked
 EXIT_DBPATH_IN_USE = 100
 EXIT_ADDRESS_IN_USE = 48
 EXIT_LOGPATH_FAILURE = 1
+#: mongod's EXIT_BADOPTIONS, for TLS files it cannot use.
+EXIT_BAD_OPTIONS = 2
 
 
 async def serve(config: Config) -> int:
@@ -34,6 +37,9 @@ async def serve(config: Config) -> int:
     except LogFileError as exc:
         print(f"ebbdb: {exc}", file=sys.stderr)
         return EXIT_LOGPATH_FAILURE
+    except TLSConfigError as exc:
+        print(f"ebbdb: {exc}", file=sys.stderr)
+        return EXIT_BAD_OPTIONS
     except OSError as exc:
         print(
             f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: "

@@ -11,6 +11,7 @@ from typing import Any
 from ebbdb.server.config_file import MAX_VERBOSITY, PROFILE_MODES, ConfigFileError, read_config
 from ebbdb.server.log import LOG_FORMATS, LogFormat
 from ebbdb.server.parameters import parse_startup
+from ebbdb.server.tls import TLS_MODES, TLSSettings
 from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
 
 DEFAULT_PORT = 27017
@@ -54,6 +55,8 @@ class Config:
     #: --bind_ip_all and --ipv6 as given (bind_ip holds the addresses they mean).
     bind_ip_all: bool = False
     ipv6: bool = False
+    #: --tlsMode and the other --tls* options.
+    tls: TLSSettings = field(default_factory=TLSSettings)
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
@@ -64,6 +67,8 @@ class Config:
             net["ipv6"] = True
         if self.max_connections != DEFAULT_MAX_CONNECTIONS:
             net["maxIncomingConnections"] = self.max_connections
+        if self.tls.enabled:
+            net["tls"] = self.tls.parsed()
         out: dict[str, Any] = {}
         if self.config_file is not None:
             out["config"] = self.config_file
@@ -169,6 +174,40 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         metavar="N",
         help=f"close connections past N open ones (default {DEFAULT_MAX_CONNECTIONS:,})",
+    )
+    p.add_argument(
+        "--tlsMode",
+        choices=TLS_MODES,
+        help="disabled (the default); allowTLS or preferTLS take TLS and plain connections; "
+        "requireTLS takes TLS connections only",
+    )
+    p.add_argument(
+        "--tlsCertificateKeyFile",
+        metavar="FILE",
+        help="PEM file with the server's certificate and its private key",
+    )
+    p.add_argument(
+        "--tlsCertificateKeyFilePassword",
+        metavar="PASSWORD",
+        help="the password of an encrypted private key in --tlsCertificateKeyFile",
+    )
+    p.add_argument(
+        "--tlsCAFile",
+        metavar="FILE",
+        help="PEM file of the certificate authorities that client certificates must chain "
+        "to; with it, clients must present a certificate",
+    )
+    p.add_argument(
+        "--tlsAllowConnectionsWithoutCertificates",
+        action="store_true",
+        default=None,
+        help="with --tlsCAFile, clients without a certificate are accepted too",
+    )
+    p.add_argument(
+        "--tlsAllowInvalidCertificates",
+        action="store_true",
+        default=None,
+        help="accept client certificates that do not verify against --tlsCAFile",
     )
     p.add_argument(
         "--dbpath",
@@ -297,6 +336,27 @@ def parse_args(argv: list[str]) -> Config:
     if ns.ephemeral and dbpath is not None:
         given = "--dbpath" if ns.dbpath is not None else f"storage.dbPath in {ns.config}"
         parser.error(f"--ephemeral keeps its data in a temporary directory: drop {given}")
+    tls = TLSSettings(
+        mode=pick(ns.tlsMode, "net.tls.mode", "disabled"),
+        certificate_key_file=pick(ns.tlsCertificateKeyFile, "net.tls.certificateKeyFile", None),
+        certificate_key_file_password=pick(
+            ns.tlsCertificateKeyFilePassword, "net.tls.certificateKeyFilePassword", None
+        ),
+        ca_file=pick(ns.tlsCAFile, "net.tls.CAFile", None),
+        allow_connections_without_certificates=bool(
+            pick(
+                ns.tlsAllowConnectionsWithoutCertificates,
+                "net.tls.allowConnectionsWithoutCertificates",
+                False,
+            )
+        ),
+        allow_invalid_certificates=bool(
+            pick(ns.tlsAllowInvalidCertificates, "net.tls.allowInvalidCertificates", False)
+        ),
+    )
+    problem = tls.check()
+    if problem is not None:
+        parser.error(problem)
     profile = ns.profile
     if profile is None:
         profile = PROFILE_MODES.get(opts.get("operationProfiling.mode", "off"), 0)
@@ -319,4 +379,5 @@ def parse_args(argv: list[str]) -> Config:
         config_file=ns.config,
         bind_ip_all=bind_ip_all,
         ipv6=ipv6,
+        tls=tls,
     )

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from ebbdb.server.tls import TLS_MODES
+
 #: mongod's verbosity range (systemLog.verbosity, -v to -vvvvv).
 MAX_VERBOSITY = 5
 PROFILE_MODES = {"off": 0, "slowOp": 1, "all": 2}
@@ -82,6 +84,12 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "net.bindIpAll": _boolean,
     "net.ipv6": _boolean,
     "net.maxIncomingConnections": _integer(1, _INT32_MAX),
+    "net.tls.mode": _one_of(*TLS_MODES),
+    "net.tls.certificateKeyFile": _text,
+    "net.tls.certificateKeyFilePassword": _text,
+    "net.tls.CAFile": _text,
+    "net.tls.allowConnectionsWithoutCertificates": _boolean,
+    "net.tls.allowInvalidCertificates": _boolean,
     "storage.dbPath": _text,
     "systemLog.destination": _log_destination,
     "systemLog.path": _text,
