@@ -7,6 +7,7 @@ the checksum) and leaves decoding a document to whoever needs its contents.
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from dataclasses import dataclass
 
@@ -121,24 +122,45 @@ def _check_length(length: int) -> None:
         )
 
 
+#: A message longer than this is received into an anonymous memory map of its announced length:
+#: its pages take memory only as bytes arrive, and all of it goes back to the system when the
+#: message is whole (a buffer grown as bytes arrive would leave the process holding several
+#: times the message in freed, fragmented memory).
+_PREALLOCATE = 1024 * 1024
+
+
 class FrameDecoder:
     """Cuts a byte stream into whole messages. Feed it whatever arrived; it returns complete frames.
 
     `feed` raises ProtocolError as soon as a header announces an impossible length, before waiting
-    for the rest, so an oversized message never gets buffered.
+    for the rest, so an oversized message never gets buffered. A large message is received into
+    one buffer of its announced size.
     """
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "_big", "_fill")
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        self._big: mmap.mmap | None = None  # a large message being received
+        self._fill = 0  # bytes of it received
 
     @property
     def pending(self) -> int:
         """Bytes received that are not yet part of a whole message."""
-        return len(self._buf)
+        return self._fill if self._big is not None else len(self._buf)
+
+    @property
+    def incomplete_length(self) -> int:
+        """The length the message being received announces (what it will hold once whole), or
+        the bytes received of it while its length has not arrived; 0 between messages."""
+        if self._big is not None:
+            return len(self._big)
+        buf = self._buf
+        return _INT32.unpack_from(buf)[0] if len(buf) >= 4 else len(buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        if self._big is not None:
+            return self._feed_large(data)
         buf = self._buf
         if not buf and len(data) >= 4:
             # Fast path: the chunk holds exactly one message, as it does for nearly every request.
@@ -153,11 +175,42 @@ class FrameDecoder:
             length = _INT32.unpack_from(buf, pos)[0]
             _check_length(length)
             if len(buf) - pos < length:
+                if length > _PREALLOCATE:
+                    big = mmap.mmap(-1, length)
+                    got = len(buf) - pos
+                    big[:got] = buf[pos:]
+                    self._big, self._fill = big, got
+                    self._buf = bytearray()
+                    return frames
                 break
             frames.append(bytes(buf[pos : pos + length]))
             pos += length
         if pos:
             del buf[:pos]
+        return frames
+
+    def clear(self) -> None:
+        """Drop what was received of an incomplete message (its connection is gone)."""
+        if self._big is not None:
+            self._big.close()
+        self._big, self._fill, self._buf = None, 0, bytearray()
+
+    def _feed_large(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        big = self._big
+        assert big is not None
+        fill = self._fill
+        n = min(len(big) - fill, len(data))
+        view = memoryview(data)
+        big[fill : fill + n] = view[:n]
+        fill += n
+        if fill < len(big):
+            self._fill = fill
+            return []
+        self._big, self._fill = None, 0
+        frames = [big[:]]
+        big.close()
+        if n < len(data):
+            frames += self.feed(view[n:])
         return frames
 
 

@@ -21,10 +21,11 @@ from ebbdb.server.context import Services
 from ebbdb.server.cursors import CursorManager
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.gateway import Gateway
+from ebbdb.server.listener import InputBudget, Listener, listen
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
-from ebbdb.server.tls import MixedServer, listen, server_context
+from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
 from ebbdb.storage.engine import Engine
@@ -57,7 +58,9 @@ class App:
         self.address: tuple[str, int] | None = None
         self._engine: Engine | None = None
         self._services: Services | None = None
-        self._servers: list[asyncio.Server | MixedServer] = []
+        self._servers: list[Listener] = []
+        #: Bytes of requests received and not yet run, over every connection.
+        self.input_budget = InputBudget()
         self._log_handlers: list[logging.Handler] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._ephemeral_dir: str | None = None
@@ -93,6 +96,9 @@ class App:
     @property
     def open_connections(self) -> int:
         return len(self.connections)
+
+    def message_timeout(self) -> float:
+        return float(self.parameters.get("incomingMessageTimeoutSecs"))
 
     def shutdown(self, requester: int, force: bool, timeout_secs: float) -> None:
         """The shutdown command (see Listener.shutdown): whoever runs the server then calls
@@ -186,8 +192,9 @@ class App:
         port = self.config.port
         tls = self.config.tls
         ctx = server_context(tls) if tls.enabled else None
+        tls_only = tls.mode == "requireTLS"
         for host in self.config.bind_ip:
-            srv = await listen(lambda: Connection(dispatcher, self), host, port, tls, ctx)
+            srv = await listen(lambda: Connection(dispatcher, self), host, port, ctx, tls_only)
             self._servers.append(srv)
             if self.address is None:
                 sockname = srv.sockets[0].getsockname()

@@ -33,6 +33,7 @@ from ebbdb.storage.query.update_parse import UPDATE_OPERATORS
 PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "cursorTimeoutMillis": ("integer", 1, None),
     "enableTestCommands": ("boolean", None, None),
+    "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
     "journalCommitInterval": ("integer", 1, 500),
     "syncdelay": ("number", 0, 9_999_999),
     "ttlMonitorEnabled": ("boolean", None, None),
@@ -43,6 +44,9 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
 PARAMETER_NOTES: dict[str, str] = {
     "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
     "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to live)",
+    "incomingMessageTimeoutSecs": "ebbdb's own: a client's message must arrive whole within "
+    "this many seconds of its first byte, or the connection is closed (slow or truncated "
+    "messages cannot hold memory for ever)",
     "journalCommitInterval": "commits are synced to disk at least this often, in milliseconds "
     "(see Durability)",
     "syncdelay": "mongod's flush interval in seconds, also `--syncdelay`: the background sync "

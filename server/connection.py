@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ebbdb.protocol import FrameDecoder, ProtocolError
 from ebbdb.server.context import Client
 from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.listener import InputBudget
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
 
@@ -29,6 +30,9 @@ CONNECTION_ENDED_ID = 22944
 _CONNECTION_IDS = itertools.count(1)
 #: Stop reading from a client that has this many requests queued behind the running one.
 _MAX_QUEUED = 64
+#: Received, not yet run bytes a connection holds without reserving them from the input budget
+#: (every ordinary request is smaller: only large messages pay for the accounting).
+_FREE_INPUT = 64 * 1024
 
 _Request = Coroutine[Any, Any, bytes | None]
 
@@ -71,6 +75,15 @@ class Owner(Protocol):
         """Connections counted in and not closed yet."""
         ...
 
+    @property
+    def input_budget(self) -> InputBudget:
+        """The bytes of received requests every connection shares."""
+        ...
+
+    def message_timeout(self) -> float:
+        """Seconds a message may take to arrive whole, from its first byte."""
+        ...
+
 
 class Connection(asyncio.Protocol):
     """Every request runs inside this connection's Task (`_runner`), so `asyncio.timeout()` and
@@ -90,7 +103,13 @@ class Connection(asyncio.Protocol):
         self._runner: asyncio.Task[None] | None = None
         self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
         self._write_paused = False
-        self._read_paused = False
+        self._read_paused = False  # too many requests queued
+        self._budget_blocked = False  # waiting for the input budget
+        self._reading_stopped = False  # the transport's reading is paused (for either)
+        self._queued_bytes = 0
+        self._running_bytes = 0  # the request that runs: its frame is held until it answers
+        self._reserved = 0  # bytes reserved from the input budget
+        self._message_timer: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
         #: Set while no request runs (cleared before one starts; shutdown waits on it).
         self._idle = asyncio.Event()
@@ -141,6 +160,11 @@ class Connection(asyncio.Protocol):
             return
         self._transport = None
         self._queue.clear()
+        self._queued_bytes = self._running_bytes = 0
+        self._decoder.clear()
+        self._stop_message_timer()
+        reserved, self._reserved = self._reserved, 0
+        self._owner.input_budget.give_back(reserved)  # also lets a queued wait of ours go
         self._runner.cancel()
         self._idle.set()
         self._owner.connection_closed(self)
@@ -173,11 +197,100 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        self._queue.extend(frames)
-        if len(self._queue) > _MAX_QUEUED and not self._read_paused and self._transport:
-            self._read_paused = True
-            self._transport.pause_reading()
+        if frames:
+            self._queue.extend(frames)
+            self._queued_bytes += sum(map(len, frames))
+            if len(self._queue) > _MAX_QUEUED and not self._read_paused:
+                self._read_paused = True
+                self._update_reading()
+        if self._reserved or self._held_bytes() > _FREE_INPUT:
+            self._account()
+        if self._decoder.pending:
+            if frames:  # a message came whole: the clock starts again for the next one
+                self._stop_message_timer()
+            self._start_message_timer()
+        elif self._message_timer is not None:
+            self._stop_message_timer()
         self._pump()
+
+    # -- input limits ----------------------------------------------------------------------------
+
+    def _account(self) -> None:
+        """Hold a reservation from the input budget for the requests queued and the message
+        being received (its announced length), or give back what is no longer needed. When the
+        budget cannot cover a larger one, reading stops until it can."""
+        want = self._held_bytes()
+        if want <= _FREE_INPUT:
+            want = 0
+        budget = self._owner.input_budget
+        if want <= self._reserved:
+            extra, self._reserved = self._reserved - want, want
+            budget.give_back(extra)
+        elif not self._budget_blocked:
+            if budget.take(want - self._reserved):
+                self._reserved = want
+            else:
+                self._budget_blocked = True
+                self._update_reading()
+                budget.wait(self._budget_freed)
+
+    def _held_bytes(self) -> int:
+        return self._queued_bytes + self._running_bytes + self._decoder.incomplete_length
+
+    def _request_done(self) -> None:
+        """No request runs any more: its frame's bytes go back to the budget."""
+        self._running_bytes = 0
+        if self._reserved:
+            self._account()
+
+    def _budget_freed(self) -> bool:
+        """The input budget's call when bytes come back: True once this connection has its
+        reservation (or is gone), False to stay first in line."""
+        if self._transport is None:
+            self._budget_blocked = False
+            return True
+        want = self._held_bytes()
+        extra = want - self._reserved
+        if extra > 0:
+            if not self._owner.input_budget.first_in_line(extra):
+                return False
+            self._reserved = want
+        self._budget_blocked = False
+        self._update_reading()
+        return True
+
+    def _update_reading(self) -> None:
+        """Pause the transport's reading while requests pile up or the budget is short; resume
+        it when neither holds."""
+        stop = self._read_paused or self._budget_blocked
+        if stop == self._reading_stopped or self._transport is None:
+            return
+        self._reading_stopped = stop
+        if stop:
+            self._transport.pause_reading()
+            self._stop_message_timer()  # time we do not read is not the client's
+        else:
+            self._transport.resume_reading()
+            if self._decoder.pending:
+                self._start_message_timer()
+
+    def _start_message_timer(self) -> None:
+        if self._message_timer is None and not self._reading_stopped:
+            timeout = self._owner.message_timeout()
+            loop = asyncio.get_running_loop()
+            self._message_timer = loop.call_later(timeout, self._message_timed_out, timeout)
+
+    def _stop_message_timer(self) -> None:
+        if self._message_timer is not None:
+            self._message_timer.cancel()
+            self._message_timer = None
+
+    def _message_timed_out(self, timeout: float) -> None:
+        self._message_timer = None
+        self.abort(
+            f"{self._decoder.pending} bytes of a {self._decoder.incomplete_length}-byte message "
+            f"arrived in {timeout:g} s (incomingMessageTimeoutSecs), not all of it"
+        )
 
     def eof_received(self) -> bool | None:
         if self._decoder.pending:
@@ -236,10 +349,16 @@ class Connection(asyncio.Protocol):
             self._handoff.set_result((request, pending))
             return
         self._idle.set()
+        self._request_done()
         self._resume_reading()
 
     def _next_request(self) -> _Request:
-        return self._dispatcher.handle_frame(self.client, self._queue.popleft())
+        frame = self._queue.popleft()
+        self._queued_bytes -= len(frame)
+        self._running_bytes = len(frame)
+        if self._reserved:
+            self._account()
+        return self._dispatcher.handle_frame(self.client, frame)
 
     async def _run(self) -> None:
         """The connection's Task: it finishes each request that had to wait, then serves the
@@ -277,14 +396,15 @@ class Connection(asyncio.Protocol):
                 except Exception as exc:
                     self._failed(exc)
                 self._idle.set()
+                self._request_done()
                 self._resume_reading()
         finally:
             self._idle.set()
 
     def _resume_reading(self) -> None:
-        if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2 and self._transport:
+        if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2:
             self._read_paused = False
-            self._transport.resume_reading()
+            self._update_reading()
 
     def _send(self, reply: bytes | None) -> None:
         if reply is not None and self._transport is not None:
@@ -301,6 +421,7 @@ class Connection(asyncio.Protocol):
             return
         log.warning("[conn%d] closing connection from %s: %s", self.id, self.peer, reason)
         self._queue.clear()
+        self._queued_bytes = 0
         self._transport.abort()
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ def _bool(value: Any) -> bool:
     raise CommandError(ErrorCode.BadValue, f"expected a boolean, got {value!r}")
 
 
-def _in_range(name: str, low: int, high: int, whole: bool) -> Callable[[Any], Any]:
+def _in_range(name: str, low: float, high: float, whole: bool) -> Callable[[Any], Any]:
     """A validator for a number (a whole one, if `whole`) from `low` to `high`, refusing others
     with mongod's message."""
 
@@ -82,6 +82,13 @@ PARAMETERS: dict[str, ParameterDef] = {
         # mongod's data-file flush interval (s, up to mongod's 9,999,999): a sync at least this
         # often; 0 leaves it to journalCommitInterval alone, which is always shorter here.
         ParameterDef("syncdelay", 60.0, float, _in_range("syncdelay", 0, 9_999_999, False)),
+        # ebbdb's own: a message must arrive whole within this many seconds of its first byte.
+        ParameterDef(
+            "incomingMessageTimeoutSecs",
+            60.0,
+            float,
+            _in_range("incomingMessageTimeoutSecs", 0.1, 86_400, False),
+        ),
         ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),

@@ -3,17 +3,13 @@ certificate and key from `--tlsCertificateKeyFile`, client certificates checked 
 `--tlsCAFile`. The standard library's `ssl` does the cryptography.
 
 allowTLS and preferTLS take TLS and plain connections on the same port (they differ only in what
-mongod uses for connections it makes itself, which this server never makes): each accepted socket
-is peeked at, without reading from it, and wrapped in TLS when its first byte opens a TLS
-handshake record."""
+mongod uses for connections it makes itself, which this server never makes): the listener peeks at
+each accepted socket's first bytes, without reading them, and wraps it in TLS when they open a TLS
+handshake record (`opens_tls`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,21 +98,6 @@ def server_context(settings: TLSSettings) -> ssl.SSLContext:
     return ctx
 
 
-async def _readable(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
-    """Wait until `conn` has bytes to read (or has been closed by its peer)."""
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(conn.fileno(), wake)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(conn.fileno())
-
-
 def opens_tls(head: bytes) -> bool:
     """Whether a connection's first four bytes open a TLS handshake rather than a MongoDB message.
 
@@ -126,89 +107,3 @@ def opens_tls(head: bytes) -> bool:
     three bytes would mean a length of 790 plus a multiple of 65,536, and the fourth is zero
     below 16 MB, which every client's first message (its hello) is."""
     return head[0] == 0x16 and head[1] == 0x03 and head[2] <= 0x04 and head[3] != 0
-
-
-class MixedServer:
-    """A listening socket that takes TLS and plain connections alike (allowTLS, preferTLS); it
-    answers to what App.stop asks of an asyncio.Server."""
-
-    def __init__(
-        self, sock: socket.socket, factory: Callable[[], asyncio.Protocol], ctx: ssl.SSLContext
-    ) -> None:
-        self.sockets = [sock]
-        self._factory = factory
-        self._ctx = ctx
-        self._pending: set[asyncio.Task[None]] = set()
-        self._accepting = asyncio.get_running_loop().create_task(self._accept())
-
-    async def _accept(self) -> None:
-        loop = asyncio.get_running_loop()
-        (listener,) = self.sockets
-        while True:
-            try:
-                conn, _ = await loop.sock_accept(listener)
-            except OSError:  # out of file descriptors, a reset before accept: keep listening
-                await asyncio.sleep(0.01)
-                continue
-            task = loop.create_task(self._start(conn))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
-
-    async def _start(self, conn: socket.socket) -> None:
-        """Wait for the client's first byte, then hand the socket over, in TLS or plain."""
-        loop = asyncio.get_running_loop()
-        conn.setblocking(False)
-        try:
-            head = b""
-            while len(head) < 4:
-                await _readable(loop, conn)
-                before, head = head, conn.recv(4, socket.MSG_PEEK)
-                if len(head) == len(before):  # the client hung up
-                    conn.close()
-                    return
-            tls = opens_tls(head)
-            await loop.connect_accepted_socket(
-                self._factory,
-                conn,
-                ssl=self._ctx if tls else None,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT if tls else None,
-            )
-        except (OSError, asyncio.CancelledError, TimeoutError):
-            conn.close()
-
-    def close(self) -> None:
-        self._accepting.cancel()
-        for task in list(self._pending):
-            task.cancel()
-        for sock in self.sockets:
-            sock.close()
-
-    async def wait_closed(self) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._accepting
-
-
-async def listen(
-    factory: Callable[[], asyncio.Protocol],
-    host: str,
-    port: int,
-    settings: TLSSettings,
-    ctx: ssl.SSLContext | None,
-) -> asyncio.Server | MixedServer:
-    """Listen on host:port as the TLS mode says: plain, TLS only, or both."""
-    loop = asyncio.get_running_loop()
-    if ctx is None or settings.mode == "requireTLS":
-        return await loop.create_server(
-            factory,
-            host,
-            port,
-            reuse_address=True,
-            backlog=512,
-            ssl=ctx,
-            ssl_handshake_timeout=HANDSHAKE_TIMEOUT if ctx is not None else None,
-        )
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family = infos[0][0]
-    sock = socket.create_server((host, port), family=family, backlog=512)
-    sock.setblocking(False)
-    return MixedServer(sock, factory, ctx)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,23 @@ class ServerProcess:
     """One `ebbdb` subprocess. stdout is read by a thread (so reads can time out); stderr goes to a
     file so the log can never fill a pipe and block the server."""
 
-    def __init__(self, args: list[str], log_dir: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log_dir: Path,
+        cmd: list[str] = SERVER_CMD,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.stderr_path = log_dir / f"stderr-{time.monotonic_ns()}.log"
         self._stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            [*SERVER_CMD, *args],
+            [*cmd, *args],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
+            preexec_fn=preexec_fn,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)

@@ -296,3 +296,38 @@ def test_frame_decoder_instances_do_not_share_state() -> None:
     assert b.pending == 0
     assert b.feed(QUERY_FRAME) == [QUERY_FRAME]
     assert a.feed(MSG_FRAME[10:]) == [MSG_FRAME]
+
+
+def _large_frame(request_id: int, size: int) -> bytes:
+    """An OP_MSG of exactly `size` bytes (a ping padded with a string field)."""
+    pad = size - len(encode_msg(request_id, 0, bson.encode({"ping": 1, "p": ""})))
+    return encode_msg(request_id, 0, bson.encode({"ping": 1, "p": "x" * pad}))
+
+
+@pytest.mark.parametrize("chunk", [1000, 65536, 262144, 5_000_000])
+def test_large_frames_arrive_whole_in_any_chunking(chunk: int) -> None:
+    big = _large_frame(1, 3_000_000)
+    other = _large_frame(2, 2_000_001)
+    stream = MSG_FRAME + big + SEQ_FRAME + other + MSG_FRAME
+    dec = FrameDecoder()
+    frames: list[bytes] = []
+    for pos in range(0, len(stream), chunk):
+        frames += dec.feed(stream[pos : pos + chunk])
+        if dec.pending:
+            length = struct.unpack_from("<i", stream, len(b"".join(frames)))[0]
+            assert dec.incomplete_length == (length if dec.pending >= 4 else dec.pending)
+    assert frames == [MSG_FRAME, big, SEQ_FRAME, other, MSG_FRAME]
+    assert all(type(f) is bytes for f in frames)
+    assert dec.pending == 0 and dec.incomplete_length == 0
+
+
+def test_a_large_frame_reports_its_announced_length_and_clear_drops_it() -> None:
+    big = _large_frame(3, 4_000_000)
+    dec = FrameDecoder()
+    assert dec.feed(big[:3]) == []
+    assert (dec.pending, dec.incomplete_length) == (3, 3)  # the length has not arrived yet
+    assert dec.feed(big[3:100_000]) == []
+    assert (dec.pending, dec.incomplete_length) == (100_000, 4_000_000)
+    dec.clear()
+    assert (dec.pending, dec.incomplete_length) == (0, 0)
+    assert dec.feed(MSG_FRAME) == [MSG_FRAME]

@@ -517,7 +517,7 @@ TRUTHY: list[tuple[Any, bool]] = [
     ("", True),
     ([], True),
     ({}, True),
-    (ObjectId(), True),
+    (ObjectId("65a1b2c3d4e5f6a7b8c9d0e1"), True),
     (DatetimeMS(0), True),
 ]
 

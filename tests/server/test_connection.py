@@ -16,6 +16,7 @@ from ebbdb.server.arguments import NoParams
 from ebbdb.server.connection import Connection
 from ebbdb.server.context import CommandContext, Services
 from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.listener import InputBudget
 from ebbdb.server.registry import Registry
 from ebbdb.storage.documents import CODEC
 
@@ -81,6 +82,10 @@ class Transport:
 
 class Owner:
     open_connections = 1
+    input_budget = InputBudget()
+
+    def message_timeout(self) -> float:
+        return 60.0
 
     def connection_opened(self, conn: Connection) -> bool:
         return True
