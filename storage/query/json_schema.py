@@ -367,7 +367,7 @@ class Schema:
         ):
             if kw in spec:
                 limit = _length(kw, spec[kw])
-                self._object_check(objects, _properties_count_check(kw, spec[kw], limit, too_far))
+                self._object_check(objects, _count_check(kw, spec[kw], limit, too_far))
         if "dependencies" in spec:
             self._object_check(objects, self._dependencies(spec["dependencies"]))
 
@@ -622,6 +622,20 @@ def _length(kw: str, value: Any) -> int:
         raise _fail("FailedToParse", exc.reason) from None
 
 
+def _strings(
+    values: list[Any], wrong_type: Callable[[Any], str], duplicate: Callable[[str], str]
+) -> list[str]:
+    """A list of distinct names (required, a property dependency), refused as MongoDB words it."""
+    out: list[str] = []
+    for name in values:
+        if not isinstance(name, str):
+            raise _fail("TypeMismatch", wrong_type(name))
+        if name in out:
+            raise _fail("FailedToParse", duplicate(name))
+        out.append(name)
+    return out
+
+
 def _required(value: Any) -> list[str]:
     if not isinstance(value, list):
         raise _fail(
@@ -629,20 +643,14 @@ def _required(value: Any) -> list[str]:
             "$jsonSchema keyword 'required' must be an array, but found an element of type "
             f"{type_name(value)}",
         )
-    names: list[str] = []
-    for name in value:
-        if not isinstance(name, str):
-            raise _fail(
-                "TypeMismatch",
-                "$jsonSchema keyword 'required' must be an array of strings, but found an "
-                f"element of type: {type_name(name)}",
-            )
-        if name in names:
-            raise _fail(
-                "FailedToParse",
-                "$jsonSchema keyword 'required' array cannot contain duplicate values",
-            )
-        names.append(name)
+    names = _strings(
+        value,
+        lambda v: (
+            "$jsonSchema keyword 'required' must be an array of strings, but found an "
+            f"element of type: {type_name(v)}"
+        ),
+        lambda _n: "$jsonSchema keyword 'required' array cannot contain duplicate values",
+    )
     if not names:
         raise _fail("FailedToParse", "$jsonSchema keyword 'required' cannot be an empty array")
     return names
@@ -654,55 +662,32 @@ def _property_dependency(name: str, names: list[Any]) -> list[str]:
             "FailedToParse",
             f"property '{name}' in $jsonSchema keyword 'dependencies' cannot be an empty array",
         )
-    out: list[str] = []
-    for p in names:
-        if not isinstance(p, str):
-            raise _fail(
-                "TypeMismatch",
-                f"array '{name}' in $jsonSchema keyword 'dependencies' can only contain strings, "
-                f"but found element of type: {type_name(p)}",
-            )
-        if p in out:
-            raise _fail(
-                "FailedToParse",
-                f"array '{name}' in $jsonSchema keyword 'dependencies' contains duplicate "
-                f"element: {p}",
-            )
-        out.append(p)
-    return out
+    where = f"array '{name}' in $jsonSchema keyword 'dependencies'"
+    return _strings(
+        names,
+        lambda v: f"{where} can only contain strings, but found element of type: {type_name(v)}",
+        lambda n: f"{where} contains duplicate element: {n}",
+    )
 
 
 def _count_check(kw: str, shown: Any, limit: int, too_far: Callable[[int, int], bool]) -> _Check:
+    """minItems/maxItems (on an array) and minProperties/maxProperties (on an object)."""
+    arrays = kw.endswith("Items")
+    reason = (
+        "array did not match specified length"
+        if arrays
+        else "specified number of properties was not satisfied"
+    )
+
     def check(v: Any) -> Errors:
         if not too_far(len(v), limit):
             return []
-        return [
-            {
-                "operatorName": kw,
-                "specifiedAs": {kw: shown},
-                "reason": "array did not match specified length",
-                "consideredValue": v,
-                "numberOfItems": len(v),
-            }
-        ]
-
-    return check
-
-
-def _properties_count_check(
-    kw: str, shown: Any, limit: int, too_far: Callable[[int, int], bool]
-) -> _Check:
-    def check(obj: Any) -> Errors:
-        if not too_far(len(obj), limit):
-            return []
-        return [
-            {
-                "operatorName": kw,
-                "specifiedAs": {kw: shown},
-                "reason": "specified number of properties was not satisfied",
-                "numberOfProperties": len(obj),
-            }
-        ]
+        out: dict[str, Any] = {"operatorName": kw, "specifiedAs": {kw: shown}, "reason": reason}
+        if arrays:
+            out.update(consideredValue=v, numberOfItems=len(v))
+        else:
+            out["numberOfProperties"] = len(v)
+        return [out]
 
     return check
 
