@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ebbdb.storage.errors import DuplicateKey, StorageError
+from ebbdb.storage.schema import DocumentValidationFailure
 from ebbdb.storage.values import render
 
 log = logging.getLogger("ebbdb.command")
@@ -50,6 +51,7 @@ class ErrorCode(enum.IntEnum):
     DBPathInUse = 98
     CannotIndexParallelArrays = 171
     NotExactValueField = 111
+    DocumentValidationFailure = 121
     CursorInUse = 143
     ExceededMemoryLimit = 146
     InvalidPipelineOperator = 168
@@ -57,6 +59,7 @@ class ErrorCode(enum.IntEnum):
     InvalidIndexSpecificationOption = 197
     CursorKilled = 237
     NotImplemented = 238
+    QueryFeatureNotAllowed = 224
     ConversionFailure = 241
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
@@ -110,6 +113,9 @@ def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
         msg = f"{exc.message} dup key: {_key_text(exc.key_value)}"
         extra = {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}
         return int(ErrorCode.DuplicateKey), ErrorCode.DuplicateKey.name, msg, extra
+    if isinstance(exc, DocumentValidationFailure):
+        failure = ErrorCode.DocumentValidationFailure
+        return int(failure), failure.name, exc.message, {"errInfo": exc.err_info}
     if isinstance(exc, StorageError):
         code, name = _code_of(exc.code_name)
         return code, name, exc.message, {}

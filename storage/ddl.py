@@ -135,6 +135,22 @@ class Ddl:
 
         return self._writer.write(run)
 
+    def set_collection_options(self, db: str, name: str, changes: dict[str, Any]) -> CollectionInfo:
+        """Set collection options (collMod's validator, validationLevel, ...); a None value
+        removes the option. Raises NamespaceNotFound."""
+
+        def run(txn: Txn, changes_: CatalogChanges) -> CollectionInfo:
+            info = self._writer.lookup((db, name))
+            if info is None:
+                raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+            options = {**info.options, **changes}
+            info = replace(info, options={k: v for k, v in options.items() if v is not None})
+            self._records.put_collection(txn, info)
+            changes_[(db, name)] = info
+            return info
+
+        return self._writer.write(run)
+
     def _drop(self, txn: Txn, info: CollectionInfo) -> None:
         delete_prefix(txn, self._env.records, layout.collection_prefix(info.id))
         for ix in info.indexes:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import bson
 
-from ebbdb.storage import layout, ttl
+from ebbdb.storage import layout, schema, ttl
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
@@ -76,6 +76,7 @@ class Engine:
         self.drop_indexes = ddl.drop_indexes
         self.modify_index = ddl.modify_index
         self.rename_collection = ddl.rename_collection
+        self.set_collection_options = ddl.set_collection_options
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -176,11 +177,14 @@ class Engine:
         documents: Sequence[bytes],
         ordered: bool = True,
         now_ms: int | None = None,
+        bypass: bool = False,
     ) -> InsertResult:
         """Insert raw BSON documents in one transaction, creating the collection if needed.
 
         Each document is validated and given an `_id` (a new ObjectId, stored as the first field).
-        Failures are per document: ordered inserts stop at the first, unordered ones go on."""
+        Failures are per document: ordered inserts stop at the first, unordered ones go on.
+        Each document is checked against the collection's validator (storage/schema.py) unless
+        `bypass`."""
         validate_collection_name(db, name)
         stamp = _now_ms() if now_ms is None else now_ms
 
@@ -196,6 +200,7 @@ class Engine:
             for i, raw in enumerate(documents):
                 try:
                     raw, doc = prepare_document(raw)
+                    schema.check(info, doc, bypass=bypass)
                     updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
                 except StorageError as exc:
                     errors.append((i, exc))
@@ -213,15 +218,24 @@ class Engine:
 
         return self._writer.write(run)
 
-    def modify(self, db: str, name: str, fn: Callable[[CollectionWrites], T], now_ms: int) -> T:
+    def modify(
+        self,
+        db: str,
+        name: str,
+        fn: Callable[[CollectionWrites], T],
+        now_ms: int,
+        bypass: bool = False,
+    ) -> T:
         """Run `fn` with a view of one collection inside one write transaction, committed durably
-        when `fn` returns (and abandoned if it raises). The view's writes are stamped `now_ms`."""
+        when `fn` returns (and abandoned if it raises). The view's writes are stamped `now_ms`;
+        with `bypass` they skip the collection's validator."""
         validate_collection_name(db, name)
 
         def run(txn: Txn, changes: CatalogChanges) -> T:
             view = CollectionWrites(
                 self._records, txn, changes, db, name, now_ms, self._writer.lookup((db, name))
             )
+            view.bypass = bypass
             result = fn(view)
             view._flush()
             return result

@@ -12,7 +12,7 @@ from typing import Any
 import bson
 from bson.binary import Binary
 
-from ebbdb.storage import layout, ttl
+from ebbdb.storage import layout, schema, ttl
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
@@ -260,6 +260,8 @@ class CollectionWrites:
         self.name = name
         self.now_ms = now_ms
         self.info: CollectionInfo | None = info
+        #: bypassDocumentValidation: the collection's validator is not applied.
+        self.bypass = False
         self.created = False
         self._count = 0
         self._size = 0
@@ -287,6 +289,10 @@ class CollectionWrites:
         """Store a new version (`raw`, decoded `doc`) of a record read with get()."""
         assert self.info is not None
         _check_size(raw)
+        if raw != ttl.body(value):
+            if old_doc is None:
+                old_doc = bson.decode(ttl.body(value), CODEC)
+            schema.check(self.info, doc, old_doc, self.bypass)
         info = self._records.replace_record(
             self._txn, self.info, rid, value, raw, doc, self.now_ms, old_doc
         )
@@ -302,6 +308,7 @@ class CollectionWrites:
             self._set_info(records.new_collection(self._txn, self.db, self.name, {}))
             self.created = True
         assert self.info is not None
+        schema.check(self.info, doc, bypass=self.bypass)
         rid = records.last_rid(self._txn, self.info.id) + 1
         self._set_info(records.insert_one(self._txn, self.info, rid, self.now_ms, raw, doc))
         self._count += 1

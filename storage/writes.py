@@ -150,10 +150,12 @@ def update(
     multi: bool,
     upsert: bool,
     now_ms: int,
+    bypass: bool = False,
 ) -> UpdateResult:
     """Apply `change` to the first (or, with `multi`, every) document matching `spec` at `now_ms`;
     with `upsert` and no match, insert the document the query and update describe. A failure
-    (bad operand, duplicate key, too large) ends the statement; what it already changed stays."""
+    (bad operand, duplicate key, too large, refused by the validator unless `bypass`) ends the
+    statement; what it already changed stays."""
     matched = modified = 0
     rids = _matches(engine, db, name, spec, now_ms, 0 if multi else 1)
     for batch in _batches(rids):
@@ -176,7 +178,7 @@ def update(
                 changed += wrote
             return n, changed, None
 
-        n, changed, error = engine.modify(db, name, run, now_ms)
+        n, changed, error = engine.modify(db, name, run, now_ms, bypass)
         matched += n
         modified += changed
         if error is not None:
@@ -188,7 +190,7 @@ def update(
         return _insert(view, _upsert_document(change, spec, now_ms))["_id"]
 
     try:
-        upserted = engine.modify(db, name, insert, now_ms)
+        upserted = engine.modify(db, name, insert, now_ms, bypass)
     except StorageError as exc:
         return UpdateResult(0, 0, error=exc)
     return UpdateResult(0, 0, upserted)
@@ -206,10 +208,12 @@ def find_and_modify(
     return_new: bool,
     fields: Projection | None,
     now_ms: int,
+    bypass: bool = False,
 ) -> FindAndModifyResult:
     """Remove or update the first document matching `spec` (in its sort order) at `now_ms`, or
     upsert; returns the document before (or, with `return_new`, after) the change, projected by
-    `fields`. Raises StorageError for a failing update or a duplicate key."""
+    `fields`. Raises StorageError for a failing update, a duplicate key or a document the
+    collection's validator refuses (unless `bypass`)."""
     shown: Callable[[dict[str, Any] | None], dict[str, Any] | None] = (
         (lambda d: d) if fields is None else (lambda d: None if d is None else fields.apply(d))
     )
@@ -232,7 +236,7 @@ def find_and_modify(
             _store(view, rid, value, new_doc, doc)
             return FindAndModifyResult(shown(new_doc if return_new else doc), 1, True)
 
-        result = engine.modify(db, name, run, now_ms)
+        result = engine.modify(db, name, run, now_ms, bypass)
         if result is not None:
             return result
     if remove or not upsert or change is None:
@@ -243,7 +247,7 @@ def find_and_modify(
         doc = _insert(view, _upsert_document(upsert_change, spec, now_ms))
         return FindAndModifyResult(shown(doc) if return_new else None, 1, False, doc["_id"])
 
-    return engine.modify(db, name, insert, now_ms)
+    return engine.modify(db, name, insert, now_ms, bypass)
 
 
 __all__ = [

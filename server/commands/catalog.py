@@ -8,6 +8,12 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.commands.schema_options import (
+    ChangeStreamImages,
+    action_check,
+    level_check,
+    schema_options,
+)
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
@@ -107,14 +113,18 @@ class CreateParams:
     capped: Any = arg("capped", Kind.ANY, check=_NOT_YET)
     size: Any = arg("size", Kind.ANY, check=_NOT_YET)
     max: Any = arg("max", Kind.ANY, check=_NOT_YET)
-    validator: Any = arg("validator", Kind.ANY, check=_NOT_YET)
-    validation_level: Any = arg("validationLevel", Kind.ANY, check=_NOT_YET)
-    validation_action: Any = arg("validationAction", Kind.ANY, check=_NOT_YET)
+    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
+    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("create"))
+    validation_action: str | None = arg(
+        "validationAction", Kind.STRING, check=action_check("create")
+    )
     view_on: Any = arg("viewOn", Kind.ANY, check=_NOT_YET)
     pipeline: Any = arg("pipeline", Kind.ANY, check=_NOT_YET)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
     clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
-    change_stream_images: Any = arg("changeStreamPreAndPostImages", Kind.ANY, check=_NOT_YET)
+    change_stream_images: ChangeStreamImages | None = arg(
+        "changeStreamPreAndPostImages", Kind.DOC, of=ChangeStreamImages
+    )
     expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_NOT_YET)
     encrypted_fields: Any = arg("encryptedFields", Kind.ANY, check=_NOT_YET)
 
@@ -123,6 +133,10 @@ class CreateParams:
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
     options = dict(p.options or {})
+    rules = schema_options(
+        p.validator, p.validation_level, p.validation_action, p.change_stream_images
+    )
+    options.update((k, v) for k, v in rules.items() if v is not None)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
 
@@ -176,13 +190,15 @@ class CollModIndex:
 class CollModParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     index: CollModIndex | None = arg("index", Kind.DOC, of=CollModIndex)
-    validator: Any = arg("validator", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    validation_level: Any = arg("validationLevel", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    validation_action: Any = arg("validationAction", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
+    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("collMod"))
+    validation_action: str | None = arg(
+        "validationAction", Kind.STRING, check=action_check("collMod")
+    )
     view_on: Any = arg("viewOn", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     pipeline: Any = arg("pipeline", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    change_stream_images: Any = arg(
-        "changeStreamPreAndPostImages", Kind.ANY, check=_COLLMOD_UNSUPPORTED
+    change_stream_images: ChangeStreamImages | None = arg(
+        "changeStreamPreAndPostImages", Kind.DOC, of=ChangeStreamImages
     )
     expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
@@ -202,13 +218,20 @@ def _index_ttl(value: Any) -> int:
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
-    hidden, by name or key pattern."""
+    hidden, by name or key pattern; and the collection's validation rules and change stream
+    images."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
+    rules = schema_options(
+        p.validator, p.validation_level, p.validation_action, p.change_stream_images
+    )
     index = p.index
+    if rules:
+        engine = ctx.gateway.engine
+        await ctx.gateway.write(engine.set_collection_options, ctx.db, p.collection, rules)
     if index is None:
         return {"ok": 1.0}
     key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden

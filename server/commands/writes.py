@@ -56,6 +56,7 @@ class StatementsParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     ordered: bool = arg("ordered", Kind.BOOL, True)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
+    bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
 async def _run_statements(
@@ -117,6 +118,7 @@ class InsertParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True, check=WRITE_BATCH)
     ordered: bool = arg("ordered", Kind.BOOL, True)
+    bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
 @REGISTRY.command("insert", params=InsertParams, writes=True)
@@ -125,7 +127,12 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     gateway = ctx.gateway
     small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
     result = await (gateway.write_small if small else gateway.write_stamped)(
-        gateway.engine.insert, ctx.db, p.collection, p.documents, p.ordered
+        gateway.engine.insert,
+        ctx.db,
+        p.collection,
+        p.documents,
+        p.ordered,
+        bypass=p.bypass_document_validation,
     )
     ctx.stats.count_documents("insert", result.inserted)
     reply: dict[str, Any] = {"n": result.inserted}
@@ -181,6 +188,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             s.multi,
             s.upsert,
             now_ms,
+            p.bypass_document_validation,
         )
         if result.error is not None:
             # As MongoDB: a failed statement adds only its writeErrors entry to the reply,
@@ -265,6 +273,7 @@ class FindAndModifyParams:
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
+    bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
 def _check_find_and_modify(p: FindAndModifyParams) -> None:
@@ -311,6 +320,7 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
         upsert=p.upsert,
         return_new=p.new,
         fields=fields,
+        bypass=p.bypass_document_validation,
     )
     last: dict[str, Any] = {"n": result.matched}
     if not p.remove:

@@ -13,7 +13,7 @@ from typing import Any
 from bson import DBRef, Int64, ObjectId
 
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.query import expressions
+from ebbdb.storage.query import expressions, json_schema
 from ebbdb.storage.query.compare import (
     RANK_BINDATA,
     RANK_BOOL,
@@ -58,6 +58,7 @@ from ebbdb.storage.query.match_tree import (
     Exists,
     Expr,
     In,
+    JsonSchema,
     Leaf,
     Mod,
     Node,
@@ -125,6 +126,8 @@ def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Pr
         return _always if node.value else _never
     if isinstance(node, Expr):
         return _expr_predicate(node.spec, variables if variables is not None else {})
+    if isinstance(node, JsonSchema):
+        return json_schema.parse(node.schema).matches
     preds = [node_predicate(c, variables) for c in node.children]
     if isinstance(node, And):
         return _all_of(preds)
@@ -166,7 +169,7 @@ _PATHLESS = frozenset(
         "$db",
     }
 )
-_UNSUPPORTED_TOP = frozenset({"$where", "$text", "$jsonSchema", "$sampleRate"})
+_UNSUPPORTED_TOP = frozenset({"$where", "$text", "$sampleRate"})
 
 #: Values that are neither operator documents nor regular expressions: an equality on a field.
 _SCALARS = frozenset({int, float, str, bool, Int64, ObjectId, datetime.datetime, type(None)})
@@ -240,6 +243,8 @@ def _parse_top_operator(
             raise QueryError("FailedToParse", f"{op} must be an integer value of 1")
         always = op == "$alwaysTrue"
         return Always(always), _always if always else _never
+    if op == "$jsonSchema":
+        return JsonSchema(value), json_schema.parse(value).matches
     if op in ("$ref", "$id", "$db"):
         # DBRef fields: MongoDB compares them by plain equality, whatever the value looks like.
         leaf = Compare(op, eq_test(value), "$eq", value)

@@ -65,6 +65,13 @@ class Expr:
 
 
 @dataclass(frozen=True, slots=True)
+class JsonSchema:
+    """`{$jsonSchema: schema}`: the schema as written (storage/query/json_schema.py checks it)."""
+
+    schema: Any
+
+
+@dataclass(frozen=True, slots=True)
 class All:
     """`$all` on a field: an And of its values' equalities (Compare), regexes (Regex) or
     `$elemMatch` nodes. Kept apart from a plain And because the planner does not bound it."""
@@ -169,7 +176,7 @@ class Bits(Leaf):
     positions: tuple[int, ...]
 
 
-Node = And | Or | Nor | Not | Always | Expr | All | Leaf
+Node = And | Or | Nor | Not | Always | Expr | JsonSchema | All | Leaf
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +237,7 @@ __all__ = [
     "Exists",
     "Expr",
     "In",
+    "JsonSchema",
     "Leaf",
     "Mod",
     "Node",

@@ -694,8 +694,13 @@ def test_create_options() -> None:
 def test_coll_mod_options() -> None:
     err = raises(CollModParams, {"collMod": "c", "validator": None}, "collMod")
     assert (err.code, err.message) == (
+        ErrorCode.TypeMismatch,
+        "BSON field 'collMod.validator' is the wrong type 'null', expected type 'object'",
+    )
+    err = raises(CollModParams, {"collMod": "c", "dryRun": True}, "collMod")
+    assert (err.code, err.message) == (
         ErrorCode.NotImplemented,
-        "collMod option 'validator' is not supported",
+        "collMod option 'dryRun' is not supported",
     )
     err = raises_nested(CollModIndex, "collMod.index", {"name": "a_1", "unique": True})
     assert (err.code, err.message) == (
