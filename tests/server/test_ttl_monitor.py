@@ -13,6 +13,7 @@ import pytest
 
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.ttl_monitor import BATCH, PAUSE_SECONDS, Expiring, TTLMonitor
+from ebbdb.storage.ttl_status import DateStringNotice
 
 NOW = 1_700_000_000_000
 
@@ -45,6 +46,9 @@ class Store:
         self.expired[ns] -= n
         self.purged.set()
         return n
+
+    def date_strings(self) -> Sequence[DateStringNotice]:
+        return []
 
 
 class Clock:
