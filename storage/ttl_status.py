@@ -15,8 +15,9 @@ import enum
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import bson
 
@@ -28,8 +29,19 @@ from ebbdb.storage.query.compare import RANK_DATE, rank
 from ebbdb.storage.query.paths import MISSING, leaves, split
 from ebbdb.storage.values import type_name
 
-if TYPE_CHECKING:
-    from ebbdb.storage.engine import Engine
+
+class Scanner(Protocol):
+    """The one read the count makes (storage.engine's Reader)."""
+
+    def scan(self, coll: CollectionInfo) -> Iterator[tuple[int, bytes]]: ...
+
+
+class Source(Protocol):
+    """What the count needs of storage.engine's Engine: the catalog and a read transaction."""
+
+    def collection(self, db: str, name: str) -> CollectionInfo | None: ...
+
+    def read(self) -> AbstractContextManager[Scanner]: ...
 
 
 class Reason(enum.Enum):
@@ -293,7 +305,7 @@ class TtlStatus:
     rules: tuple[Tally, ...]
 
 
-def ttl_status(engine: Engine, coll: CollectionInfo, now_ms: int) -> TtlStatus:
+def ttl_status(engine: Source, coll: CollectionInfo, now_ms: int) -> TtlStatus:
     """Count, in one read transaction, what each TTL rule of the collection does with each of its
     documents at `now_ms`. Reads every record (a diagnostic: call it off the event loop); decodes
     only the documents some rule cannot answer for from the record header. Raises
