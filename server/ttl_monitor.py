@@ -1,6 +1,7 @@
 """The TTL monitor: an asyncio task that sleeps ttlMonitorSleepSecs, then deletes expired documents
-in bounded batches (one short write transaction each), visiting collections round robin. It is
-given its storage, its clock and its pause, so a test drives a pass with neither App nor sleep."""
+in bounded batches (one short write transaction each), visiting collections round robin, and warns
+once per TTL index about date-like strings in its field. It is given its storage, its clock and its
+pause, so a test drives a pass with neither App nor sleep."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ebbdb.server.gateway import Gateway
+from ebbdb.server.log import log_event
 from ebbdb.server.parameters import Parameters
+from ebbdb.storage.ttl_status import DateStringNotice
 
 log = logging.getLogger("ebbdb.ttl")
+#: ebbdb's own log id (MongoDB has no such warning) for date-like strings in a TTL index's field.
+DATE_STRINGS_ID = 9_100_001
 
 #: Documents one job of a pass deletes at most: a few milliseconds on the writer thread, so other
 #: clients' writes (which share its group) wait little. No commit syncs, so bigger is not faster.
@@ -45,6 +50,10 @@ class ExpiryStore(Protocol):
 
     async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int: ...
 
+    def date_strings(self) -> Sequence[DateStringNotice]:
+        """TTL indexes that met date-like strings since the last call (each once per engine)."""
+        ...
+
 
 class GatewayExpiry:
     """The server's ExpiryStore: the catalog is read on the loop, deletions run on the writer."""
@@ -59,6 +68,9 @@ class GatewayExpiry:
         engine = self._gateway.engine
         return await self._gateway.write(engine.purge_expired, db, name, now_ms, limit)
 
+    def date_strings(self) -> Sequence[DateStringNotice]:
+        return self._gateway.engine.date_strings.take()
+
 
 @dataclass(frozen=True)
 class PassResult:
@@ -68,6 +80,15 @@ class PassResult:
     @property
     def total(self) -> int:
         return sum(self.deleted.values())
+
+
+@dataclass(frozen=True)
+class LastPass:
+    """The monitor's last pass over one collection: when (the expiry clock's time) and how many
+    documents it deleted there."""
+
+    now_ms: int
+    deleted: int
 
 
 class TTLMonitor:
@@ -87,8 +108,13 @@ class TTLMonitor:
         self._now = now
         self._pause = pause
         self.passes = self.sub_passes = self.deleted_documents = 0
+        self._last: dict[str, LastPass] = {}
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
+
+    def last_pass(self, ns: str) -> LastPass | None:
+        """The last pass that visited namespace `ns` (None: none since the server started)."""
+        return self._last.get(ns)
 
     def wake(self) -> None:
         """Cut the current sleep short (ttlMonitorSleepSecs changed)."""
@@ -122,6 +148,7 @@ class TTLMonitor:
             deleted: dict[str, int] = {}
             elapsed: dict[str, float] = {}
             pending = list(self._store.ttl_collections())
+            visited = [coll.ns for coll in pending]
             while pending:
                 self.sub_passes += 1
                 still = []
@@ -138,6 +165,29 @@ class TTLMonitor:
             for ns, n in deleted.items():
                 if n:
                     log.info("TTL deleted %d documents from %s in %d ms", n, ns, elapsed[ns] * 1000)
+            self._last = {ns: LastPass(now, deleted.get(ns, 0)) for ns in visited}
+            self._warn_date_strings()
             result = PassResult({ns: n for ns, n in deleted.items() if n}, now)
             self.deleted_documents += result.total
             return result
+
+    def _warn_date_strings(self) -> None:
+        """One warning per TTL index that met date-like strings (storage says each only once)."""
+        for n in self._store.date_strings():
+            log_event(
+                log,
+                logging.WARNING,
+                DATE_STRINGS_ID,
+                "TTL index field holds strings that look like dates; they never expire",
+                {
+                    "namespace": n.ns,
+                    "index": n.index,
+                    "field": n.field,
+                    "_id": n.id,
+                    "value": n.value,
+                },
+                ctx="TTLMonitor",
+                text=f"TTL index {n.index} on {n.ns}: field {n.field!r} holds strings that look "
+                f"like dates, such as {n.value!r} (_id {n.id!r}); TTL expires by BSON dates only, "
+                "so these documents never expire (ttlStatus counts them)",
+            )

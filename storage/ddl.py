@@ -251,6 +251,7 @@ class Ddl:
                 else:
                     dates[ix.id] = d
         new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
+        self._records.date_strings.check(ttl_view, doc, new_meta.pack())
         for ek in ttl.expiry_keys(ttl_view, new_meta, layout.record_rid_bytes(key)):
             txn.put(ek, b"", db=self._env.expiry)
         return new_meta.pack() + ttl.body(value) if new_meta != meta else None

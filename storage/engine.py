@@ -66,6 +66,8 @@ class Engine:
         self.usage = Usage(catalog.values())
         self._writer = Writer(env, catalog, self.usage.published)
         self._records = Records(env)
+        #: Date-like strings met in TTL fields since the open; the TTL monitor logs them.
+        self.date_strings = self._records.date_strings
         ddl = Ddl(env, self._records, self._writer)
         # The DDL operations are Ddl's own methods (storage/ddl.py says what each returns and
         # raises), handed out as they are rather than declared a second time here.

@@ -19,6 +19,7 @@ from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
 from ebbdb.storage.environment import Database, Environment, Txn
 from ebbdb.storage.errors import DuplicateKey, QueryError
 from ebbdb.storage.query.compare import UNDEFINED
+from ebbdb.storage.ttl_status import DateStringNotices
 from ebbdb.storage.writer import CatalogChanges
 
 IndexFlags = dict[int, set[str]]
@@ -38,6 +39,8 @@ class Records:
 
     def __init__(self, env: Environment) -> None:
         self.env = env
+        #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/ttl_status.py).
+        self.date_strings = DateStringNotices()
 
     def next_id(self, txn: Txn) -> int:
         raw = txn.get(layout.NEXT_ID, db=self.env.meta)
@@ -91,6 +94,7 @@ class Records:
         entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
         rid_bytes = layout.u64(rid)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
+        self.date_strings.check(info, doc, header)
         txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
         index_db = self.env.index
         for key in entries:

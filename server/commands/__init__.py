@@ -12,6 +12,7 @@ from ebbdb.server.commands import (  # noqa: F401
     stats,
     testing,
     transactions,
+    ttl_status,
     validate,
     writes,
 )

@@ -6,13 +6,22 @@ when woken, unless ttlMonitorEnabled is off."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from ebbdb.server.parameters import Parameters
-from ebbdb.server.ttl_monitor import BATCH, PAUSE_SECONDS, Expiring, TTLMonitor
+from ebbdb.server.ttl_monitor import (
+    BATCH,
+    DATE_STRINGS_ID,
+    PAUSE_SECONDS,
+    Expiring,
+    LastPass,
+    TTLMonitor,
+)
+from ebbdb.storage.ttl_status import DateStringNotice
 
 NOW = 1_700_000_000_000
 
@@ -34,6 +43,7 @@ class Store:
         self.expired = dict(expired)
         self.calls: list[tuple[str, int, int]] = []
         self.purged = asyncio.Event()
+        self.notices: list[DateStringNotice] = []
 
     def ttl_collections(self) -> Sequence[Expiring]:
         return [Coll(*ns.split(".", 1)) for ns in self.expired]
@@ -45,6 +55,10 @@ class Store:
         self.expired[ns] -= n
         self.purged.set()
         return n
+
+    def date_strings(self) -> Sequence[DateStringNotice]:
+        taken, self.notices = self.notices, []
+        return taken
 
 
 class Clock:
@@ -95,6 +109,42 @@ def test_a_pass_without_ttl_collections_deletes_nothing() -> None:
     result = asyncio.run(ttl.run_pass())
     assert result.deleted == {} and result.total == 0
     assert (ttl.passes, ttl.sub_passes, pauses) == (1, 0, [])
+
+
+def test_the_last_pass_over_each_collection() -> None:
+    store = Store({"db.a": 3, "db.b": 0})
+    ttl = monitor(store, [])
+    assert ttl.last_pass("db.a") is None
+    asyncio.run(ttl.run_pass())
+    assert ttl.last_pass("db.a") == LastPass(NOW, 3)
+    assert ttl.last_pass("db.b") == LastPass(NOW, 0)
+    del store.expired["db.b"]  # no TTL index any more: not visited, forgotten
+    asyncio.run(ttl.run_pass(NOW + 9))
+    assert ttl.last_pass("db.a") == LastPass(NOW + 9, 0)
+    assert ttl.last_pass("db.b") is None
+    assert ttl.last_pass("db.zzz") is None
+
+
+def test_a_pass_logs_each_date_string_notice_as_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = Store({"db.a": 0})
+    ttl = monitor(store, [])
+    store.notices = [
+        DateStringNotice("db.a", "t_1", "t", 1, "2024-01-01"),
+        DateStringNotice("db.a", "u_1", "u", 2, "2024-01-02"),
+    ]
+    with caplog.at_level(logging.WARNING, logger="ebbdb.ttl"):
+        asyncio.run(ttl.run_pass())
+        asyncio.run(ttl.run_pass())
+    warnings = [r for r in caplog.records if r.name == "ebbdb.ttl"]
+    assert [r.levelno for r in warnings] == [logging.WARNING, logging.WARNING]
+    events = [r.__dict__["event"] for r in warnings]
+    assert [(e.id, e.ctx, e.attr["index"]) for e in events] == [
+        (DATE_STRINGS_ID, "TTLMonitor", "t_1"),
+        (DATE_STRINGS_ID, "TTLMonitor", "u_1"),
+    ]
+    assert "'2024-01-01'" in warnings[0].getMessage()
 
 
 @pytest.mark.parametrize("enabled", [True, False])

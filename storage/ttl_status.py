@@ -1,0 +1,392 @@
+"""Why a document does or does not expire: a collection's TTL rules as objects that map a stored
+document to its expiry time or to the reason it never expires, the read-only count behind the
+ttlStatus command, and the notices of date-like strings in TTL fields that the TTL monitor logs.
+
+A rule kind is a builder registered with `rule_kind`: given a collection's catalog entry it yields
+the `Rule`s of that kind. The native TTL index and the Cosmos `_ts` default are here; another kind
+(clustered, time series) plugs in with one builder. Whether a document is hidden stays decided by
+`ttl.expired`: a new kind must be part of that predicate too."""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import enum
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import bson
+
+from ebbdb.storage import ttl
+from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.documents import CODEC
+from ebbdb.storage.errors import NamespaceNotFound
+from ebbdb.storage.query.compare import RANK_DATE, rank
+from ebbdb.storage.query.paths import MISSING, leaves, split
+from ebbdb.storage.values import type_name
+
+
+class Scanner(Protocol):
+    """The one read the count makes (storage.engine's Reader)."""
+
+    def scan(self, coll: CollectionInfo) -> Iterator[tuple[int, bytes]]: ...
+
+
+class Source(Protocol):
+    """What the count needs of storage.engine's Engine: the catalog and a read transaction."""
+
+    def collection(self, db: str, name: str) -> CollectionInfo | None: ...
+
+    def read(self) -> AbstractContextManager[Scanner]: ...
+
+
+class Reason(enum.Enum):
+    """Why a rule never expires a document; the values are the names ttlStatus reports. For the
+    fields of a native index the order is the order of the checks (the first that holds wins)."""
+
+    PARTIAL_FILTER = "partialFilterMismatch"  # the index's partialFilterExpression rejects it
+    FIELD_MISSING = "fieldMissing"  # the indexed path reaches no value
+    DATE_STRING = "dateString"  # a string that looks like a date, where a BSON Date is needed
+    ARRAY_WITHOUT_DATES = "arrayWithoutDates"  # an array, none of whose elements is a date
+    NOT_A_DATE = "notADate"  # anything else: null, a number, an ordinary string, ...
+    TTL_MINUS_ONE = "ttlMinusOne"  # Cosmos: the document's own `ttl` is -1
+    INVALID_TTL = "invalidTtl"  # Cosmos, default -1: a `ttl` that Cosmos would not honour
+    NO_DEFAULT_TTL = "noDefaultTtl"  # Cosmos, default -1: the document has no `ttl` at all
+
+
+@dataclass(frozen=True, slots=True)
+class Never:
+    """A rule's verdict that a document never expires: why, and the value that decided it
+    (MISSING when there is none)."""
+
+    reason: Reason
+    value: Any = MISSING
+
+
+class Stored:
+    """One stored record as rules see it: its header (`meta`), and its document, decoded only when
+    a rule asks for it (a document whose header already answers is never decoded)."""
+
+    __slots__ = ("_doc", "_value", "meta")
+
+    def __init__(self, value: bytes) -> None:
+        self._value = value
+        self.meta = ttl.read_meta(value)
+        self._doc: dict[str, Any] | None = None
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        if self._doc is None:
+            self._doc = bson.decode(ttl.body(self._value), CODEC)
+        return self._doc
+
+    def top_level(self, name: str) -> Any:
+        """The document's root-level field `name`, or MISSING; decodes only when the name's bytes
+        occur in the BSON at all."""
+        if name.encode() + b"\x00" not in self._value:
+            return MISSING
+        return self.doc.get(name, MISSING)
+
+
+#: A rule's answer for one document: its expiry time (ms since the epoch), or why it never expires.
+Expiry = int | Never
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One TTL rule of a collection. `kind` names the rule kind, `index` the index that sets it,
+    `field` the document field it reads (`_ts`: the server-kept last-modified time), `seconds`
+    its expireAfterSeconds (the Cosmos default: -1 or more), `expiry` maps a stored document to
+    its Expiry, and `ignored`, where a rule can ignore a field the document sets, returns that
+    ignored value (MISSING: nothing ignored); `ignores` names that field."""
+
+    kind: str
+    index: str
+    field: str
+    seconds: int
+    expiry: Callable[[Stored], Expiry]
+    partial_filter: dict[str, Any] | None = None
+    ignores: str | None = None
+    ignored: Callable[[Stored], Any] | None = None
+
+
+RuleKind = Callable[[CollectionInfo], Iterable[Rule]]
+_KINDS: list[RuleKind] = []
+
+
+def rule_kind(builder: RuleKind) -> RuleKind:
+    """Register a builder of one kind of rules (a decorator)."""
+    _KINDS.append(builder)
+    return builder
+
+
+def rules_of(coll: CollectionInfo) -> list[Rule]:
+    """Every TTL rule of a collection, in registration order, then index order."""
+    return [rule for builder in _KINDS for rule in builder(coll)]
+
+
+# -- strings that look like dates ------------------------------------------------------------------
+
+_ISO = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?)?"
+)
+#: JavaScript's Date.prototype.toString, what a Date becomes when an application stringifies it.
+_JS = re.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} \d{2}:\d{2}:\d{2} GMT[+-]\d{4}\b.*")
+_LONGEST = 100
+
+
+def looks_like_date(s: str) -> bool:
+    """Whether a string reads as a date or date-time: ISO 8601 (`2024-01-01`,
+    `2024-01-01T00:00:00.000Z`, with an offset or a space), RFC 2822 (`Mon, 01 Jan 2024 00:00:00
+    GMT`) or JavaScript's Date.toString. Only real calendar dates count."""
+    s = s.strip()
+    if not 10 <= len(s) <= _LONGEST:
+        return False
+    if _ISO.fullmatch(s):
+        try:
+            datetime.date.fromisoformat(s[:10])
+        except ValueError:
+            return False
+        return True
+    if _JS.fullmatch(s):
+        return True
+    if "," in s[:5] or s[:1].isdigit():
+        try:
+            return email.utils.parsedate_to_datetime(s) is not None
+        except (TypeError, ValueError, IndexError):
+            return False
+    return False
+
+
+def _date_string(value: Any) -> str | None:
+    """`value`, or the first element of an array `value`, that is a date-like string."""
+    for item in value if isinstance(value, list) else (value,):
+        if isinstance(item, str) and looks_like_date(item):
+            return item
+    return None
+
+
+def _has_date(value: Any) -> bool:
+    return any(rank(item) == RANK_DATE for item in (value if isinstance(value, list) else (value,)))
+
+
+def date_string_in(ix: IndexInfo, doc: dict[str, Any]) -> str | None:
+    """A date-like string the native TTL index's path yields in a document it gives no date,
+    or None (also when its partial filter rejects the document)."""
+    pred = ix.partial_predicate
+    if pred is not None and not pred(doc):
+        return None
+    values = [v for v in leaves(doc, split(ix.key[0][0])) if v is not MISSING]
+    if any(_has_date(v) for v in values):
+        return None
+    return next((s for v in values if (s := _date_string(v)) is not None), None)
+
+
+def no_date(ix: IndexInfo, doc: dict[str, Any]) -> Never:
+    """Why a native TTL index finds no date in a document (the checks of Reason, in order)."""
+    pred = ix.partial_predicate
+    if pred is not None and not pred(doc):
+        return Never(Reason.PARTIAL_FILTER)
+    values = [v for v in leaves(doc, split(ix.key[0][0])) if v is not MISSING]
+    if not values:
+        return Never(Reason.FIELD_MISSING)
+    for v in values:
+        s = _date_string(v)
+        if s is not None:
+            return Never(Reason.DATE_STRING, s)
+    for v in values:
+        if isinstance(v, list):
+            return Never(Reason.ARRAY_WITHOUT_DATES, v)
+    return Never(Reason.NOT_A_DATE, values[0])
+
+
+# -- the two rule kinds of storage/ttl.py ---------------------------------------------------------
+
+
+@rule_kind
+def native_rules(coll: CollectionInfo) -> Iterator[Rule]:
+    """A TTL index on a date field: the earliest date the header holds, plus E seconds."""
+    for ix, e in ttl.rules_for(coll).native:
+
+        def expiry(s: Stored, ix: IndexInfo = ix, e: int = e) -> Expiry:
+            for ix_id, ms in s.meta.dates:
+                if ix_id == ix.id:
+                    return ms + e * 1000
+            return no_date(ix, s.doc)
+
+        yield Rule("ttlIndex", ix.name, ix.key[0][0], e, expiry, ix.partial_filter)
+
+
+@rule_kind
+def cosmos_rules(coll: CollectionInfo) -> Iterator[Rule]:
+    """The `_ts` TTL index: the document's valid `ttl`, else the default D, from its last write."""
+    rules = ttl.rules_for(coll)
+    d, ix = rules.cosmos, rules.cosmos_index
+    if d is None or ix is None:
+        return
+
+    def expiry(s: Stored) -> Expiry:
+        m = s.meta
+        if m.ttl > 0:
+            return m.modified + m.ttl * 1000
+        if m.ttl == -1:
+            return Never(Reason.TTL_MINUS_ONE, -1)
+        if d > 0:
+            return m.modified + d * 1000
+        own = s.top_level("ttl")
+        return Never(Reason.NO_DEFAULT_TTL) if own is MISSING else Never(Reason.INVALID_TTL, own)
+
+    def ignored(s: Stored) -> Any:
+        # Under a default D > 0 an invalid `ttl` is not a reason to live forever, only a
+        # reason to live D seconds instead of what the document asked for.
+        return s.top_level("ttl") if s.meta.ttl == 0 and d > 0 else MISSING
+
+    yield Rule("cosmos", ix.name, ttl.COSMOS_FIELD, d, expiry, ignores="ttl", ignored=ignored)
+
+
+# -- the count ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """Documents that share one outcome: how many, the first one's `_id` and the value that
+    decided (MISSING: none), and for notADate the BSON types met."""
+
+    count: int = 0
+    id: Any = MISSING
+    value: Any = MISSING
+    types: dict[str, int] = field(default_factory=dict)
+
+    def add(self, s: Stored, value: Any, with_type: bool = False) -> None:
+        if not self.count:
+            self.id, self.value = s.doc.get("_id"), value
+        self.count += 1
+        if with_type:
+            t = type_name(value)
+            self.types[t] = self.types.get(t, 0) + 1
+
+
+@dataclass
+class Tally:
+    """What one rule (or, with rule None, all of them together) says of a collection."""
+
+    rule: Rule | None
+    will_expire: int = 0
+    next_expiry: int | None = None
+    expired: int = 0
+    never: int = 0
+    reasons: dict[Reason, Sample] = field(default_factory=dict)
+    ignored: Sample = field(default_factory=Sample)
+
+    def add(self, at: int | None, now_ms: int) -> None:
+        if at is None:
+            self.never += 1
+        elif at <= now_ms:
+            self.expired += 1
+        else:
+            self.will_expire += 1
+            if self.next_expiry is None or at < self.next_expiry:
+                self.next_expiry = at
+
+
+@dataclass(frozen=True)
+class TtlStatus:
+    """A collection's TTL status at `now_ms`: `documents` stored (expired ones included), the
+    collection as a whole (by ttl.expires_at, what hiding uses) and each rule."""
+
+    ns: str
+    now_ms: int
+    documents: int
+    overall: Tally
+    rules: tuple[Tally, ...]
+
+
+def ttl_status(engine: Source, coll: CollectionInfo, now_ms: int) -> TtlStatus:
+    """Count, in one read transaction, what each TTL rule of the collection does with each of its
+    documents at `now_ms`. Reads every record (a diagnostic: call it off the event loop); decodes
+    only the documents some rule cannot answer for from the record header. Raises
+    NamespaceNotFound if the collection is gone."""
+    current = engine.collection(coll.db, coll.name)
+    if current is None:
+        raise NamespaceNotFound(f"Collection '{coll.ns}' does not exist")
+    rules = ttl.rules_for(current)
+    overall = Tally(None)
+    tallies = [Tally(rule) for rule in rules_of(current)]
+    documents = 0
+    with engine.read() as reader:
+        for _rid, value in reader.scan(current):
+            documents += 1
+            s = Stored(value)
+            overall.add(ttl.expires_at(s.meta, rules) if rules.active else None, now_ms)
+            for tally in tallies:
+                assert tally.rule is not None
+                verdict = tally.rule.expiry(s)
+                if isinstance(verdict, Never):
+                    tally.add(None, now_ms)
+                    sample = tally.reasons.setdefault(verdict.reason, Sample())
+                    sample.add(s, verdict.value, verdict.reason is Reason.NOT_A_DATE)
+                else:
+                    tally.add(verdict, now_ms)
+                if tally.rule.ignored is not None:
+                    own = tally.rule.ignored(s)
+                    if own is not MISSING:
+                        tally.ignored.add(s, own)
+    for tally in tallies:
+        tally.reasons = {r: tally.reasons[r] for r in Reason if r in tally.reasons}
+    return TtlStatus(current.ns, now_ms, documents, overall, tuple(tallies))
+
+
+# -- date-like strings met on writes ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DateStringNotice:
+    """A native TTL index met a date-like string where it needs a date: in which collection and
+    index, and the first document's `_id` and string."""
+
+    ns: str
+    index: str
+    field: str
+    id: Any
+    value: str
+
+
+class DateStringNotices:
+    """Date-like strings in TTL fields, noticed where documents are written and TTL indexes built
+    (the writer thread), at most once per index for the life of the engine; the TTL monitor takes
+    the new ones and logs them. Costs nothing for documents that have their dates."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()  # TTL index ids (unique in a data directory)
+        self._new: list[DateStringNotice] = []
+        self._lock = threading.Lock()
+
+    def check(self, coll: CollectionInfo, doc: dict[str, Any], header: bytes) -> None:
+        """Look at a document just written with this header: does a native TTL index of the
+        collection find no date but a date-like string?"""
+        native = ttl.rules_for(coll).native
+        if not native:
+            return
+        dated = {ix_id for ix_id, _ms in ttl.read_meta(header).dates}
+        for ix, _e in native:
+            if ix.id in dated or ix.id in self._seen:
+                continue
+            s = date_string_in(ix, doc)
+            if s is None:
+                continue
+            with self._lock:
+                if ix.id not in self._seen:
+                    self._seen.add(ix.id)
+                    self._new.append(
+                        DateStringNotice(coll.ns, ix.name, ix.key[0][0], doc.get("_id"), s)
+                    )
+
+    def take(self) -> list[DateStringNotice]:
+        """The notices not taken yet."""
+        with self._lock:
+            new, self._new = self._new, []
+        return new
