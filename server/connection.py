@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ebbdb.protocol import FrameDecoder, ProtocolError
 from ebbdb.server.context import Client
 from ebbdb.server.dispatch import Dispatcher
+from ebbdb.server.failpoints import CloseConnection
 from ebbdb.server.listener import InputBudget
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
@@ -340,6 +341,9 @@ class Connection(asyncio.Protocol):
             except ProtocolError as exc:
                 self.abort(f"bad message: {exc}")
                 break
+            except CloseConnection:
+                self.abort("the failCommand fail point closes it")
+                break
             except Exception as exc:
                 self._failed(exc)
                 break
@@ -389,6 +393,8 @@ class Connection(asyncio.Protocol):
                         self._send(await self._next_request())
                 except ProtocolError as exc:
                     self.abort(f"bad message: {exc}")
+                except CloseConnection:
+                    self.abort("the failCommand fail point closes it")
                 except asyncio.CancelledError:
                     if self._transport is not None:  # not the connection's end: a bug
                         self.abort("request cancelled")

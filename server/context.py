@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from ebbdb.server.clock import ExpiryClock
 from ebbdb.server.config import Config
 from ebbdb.server.cursors import CursorManager
+from ebbdb.server.failpoints import FailCommand
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import RingHandler
 from ebbdb.server.parameters import Parameters
@@ -59,6 +60,8 @@ class Services:
     listener: Listener
     #: Profiling levels and the slow-operation log (a server that does not say gets one of its own).
     profiler: Profiler = field(default_factory=Profiler, kw_only=True)
+    #: The failCommand fail point (configureFailPoint, with enableTestCommands=1).
+    fail_command: FailCommand = field(default_factory=FailCommand, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))

@@ -4,6 +4,7 @@ any exception into an error reply."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -17,6 +18,7 @@ from ebbdb.server import write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
+from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.registry import REGISTRY, Registry
@@ -147,6 +149,11 @@ class Dispatcher:
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
             refuse_transaction_fields(body)
+            action: Action | None = None
+            if self.services.fail_command.active:
+                action = self.services.fail_command.check(cmd.name, app_name(client.metadata))
+                if action is not None:
+                    await self._fail(action)
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
             self.services.stats.count_command(cmd.name)
@@ -166,6 +173,10 @@ class Dispatcher:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
                 await self.services.gateway.wait_durable()
+            if action is not None:
+                reply = action.finish(reply)
+        except CloseConnection:
+            raise
         except CommandError as exc:
             reply = error_reply(exc)
             _log_failure(client, name, db, body, reply)
@@ -199,6 +210,16 @@ class Dispatcher:
                 )
             )
         return reply
+
+    async def _fail(self, action: Action) -> None:
+        """What the failCommand fail point does before a command it matched runs: wait, then
+        close the connection or fail the command (or let it run, for a write concern error)."""
+        if action.block_ms:
+            await asyncio.sleep(action.block_ms / 1000)
+        if action.close_connection:
+            raise CloseConnection("closeConnection fail point")
+        if action.error_code is not None:
+            raise action.error()
 
     def _context(self, client: Client, db: str, command: str) -> CommandContext:
         """The context a handler of `command` on `db` gets for `client`, kept for its next request

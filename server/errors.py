@@ -81,6 +81,17 @@ class CommandError(Exception):
         self.extra = extra
 
 
+class CodedError(Exception):
+    """An error with any MongoDB code and its codeName (one a test asked a fail point for)."""
+
+    def __init__(self, code: int, code_name: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.code_name = code_name
+        self.message = message
+        self.extra = extra
+
+
 def _code_of(code_name: str) -> tuple[int, str]:
     """(code, codeName) for a MongoDB codeName; `LocationNNNNN` names carry their own number."""
     member = ErrorCode.__members__.get(code_name)
@@ -109,6 +120,8 @@ def _key_text(value: Any) -> str:
 def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, CommandError):
         return int(exc.code), exc.code.name, exc.message, dict(exc.extra)
+    if isinstance(exc, CodedError):
+        return exc.code, exc.code_name, exc.message, dict(exc.extra)
     if isinstance(exc, DuplicateKey):
         msg = f"{exc.message} dup key: {_key_text(exc.key_value)}"
         extra = {"keyPattern": exc.key_pattern, "keyValue": exc.key_value}

@@ -17,6 +17,7 @@ from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from ebbdb.storage.catalog import validate_collection_name
 from ebbdb.storage.query.expressions import command_variables
+from ebbdb.storage.query.javascript import refuse_javascript
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,9 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     if not run.exhausted:
         cid = ctx.cursors.open(ns, run).id
     return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+@REGISTRY.command("mapReduce", lenient=True)
+async def map_reduce(ctx: CommandContext, p: Any) -> dict[str, Any]:
+    """Refused: map-reduce runs JavaScript; the aggregation pipeline does the same work."""
+    refuse_javascript("mapReduce")

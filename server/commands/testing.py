@@ -4,15 +4,18 @@ control (run a TTL pass now; move the expiry clock). Without the flag they are C
 from __future__ import annotations
 
 import datetime
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
 
-from ebbdb.server.arguments import Kind, NoParams, arg
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, NoParams, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
+
+log = logging.getLogger("ebbdb.command")
 
 # The clock stays where BSON dates and Python datetimes can both show it.
 _MIN_MS = 0
@@ -63,3 +66,27 @@ async def ttl_clock(ctx: CommandContext, p: TtlClockParams) -> dict[str, Any]:
         clock.reset()
     clock.advance(step)
     return {"now": _as_datetime(clock.now_ms()), "offsetMillis": Int64(clock.offset_ms), "ok": 1.0}
+
+
+@dataclass(frozen=True)
+class ConfigureFailPointParams:
+    name: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    mode: Any = arg("mode", Kind.ANY, required=True)
+    data: dict[str, Any] | None = arg("data", Kind.DOC)
+
+
+@REGISTRY.command(
+    "configureFailPoint", params=ConfigureFailPointParams, admin_only=True, test_only=True
+)
+async def configure_fail_point(ctx: CommandContext, p: ConfigureFailPointParams) -> dict[str, Any]:
+    """Set the failCommand fail point: `mode` alwaysOn, off, {times: n}, {skip: n} or
+    {activationProbability: p}; `data` names the commands (failCommands) and what happens to
+    them (errorCode, closeConnection, blockConnection with blockTimeMS, writeConcernError,
+    errorLabels, appName). Replies with how many times it fired before."""
+    if p.name != "failCommand":
+        raise CommandError(
+            ErrorCode.BadValue, f"{p.name} not found (ebbdb has the failCommand fail point)"
+        )
+    count = ctx.fail_command.configure(p.mode, p.data)
+    log.info("configureFailPoint failCommand: %s", ctx.fail_command.describe())
+    return {"count": count, "ok": 1.0}

@@ -25,6 +25,7 @@ from ebbdb.storage.query.compare import (
     is_nan,
     rank,
 )
+from ebbdb.storage.query.javascript import refuse_javascript
 from ebbdb.storage.query.match_leaves import (
     bit_positions,
     bits_test,
@@ -249,6 +250,8 @@ def _parse_top_operator(
         # DBRef fields: MongoDB compares them by plain equality, whatever the value looks like.
         leaf = Compare(op, eq_test(value), "$eq", value)
         return leaf, _field_predicate(op, leaf)
+    if op == "$where":
+        refuse_javascript(op)
     if op in _UNSUPPORTED_TOP:
         raise QueryError("NotImplemented", f"{op} is not supported")
     hint = (

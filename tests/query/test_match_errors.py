@@ -129,7 +129,14 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "$expr can only be applied to the top-level document",
     ),
     # -- supported by MongoDB, not here ----------------------------------------------------------
-    ("$where", {"$where": "this.a == 1"}, "NotImplemented", "$where is not supported"),
+    (
+        "$where",
+        {"$where": "this.a == 1"},
+        "NotImplemented",
+        "$where is not supported: ebbdb does not run server-side JavaScript, which MongoDB "
+        "deprecates; use $expr with aggregation expressions instead, e.g. "
+        "{$expr: {$gt: ['$spent', '$budget']}}",
+    ),
     ("$text", {"$text": {"$search": "x"}}, "NotImplemented", "$text is not supported"),
     # $jsonSchema runs (storage/query/json_schema.py); a malformed schema is refused as MongoDB does.
     (

@@ -45,6 +45,7 @@ from ebbdb.storage.query.expressions.core import (
     show,
     type_name,
 )
+from ebbdb.storage.query.javascript import refuse_javascript
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 from ebbdb.storage.values import is_number, render, to_float
@@ -603,6 +604,8 @@ def compile_accumulator(
     if op in _TOP_BOTTOM:
         return _top_bottom(op, arg, defined)
     make = _ACCUMULATORS.get(op)
+    if op == "$accumulator":
+        refuse_javascript(op)
     if make is None:
         fail(15952, f"unknown group operator '{op}'")
     expr = compile_expression(arg, defined)

@@ -26,6 +26,7 @@ from ebbdb.storage.query.expressions.core import (
     type_name,
     var_path,
 )
+from ebbdb.storage.query.javascript import ALTERNATIVES, refuse_javascript
 from ebbdb.storage.query.paths import MISSING
 
 
@@ -188,4 +189,6 @@ UNSUPPORTED = ("$function", "$accumulator", "$meta", "$toHashedIndexKey", "$medi
 
 @operator(*UNSUPPORTED)
 def _unsupported(spec: Any, defined: frozenset[str], op: str) -> Expression:
+    if op in ALTERNATIVES:
+        refuse_javascript(op)
     fail("NotImplemented", f"{op} is not supported")

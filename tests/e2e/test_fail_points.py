@@ -1,0 +1,338 @@
+"""The failCommand fail point (enableTestCommands=1), as applications use it to test their retry and
+error handling: through pymongo, with exact codes, labels and modes, and pymongo's own retry of a
+read whose connection the fail point closed. At the end, the refusals of server-side JavaScript
+(the other way a test suite written for mongod may fail here), each naming its alternative."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pymongo import MongoClient, monitoring
+from pymongo.errors import AutoReconnect, NotPrimaryError, OperationFailure, WriteConcernError
+
+from ebbdb.server.embedded import ServerThread
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    server = ServerThread(
+        str(tmp_path_factory.mktemp("failpoints")), {"enableTestCommands": True}
+    ).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(srv: ServerThread) -> Iterator[MongoClient[dict[str, Any]]]:
+    with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as c:
+        c.fp.items.drop()
+        c.fp.items.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 2}])
+        yield c
+        c.admin.command("configureFailPoint", "failCommand", mode="off")
+
+
+def _set(client: MongoClient[dict[str, Any]], mode: Any, **data: Any) -> dict[str, Any]:
+    return client.admin.command("configureFailPoint", "failCommand", mode=mode, data=data)
+
+
+def test_error_code_fails_only_the_named_commands(client: MongoClient[dict[str, Any]]) -> None:
+    assert _set(client, "alwaysOn", failCommands=["find"], errorCode=2) == {"count": 0, "ok": 1.0}
+    with pytest.raises(OperationFailure) as err:
+        client.fp.items.find_one()
+    assert err.value.details == {
+        "ok": 0.0,
+        "errmsg": "Failing command via 'failCommand' failpoint",
+        "code": 2,
+        "codeName": "BadValue",
+    }
+    assert client.fp.items.count_documents({}) == 2  # aggregate: not named
+    with pytest.raises(OperationFailure):
+        client.fp.items.find_one()
+    reply = client.admin.command("configureFailPoint", "failCommand", mode="off")
+    assert reply == {"count": 2, "ok": 1.0}  # it fired twice
+    assert client.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [
+        (91, "ShutdownInProgress"),
+        (10107, "NotWritablePrimary"),
+        (11600, "InterruptedAtShutdown"),
+        (50, "MaxTimeMSExpired"),
+        (11000, "DuplicateKey"),
+        (4242421, "Location4242421"),
+    ],
+)
+def test_code_names_are_mongodbs(client: MongoClient[dict[str, Any]], code: int, name: str) -> None:
+    _set(client, {"times": 1}, failCommands=["insert"], errorCode=code, errorLabels=["Label1"])
+    # pymongo raises NotPrimaryError for the codes that mean "not primary" or "shutting down".
+    with pytest.raises((OperationFailure, NotPrimaryError)) as err:
+        client.fp.items.insert_one({"_id": 3})
+    details = err.value.details
+    assert details is not None
+    assert (details["code"], details["codeName"]) == (code, name)
+    assert details["errorLabels"] == ["Label1"]
+    assert err.value.has_error_label("Label1")
+    client.fp.items.insert_one({"_id": 3})  # times: 1 is spent
+    assert client.fp.items.count_documents({}) == 3
+
+
+def test_times_and_skip(client: MongoClient[dict[str, Any]]) -> None:
+    _set(client, {"times": 2}, failCommands=["count"], errorCode=96)
+    results = []
+    for _ in range(4):
+        try:
+            results.append(client.fp.command("count", "items")["n"])
+        except OperationFailure as exc:
+            results.append(exc.code)
+    assert results == [96, 96, 2, 2]
+    _set(client, {"skip": 2}, failCommands=["count"], errorCode=96)
+    results = []
+    for _ in range(4):
+        try:
+            results.append(client.fp.command("count", "items")["n"])
+        except OperationFailure as exc:
+            results.append(exc.code)
+    assert results == [2, 2, 96, 96]
+
+
+def test_activation_probability(client: MongoClient[dict[str, Any]]) -> None:
+    _set(client, {"activationProbability": 0.0}, failCommands=["ping"], errorCode=8)
+    for _ in range(20):
+        assert client.admin.command("ping") == {"ok": 1.0}
+    _set(client, {"activationProbability": 1}, failCommands=["ping"], errorCode=8)
+    with pytest.raises(OperationFailure) as err:
+        client.admin.command("ping")
+    assert (err.value.code, err.value.details["codeName"]) == (8, "UnknownError")
+    _set(client, {"activationProbability": 0.5}, failCommands=["ping"], errorCode=8)
+    outcomes = set()
+    for _ in range(200):
+        try:
+            client.admin.command("ping")
+            outcomes.add("ok")
+        except OperationFailure:
+            outcomes.add("failed")
+    assert outcomes == {"ok", "failed"}
+
+
+def test_app_name_limits_it_to_one_application(
+    srv: ServerThread, client: MongoClient[dict[str, Any]]
+) -> None:
+    _set(client, "alwaysOn", failCommands=["find"], errorCode=2, appName="checkout")
+    with MongoClient(srv.uri, appName="checkout", serverSelectionTimeoutMS=5000) as app:
+        with pytest.raises(OperationFailure):
+            app.fp.items.find_one()
+    assert client.fp.items.find_one({"_id": 2}) == {"_id": 2, "x": 2}
+
+
+def test_write_concern_error_runs_the_write_and_reports(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    wce = {"code": 91, "codeName": "ShutdownInProgress", "errmsg": "Replication is being shut down"}
+    _set(client, {"times": 1}, failCommands=["insert"], writeConcernError=wce, errorLabels=["X"])
+    with pytest.raises(WriteConcernError) as err:
+        client.fp.items.insert_one({"_id": 10})
+    assert err.value.details == {**wce, "errorLabels": ["X"]}
+    assert client.fp.items.find_one({"_id": 10}) == {"_id": 10}  # the write happened
+
+
+class _Commands(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.failures: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        self.failures.append(event.command_name)
+
+
+def test_close_connection_and_pymongo_retries_the_read(
+    srv: ServerThread, client: MongoClient[dict[str, Any]]
+) -> None:
+    listener = _Commands()
+    with MongoClient(srv.uri, event_listeners=[listener], serverSelectionTimeoutMS=5000) as app:
+        app.admin.command("ping")
+        _set(client, {"times": 1}, failCommands=["find"], closeConnection=True)
+        # The first find's connection is closed; pymongo's retryable read sends it again.
+        assert app.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
+        assert [c for c in listener.sent if c == "find"] == ["find", "find"]
+        assert listener.failures == ["find"]
+        # Without retries the application sees the network error.
+    with MongoClient(srv.uri, retryReads=False, serverSelectionTimeoutMS=5000) as app:
+        _set(client, {"times": 1}, failCommands=["find"], closeConnection=True)
+        with pytest.raises(AutoReconnect):
+            app.fp.items.find_one({"_id": 1})
+        assert app.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
+
+
+def test_block_connection_delays_only_that_command(
+    srv: ServerThread, client: MongoClient[dict[str, Any]]
+) -> None:
+    _set(client, {"times": 1}, failCommands=["find"], blockConnection=True, blockTimeMS=600)
+    pings: list[float] = []
+    done = threading.Event()
+
+    def ping() -> None:
+        with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as other:
+            other.admin.command("ping")
+            while not done.is_set():
+                start = time.monotonic()
+                other.admin.command("ping")
+                pings.append(time.monotonic() - start)
+                time.sleep(0.02)
+
+    thread = threading.Thread(target=ping)
+    thread.start()
+    start = time.monotonic()
+    assert client.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
+    took = time.monotonic() - start
+    done.set()
+    thread.join(5)
+    assert took >= 0.6
+    assert len(pings) >= 5 and max(pings) < 0.3  # other clients are not held
+
+
+def test_block_then_fail(client: MongoClient[dict[str, Any]]) -> None:
+    _set(
+        client,
+        {"times": 1},
+        failCommands=["find"],
+        blockConnection=True,
+        blockTimeMS=200,
+        errorCode=96,
+    )
+    start = time.monotonic()
+    with pytest.raises(OperationFailure) as err:
+        client.fp.items.find_one()
+    assert time.monotonic() - start >= 0.2
+    assert (err.value.code, err.value.details["codeName"]) == (96, "OperationFailed")
+
+
+def test_a_retryable_error_code_is_retried_by_pymongo(client: MongoClient[dict[str, Any]]) -> None:
+    """NetworkTimeout (89) is one of the codes pymongo retries a read on: the fail point fires
+    once, the retry finds the document."""
+    before = _set(client, {"times": 1}, failCommands=["find"], errorCode=89)["count"]
+    assert client.fp.items.find_one({"_id": 2}) == {"_id": 2, "x": 2}
+    assert _set(client, "off")["count"] == before + 1  # the count runs since the start
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"mode": "sometimes"}, 2),
+        ({"mode": {"times": -1}, "data": {"failCommands": ["find"]}}, 2),
+        ({"mode": {"times": "x"}, "data": {"failCommands": ["find"]}}, 14),
+        ({"mode": {"activationProbability": 1.5}, "data": {"failCommands": ["find"]}}, 2),
+        ({"mode": "alwaysOn", "data": {}}, 2),
+        ({"mode": "alwaysOn", "data": {"failCommands": "find"}}, 2),
+        ({"mode": "alwaysOn", "data": {"failCommands": ["find"], "errorCode": "2"}}, 14),
+        ({"mode": "alwaysOn"}, 2),
+    ],
+)
+def test_bad_configurations_are_refused(
+    client: MongoClient[dict[str, Any]], body: dict[str, Any], code: int
+) -> None:
+    with pytest.raises(OperationFailure) as err:
+        client.admin.command({"configureFailPoint": "failCommand", **body})
+    assert err.value.code == code
+    assert client.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}  # nothing was set
+
+
+def test_other_fail_points_and_other_databases_are_refused(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    with pytest.raises(OperationFailure) as err:
+        client.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode="alwaysOn")
+    assert err.value.code == 2
+    assert "maxTimeAlwaysTimeOut not found" in str(err.value)
+    with pytest.raises(OperationFailure) as err:
+        client.fp.command("configureFailPoint", "failCommand", mode="off")
+    assert err.value.code == 13
+
+
+def test_configure_fail_point_needs_test_commands(
+    start_server: Any,
+) -> None:
+    srv = start_server()
+    with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as c:
+        with pytest.raises(OperationFailure) as err:
+            c.admin.command("configureFailPoint", "failCommand", mode="off")
+        assert err.value.code == 59
+
+
+@pytest.mark.parametrize(
+    ("run", "feature", "instead"),
+    [
+        (lambda db: db.items.find_one({"$where": "this.x > 1"}), "$where", "use $expr"),
+        (
+            lambda db: list(
+                db.items.aggregate(
+                    [{"$set": {"y": {"$function": {"body": "1", "args": [], "lang": "js"}}}}]
+                )
+            ),
+            "$function",
+            "use aggregation expressions instead",
+        ),
+        (
+            lambda db: db.items.find_one(
+                {"$expr": {"$function": {"body": "1", "args": [], "lang": "js"}}}
+            ),
+            "$function",
+            "use aggregation expressions instead",
+        ),
+        (
+            lambda db: list(
+                db.items.aggregate(
+                    [
+                        {
+                            "$group": {
+                                "_id": None,
+                                "t": {
+                                    "$accumulator": {
+                                        "init": "function() {}",
+                                        "accumulate": "function() {}",
+                                        "accumulateArgs": [],
+                                        "merge": "function() {}",
+                                        "lang": "js",
+                                    }
+                                },
+                            }
+                        }
+                    ]
+                )
+            ),
+            "$accumulator",
+            "use $group's accumulators instead",
+        ),
+        (
+            lambda db: db.command(
+                "mapReduce", "items", map="function() {}", reduce="function() {}", out={"inline": 1}
+            ),
+            "mapReduce",
+            "use an aggregation pipeline instead",
+        ),
+    ],
+    ids=["$where", "$function", "$function in $expr", "$accumulator", "mapReduce"],
+)
+def test_server_side_javascript_is_refused_naming_the_alternative(
+    client: MongoClient[dict[str, Any]], run: Any, feature: str, instead: str
+) -> None:
+    with pytest.raises(OperationFailure) as err:
+        run(client.fp)
+    assert (err.value.code, err.value.details["codeName"]) == (238, "NotImplemented")
+    message = err.value.details["errmsg"]
+    assert message.startswith(
+        f"{feature} is not supported: ebbdb does not run server-side JavaScript, which MongoDB "
+        "deprecates; "
+    )
+    assert instead in message
