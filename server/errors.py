@@ -21,6 +21,7 @@ class ErrorCode(enum.IntEnum):
 
     InternalError = 1
     BadValue = 2
+    GraphContainsCycle = 5
     NoSuchKey = 4
     FailedToParse = 9
     Unauthorized = 13
@@ -52,6 +53,9 @@ class ErrorCode(enum.IntEnum):
     NotExactValueField = 111
     CursorInUse = 143
     ExceededMemoryLimit = 146
+    ViewDepthLimitExceeded = 165
+    CommandNotSupportedOnView = 166
+    OptionNotSupportedOnView = 167
     InvalidPipelineOperator = 168
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197

@@ -7,10 +7,12 @@ from typing import Any
 
 from bson import Int64
 
+from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
+from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import to_decimal
@@ -75,11 +77,10 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     """The collections of a database, as a cursor (filterable by name and other fields)."""
     validate_db_name(ctx.db)
     match = compile_filter(p.filter)
-    batch = [
-        e
-        for e in (_collection_entry(c, p.name_only) for c in ctx.gateway.engine.collections(ctx.db))
-        if match(e)
-    ]
+    engine = ctx.gateway.engine
+    entries = [_collection_entry(c, p.name_only) for c in engine.collections(ctx.db)]
+    entries += views.list_entries(engine, ctx.db, p.name_only)
+    batch = [e for e in sorted(entries, key=lambda e: str(e["name"])) if match(e)]
     return {
         "cursor": {"id": Int64(0), "ns": f"{ctx.db}.$cmd.listCollections", "firstBatch": batch},
         "ok": 1.0,
@@ -110,8 +111,8 @@ class CreateParams:
     validator: Any = arg("validator", Kind.ANY, check=_NOT_YET)
     validation_level: Any = arg("validationLevel", Kind.ANY, check=_NOT_YET)
     validation_action: Any = arg("validationAction", Kind.ANY, check=_NOT_YET)
-    view_on: Any = arg("viewOn", Kind.ANY, check=_NOT_YET)
-    pipeline: Any = arg("pipeline", Kind.ANY, check=_NOT_YET)
+    view_on: str | None = arg("viewOn", Kind.STRING)
+    pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
     clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
     change_stream_images: Any = arg("changeStreamPreAndPostImages", Kind.ANY, check=_NOT_YET)
@@ -121,8 +122,14 @@ class CreateParams:
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection (NamespaceExists if it is there already)."""
+    """Create an empty collection or a view (NamespaceExists if either is there already)."""
     options = dict(p.options or {})
+    if p.view_on is not None or p.pipeline is not None:
+        return await views.create_view(ctx, p.collection, p.view_on, p.pipeline, options)
+    if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+        raise CommandError(
+            ErrorCode.NamespaceExists, f"Collection {ctx.ns(p.collection)} already exists."
+        )
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
 
@@ -138,6 +145,12 @@ async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     info = ctx.collection(p.collection)
     if info is None:
+        engine = ctx.gateway.engine
+        view = storage_views.lookup(engine, ctx.db, p.collection)
+        if view is not None and await ctx.gateway.write_stamped(
+            storage_views.drop_view, engine, ctx.db, p.collection
+        ):
+            return {"ns": ctx.ns(p.collection), "ok": 1.0}  # a view: no indexes to count
         return {"ok": 1.0}
     await ctx.gateway.write(ctx.gateway.engine.drop_collection, ctx.db, p.collection)
     return {"nIndexesWas": len(info.indexes), "ns": info.ns, "ok": 1.0}
@@ -179,8 +192,8 @@ class CollModParams:
     validator: Any = arg("validator", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     validation_level: Any = arg("validationLevel", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     validation_action: Any = arg("validationAction", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    view_on: Any = arg("viewOn", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    pipeline: Any = arg("pipeline", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    view_on: str | None = arg("viewOn", Kind.STRING)
+    pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     change_stream_images: Any = arg(
         "changeStreamPreAndPostImages", Kind.ANY, check=_COLLMOD_UNSUPPORTED
     )
@@ -205,9 +218,12 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     hidden, by name or key pattern."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
+        if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+            return await views.modify_view(ctx, p.collection, p.view_on, p.pipeline, p.index)
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
+    views.refuse_view_options(p.view_on, p.pipeline)
     index = p.index
     if index is None:
         return {"ok": 1.0}
