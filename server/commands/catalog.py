@@ -215,7 +215,7 @@ def _index_ttl(value: Any) -> int:
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
-    hidden, by name or key pattern."""
+    hidden, by name or key pattern; or a view's viewOn and pipeline."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:

@@ -5,6 +5,8 @@ commands a view refuses with MongoDB 7's codes, and expired documents hidden thr
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,8 @@ from bson import Int64
 from pymongo import DeleteMany, DeleteOne
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
+
+from tests.e2e.node_tools import run_mongosh
 
 Doc = dict[str, Any]
 
@@ -406,3 +410,43 @@ def test_expired_documents_stay_hidden_through_a_view(
     ebbdb_clock.run_ttl_pass()
     assert mongo_db.sessions.count_documents({}) == 1
     assert [d["user"] for d in mongo_db.users.find()] == ["c"]
+
+
+VIEW_SCRIPT = """
+const shop = db.getSiblingDB('viewshop');
+shop.orders.insertMany([{ _id: 1, qty: 5 }, { _id: 2, qty: 0 }, { _id: 3, qty: 9 }]);
+const out = {};
+out.created = shop.createView('big', 'orders', [{ $match: { qty: { $gt: 1 } } }]);
+out.found = shop.big.find({}, { qty: 1 }).sort({ qty: -1 }).toArray();
+out.count = shop.big.countDocuments();
+out.infos = shop.getCollectionInfos({ type: 'view' });
+try {
+  shop.big.insertOne({ _id: 4 });
+} catch (e) {
+  out.insert = { code: e.code, message: e.message };
+}
+out.dropped = shop.big.drop();
+out.names = shop.getCollectionNames();
+shop.dropDatabase();
+print(EJSON.stringify(out, { relaxed: true }));
+"""
+
+
+def test_mongosh_create_view(uri: str, tmp_path: Path) -> None:
+    out = json.loads(run_mongosh(uri, VIEW_SCRIPT, tmp_path)[-1])
+    assert out == {
+        "created": {"ok": 1},
+        "found": [{"_id": 3, "qty": 9}, {"_id": 1, "qty": 5}],
+        "count": 2,
+        "infos": [
+            {
+                "name": "big",
+                "type": "view",
+                "options": {"viewOn": "orders", "pipeline": [{"$match": {"qty": {"$gt": 1}}}]},
+                "info": {"readOnly": True},
+            }
+        ],
+        "insert": {"code": 166, "message": "Namespace viewshop.big is a view, not a collection"},
+        "dropped": True,
+        "names": ["orders", "system.views"],
+    }
