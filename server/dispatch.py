@@ -14,7 +14,7 @@ from typing import Any
 import bson
 
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply
-from ebbdb.server import write_concern
+from ebbdb.server import views, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
@@ -154,14 +154,19 @@ class Dispatcher:
                 action = self.services.fail_command.check(cmd.name, app_name(client.metadata))
                 if action is not None:
                     await self._fail(action)
-            params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
+            refused = views.guard(self.services.gateway.engine, cmd.name, db, body)
+            params: Any = None
+            if refused is None:
+                params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
             self.services.stats.count_command(cmd.name)
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
             try:
-                if cmd.name == "hello" and client.metadata is None:
+                if refused is not None:
+                    reply = refused  # a write command on a view: its write errors
+                elif cmd.name == "hello" and client.metadata is None:
                     reply = await cmd.handler(ctx, params)
                     if client.metadata is not None:
                         _log_client_metadata(client)

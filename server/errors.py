@@ -22,6 +22,7 @@ class ErrorCode(enum.IntEnum):
 
     InternalError = 1
     BadValue = 2
+    GraphContainsCycle = 5
     NoSuchKey = 4
     FailedToParse = 9
     Unauthorized = 13
@@ -54,6 +55,9 @@ class ErrorCode(enum.IntEnum):
     DocumentValidationFailure = 121
     CursorInUse = 143
     ExceededMemoryLimit = 146
+    ViewDepthLimitExceeded = 165
+    CommandNotSupportedOnView = 166
+    OptionNotSupportedOnView = 167
     InvalidPipelineOperator = 168
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197

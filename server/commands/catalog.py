@@ -7,6 +7,7 @@ from typing import Any
 
 from bson import Int64
 
+from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from ebbdb.server.commands.schema_options import (
     ChangeStreamImages,
@@ -17,6 +18,7 @@ from ebbdb.server.commands.schema_options import (
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
+from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import to_decimal
@@ -81,11 +83,10 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     """The collections of a database, as a cursor (filterable by name and other fields)."""
     validate_db_name(ctx.db)
     match = compile_filter(p.filter)
-    batch = [
-        e
-        for e in (_collection_entry(c, p.name_only) for c in ctx.gateway.engine.collections(ctx.db))
-        if match(e)
-    ]
+    engine = ctx.gateway.engine
+    entries = [_collection_entry(c, p.name_only) for c in engine.collections(ctx.db)]
+    entries += views.list_entries(engine, ctx.db, p.name_only)
+    batch = [e for e in sorted(entries, key=lambda e: str(e["name"])) if match(e)]
     return {
         "cursor": {"id": Int64(0), "ns": f"{ctx.db}.$cmd.listCollections", "firstBatch": batch},
         "ok": 1.0,
@@ -118,8 +119,8 @@ class CreateParams:
     validation_action: str | None = arg(
         "validationAction", Kind.STRING, check=action_check("create")
     )
-    view_on: Any = arg("viewOn", Kind.ANY, check=_NOT_YET)
-    pipeline: Any = arg("pipeline", Kind.ANY, check=_NOT_YET)
+    view_on: str | None = arg("viewOn", Kind.STRING)
+    pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
     clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
     change_stream_images: ChangeStreamImages | None = arg(
@@ -131,11 +132,22 @@ class CreateParams:
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection (NamespaceExists if it is there already)."""
+    """Create an empty collection or a view (NamespaceExists if either is there already)."""
     options = dict(p.options or {})
     rules = schema_options(
         p.validator, p.validation_level, p.validation_action, p.change_stream_images
     )
+    if p.view_on is not None or p.pipeline is not None:
+        given = [k for k, v in rules.items() if v is not None]
+        if given:
+            raise CommandError(
+                ErrorCode.InvalidOptions, f"option not supported on a view: {given[0]}"
+            )
+        return await views.create_view(ctx, p.collection, p.view_on, p.pipeline, options)
+    if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+        raise CommandError(
+            ErrorCode.NamespaceExists, f"Collection {ctx.ns(p.collection)} already exists."
+        )
     options.update((k, v) for k, v in rules.items() if v is not None)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
@@ -152,6 +164,12 @@ async def drop(ctx: CommandContext, p: DropParams) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     info = ctx.collection(p.collection)
     if info is None:
+        engine = ctx.gateway.engine
+        view = storage_views.lookup(engine, ctx.db, p.collection)
+        if view is not None and await ctx.gateway.write_stamped(
+            storage_views.drop_view, engine, ctx.db, p.collection
+        ):
+            return {"ns": ctx.ns(p.collection), "ok": 1.0}  # a view: no indexes to count
         return {"ok": 1.0}
     await ctx.gateway.write(ctx.gateway.engine.drop_collection, ctx.db, p.collection)
     return {"nIndexesWas": len(info.indexes), "ns": info.ns, "ok": 1.0}
@@ -195,8 +213,8 @@ class CollModParams:
     validation_action: str | None = arg(
         "validationAction", Kind.STRING, check=action_check("collMod")
     )
-    view_on: Any = arg("viewOn", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    pipeline: Any = arg("pipeline", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    view_on: str | None = arg("viewOn", Kind.STRING)
+    pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     change_stream_images: ChangeStreamImages | None = arg(
         "changeStreamPreAndPostImages", Kind.DOC, of=ChangeStreamImages
     )
@@ -218,13 +236,16 @@ def _index_ttl(value: Any) -> int:
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
-    hidden, by name or key pattern; and the collection's validation rules and change stream
-    images."""
+    hidden, by name or key pattern; the collection's validation rules and change stream images;
+    or a view's viewOn and pipeline."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
+        if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+            return await views.modify_view(ctx, p.collection, p.view_on, p.pipeline, p.index)
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
+    views.refuse_view_options(p.view_on, p.pipeline)
     rules = schema_options(
         p.validator, p.validation_level, p.validation_action, p.change_stream_images
     )

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import bson
 from bson import Int64
 
+from ebbdb.server import views
 from ebbdb.server.arguments import (
     COMMAND_VALUE,
     TERSE_MISMATCH,
@@ -20,6 +22,7 @@ from ebbdb.server.arguments import (
     arg,
     extract,
 )
+from ebbdb.server.commands.aggregate import AggregateParams, aggregate
 from ebbdb.server.commands.replies import cursor_reply
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
@@ -27,6 +30,7 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import MONGODB_VERSION
 from ebbdb.storage import keys
+from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
@@ -97,6 +101,8 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     q = prepare_find(ctx, p)
     ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
     if coll is None:
+        if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+            return await _find_on_view(ctx, p, limit)
         return cursor_reply(ns, 0, "firstBatch", [])
     run = ctx.client.op_run = QueryRun(coll, spec)  # the profiler reads its plan and counts
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
@@ -107,6 +113,17 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     if not run.exhausted and not single_batch:
         cid = ctx.cursors.open(ns, run, p.no_cursor_timeout).id
     return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+async def _find_on_view(ctx: CommandContext, p: FindParams, limit: int) -> dict[str, Any]:
+    """A find on a view is an aggregation on it (MongoDB's conversion; the dispatcher has refused
+    the options an aggregation cannot express)."""
+    stages = views.find_stages(p.filter, p.sort, p.skip, limit, p.projection)
+    cursor = {} if p.batch_size is None else {"batchSize": p.batch_size}
+    params = AggregateParams(
+        p.collection, stages, cursor, collation=p.collation, hint=p.hint, let=p.let
+    )
+    return await aggregate(ctx, params)
 
 
 @dataclass(frozen=True)
@@ -210,10 +227,23 @@ async def count(ctx: CommandContext, p: CountParams) -> dict[str, Any]:
     """Count the documents matching a query (with skip and limit)."""
     coll, spec = _count_spec(ctx, p)
     if coll is None:
+        if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+            return {"n": await _count_on_view(ctx, p), "ok": 1.0}
         return {"n": 0, "ok": 1.0}
     if not spec.filter and not spec.skip and not spec.limit and p.hint is None:
         return {"n": count_documents(ctx.gateway.engine, coll, ctx.now()), "ok": 1.0}
     return {"n": await _count(ctx, QueryRun(coll, spec)), "ok": 1.0}
+
+
+async def _count_on_view(ctx: CommandContext, p: CountParams) -> int:
+    """A count on a view: its matching documents after skip, up to the limit, counted by a
+    $count after the view's pipeline (MongoDB's conversion)."""
+    stages = views.find_stages(p.query, None, p.skip, abs(p.limit), None)
+    stages.append({"$count": "count"})
+    async for chunk in views.aggregate_chunks(ctx, p.collection, stages):
+        for raw in chunk:
+            return int(bson.decode(raw, CODEC)["count"])
+    return 0
 
 
 @dataclass(frozen=True)
@@ -238,9 +268,13 @@ def _distinct_spec(
 async def _distinct_values(
     ctx: CommandContext, coll: CollectionInfo, run: QueryRun, key: str
 ) -> list[Any]:
+    return await _distinct_of(each_chunk(ctx.gateway.engine, run, ctx.now()), key)
+
+
+async def _distinct_of(chunks: AsyncIterator[list[bytes]], key: str) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
-    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+    async for chunk in chunks:
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
             for v in leaves(doc, parts):
@@ -257,6 +291,11 @@ async def distinct(ctx: CommandContext, p: DistinctParams) -> dict[str, Any]:
     """The distinct values of a field (array values unwound) among matching documents."""
     coll, spec = _distinct_spec(ctx, p)
     if coll is None:
+        if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
+            # A view: the values among its documents that match (mongod answers `ok` as an int).
+            stages = views.find_stages(p.query, None, 0, 0, None)
+            chunks = views.aggregate_chunks(ctx, p.collection, stages)
+            return {"values": await _distinct_of(chunks, p.key), "ok": 1}
         return {"values": [], "ok": 1.0}
     values = await _distinct_values(ctx, coll, QueryRun(coll, spec), p.key)
     return {"values": values, "ok": 1.0}
@@ -337,6 +376,9 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CommandNotFound, f"Explain failed: command '{name}' cannot be explained"
         )
+    target = inner.get(name)
+    if coll is None and storage_views.lookup(ctx.gateway.engine, ctx.db, str(target)):
+        raise CommandError(ErrorCode.NotImplemented, "explain of a read on a view is not supported")
     run = QueryRun(coll, spec) if coll is not None else None
     planner: dict[str, Any] = {
         "namespace": ns,

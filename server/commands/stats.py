@@ -16,6 +16,7 @@ from ebbdb.server.arguments import COMMAND_VALUE, REST, Check, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import ErrorCode
 from ebbdb.server.registry import REGISTRY
+from ebbdb.storage import views
 from ebbdb.storage.aggregate.diagnostics import storage_stats_scale
 from ebbdb.storage.catalog import validate_collection_name, validate_db_name
 from ebbdb.storage.sizes import missing_storage_stats, storage_stats
@@ -70,7 +71,7 @@ async def db_stats(ctx: CommandContext, p: DbStatsParams) -> dict[str, Any]:
     reply: dict[str, Any] = {
         "db": ctx.db,
         "collections": Int64(len(colls)),
-        "views": Int64(0),
+        "views": Int64(len(views.views(ctx.gateway.engine, ctx.db))),
         "objects": Int64(objects),
         "avgObjSize": data / objects if objects else 0.0,
         "dataSize": data / scale,

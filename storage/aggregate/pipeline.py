@@ -147,7 +147,6 @@ def run_stages(
     """Chain the stages over their input: nothing for a pipeline that starts with a stage that
     makes its own ($documents, $collStats, $indexStats), else a read of `collection` with what the
     leading stages push down."""
-    ctx = Context(source, variables, collection)
     docs: Iterator[Doc]
     if stages and stages[0].makes_input:
         docs = iter(())
@@ -156,8 +155,14 @@ def run_stages(
             "FailedToParse", "a pipeline without a collection must start with $documents"
         )
     else:
+        view = source.view(collection)
+        if view is not None:
+            # A view (read first, or joined): its pipeline in front, over what it reads.
+            collection = view[0]
+            stages = parse_stages(view[1], frozenset(), None).stages + stages
         read, stages = plan_read(stages, variables)
         docs = iter(()) if read.empty else source.documents(collection, read)
+    ctx = Context(source, variables, collection)
     for stage in stages:
         docs = stage.run(docs, ctx)
     return docs

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import socket
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 import bson
 from bson import Int64
 
+from ebbdb.storage import views
 from ebbdb.storage.aggregate.reshaping import not_a_document
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -91,6 +92,12 @@ class EngineSource:
         # Parsed here, not in the generator, so a bad filter fails when the read is set up.
         spec = QuerySpec.parse(read.filter, None, read.sort, read.skip, read.limit)
         return self._read(collection, spec)
+
+    def view(self, collection: str) -> tuple[str, list[Mapping[str, Any]]] | None:
+        resolved = views.resolve(self.engine, self.db, collection)
+        if resolved is None:
+            return None
+        return resolved.collection, list(resolved.pipeline)
 
     def _read(self, collection: str, spec: QuerySpec) -> Iterator[Doc]:
         coll = self.engine.collection(self.db, collection)

@@ -54,6 +54,11 @@ class Source(Protocol):
 
     def documents(self, collection: str, read: Read) -> Iterator[Doc]: ...
 
+    def view(self, collection: str) -> tuple[str, list[Mapping[str, Any]]] | None:
+        """If `collection` is a view: the collection it reads and the stages in front of every
+        read of it (None: not a view). Raises QueryError for a chain of views too deep."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:

@@ -1,0 +1,279 @@
+"""Views as the server sees them: what a command naming a view is refused (MongoDB's codes and
+words), and how find, count and distinct read one: as an aggregation over the view, MongoDB's own
+conversion, so the view's pipeline runs in front of the command's filter, sort, skip, limit and
+projection. Definitions, checks and resolution are storage/views.py's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from bson import Int64
+
+from ebbdb.server.context import CommandContext
+from ebbdb.server.cursors import PipelineRun
+from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.latency import Facts
+from ebbdb.storage import views
+from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from ebbdb.storage.engine import Engine
+from ebbdb.storage.errors import QueryError
+from ebbdb.storage.query.expressions import command_variables
+
+#: Write commands: their statements' field and the counts of their reply.
+_WRITES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "insert": ("documents", ("n",)),
+    "update": ("updates", ("n", "nModified")),
+    "delete": ("deletes", ("n",)),
+}
+#: Commands that need a collection and answer a view with "is a view, not a collection".
+_COLLECTION_ONLY = frozenset(
+    {"findAndModify", "createIndexes", "listIndexes", "dropIndexes", "collStats"}
+)
+#: Reads that run on a view as an aggregation (a collation other than the view's is refused).
+_READS = frozenset({"find", "aggregate", "count", "distinct"})
+#: find options an aggregation cannot express, in the order MongoDB checks them (its
+#: query_request_helper::asAggregationCommand): InvalidPipelineOperator.
+_FIND_REFUSED = ("min", "max", "returnKey", "showRecordId")
+_FIND_REFUSED_FLAGS = ("noCursorTimeout", "allowPartialResults")
+_GUARDED = _READS | _COLLECTION_ONLY | set(_WRITES) | {"validate", "renameCollection"}
+
+
+def not_a_collection(ns: str) -> CommandError:
+    return CommandError(
+        ErrorCode.CommandNotSupportedOnView, f"Namespace {ns} is a view, not a collection"
+    )
+
+
+def guard(engine: Engine, command: str, db: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Run before a command's arguments are extracted: raise MongoDB's error for a command a
+    view refuses (CommandNotSupportedOnView; for find, InvalidPipelineOperator for an option an
+    aggregation cannot express, and OptionNotSupportedOnView for another collation), or return
+    the reply of a write command on a view (one write error per statement, the first alone when
+    ordered). None: nothing to say, run the command."""
+    if command not in _GUARDED:
+        return None
+    target = next(iter(body.values()), None)
+    if command == "renameCollection":
+        _guard_rename(engine, target, body.get("to"))
+        return None
+    if not isinstance(target, str):
+        return None
+    view = views.lookup(engine, db, target)
+    if view is None:
+        return None
+    if command in _WRITES:
+        return _refused_writes(command, view.ns, body)
+    if command in _COLLECTION_ONLY:
+        raise not_a_collection(view.ns)
+    if command == "validate":
+        raise CommandError(ErrorCode.CommandNotSupportedOnView, "Cannot validate a view")
+    if command == "find":
+        _guard_find(body)
+    _guard_collation(view, body.get("collation"))
+    return None
+
+
+def _refused_writes(command: str, ns: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    field, counts = _WRITES[command]
+    statements = body.get(field)
+    if not isinstance(statements, list) or not statements:
+        return None  # the extractor says what is wrong with them
+    ordered = body.get("ordered", True) is not False
+    refused = not_a_collection(ns)
+    reply: dict[str, Any] = dict.fromkeys(counts, 0)
+    reply["writeErrors"] = [
+        write_error(i, refused) for i in range(1 if ordered else len(statements))
+    ]
+    reply["ok"] = 1.0
+    return reply
+
+
+def _guard_find(body: Mapping[str, Any]) -> None:
+    def refused(message: str) -> CommandError:
+        return CommandError(ErrorCode.InvalidPipelineOperator, message)
+
+    for name in _FIND_REFUSED[:2]:
+        value = body.get(name)
+        if isinstance(value, Mapping) and value:
+            raise refused(f"Option {name} not supported in aggregation.")
+    for name in _FIND_REFUSED[2:]:
+        if body.get(name) is True:
+            raise refused(f"Option {name} not supported in aggregation.")
+    if body.get("tailable") is True:
+        raise refused("Tailable cursors are not supported in aggregation.")
+    for name in _FIND_REFUSED_FLAGS:
+        if body.get(name) is True:
+            raise refused(f"Option {name} not supported in aggregation.")
+    sort = body.get("sort")
+    if isinstance(sort, Mapping) and "$natural" in sort:
+        raise refused("Sort option $natural not supported in aggregation.")
+    # An aggregation has no singleBatch, but find_one's (limit 1) is let through.
+    if body.get("singleBatch") is True and body.get("limit") != 1:
+        raise refused("Option singleBatch not supported in aggregation.")
+
+
+def _simple(collation: Any) -> bool:
+    return isinstance(collation, Mapping) and (
+        not collation or (len(collation) == 1 and collation.get("locale") == "simple")
+    )
+
+
+def _guard_collation(view: views.View, collation: Any) -> None:
+    """A read on a view uses the view's collation; naming another is refused."""
+    if collation is None:
+        return
+    same = _simple(collation) if view.collation is None else dict(collation) == view.collation
+    if not same:
+        raise CommandError(
+            ErrorCode.OptionNotSupportedOnView, "Cannot override a view's default collation"
+        )
+
+
+def _guard_rename(engine: Engine, source: Any, to: Any) -> None:
+    for ns, is_source in ((source, True), (to, False)):
+        if not isinstance(ns, str) or "." not in ns:
+            continue
+        db, _, name = ns.partition(".")
+        if views.lookup(engine, db, name) is None:
+            continue
+        if is_source:
+            raise CommandError(ErrorCode.CommandNotSupportedOnView, f"cannot rename view: {ns}")
+        raise CommandError(ErrorCode.NamespaceExists, f"a view already exists with that name: {ns}")
+
+
+# -- reading a view ------------------------------------------------------------------------------
+
+
+def find_stages(
+    filter: Mapping[str, Any] | None,
+    sort: Mapping[str, Any] | None,
+    skip: int,
+    limit: int,
+    projection: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """A find's filter, sort, skip, limit and projection as the stages after a view's pipeline,
+    in MongoDB's order."""
+    stages: list[dict[str, Any]] = []
+    if filter:
+        stages.append({"$match": dict(filter)})
+    if sort:
+        stages.append({"$sort": dict(sort)})
+    if skip:
+        stages.append({"$skip": Int64(skip)})
+    if limit:
+        stages.append({"$limit": Int64(limit)})
+    if projection:
+        stages.append({"$project": dict(projection)})
+    return stages
+
+
+async def aggregate_chunks(
+    ctx: CommandContext, collection: str, stages: list[Any], let: dict[str, Any] | None = None
+) -> AsyncIterator[list[bytes]]:
+    """Every result of an aggregation on `collection` (a view, for count and distinct), batch by
+    batch, pulled on a reader thread; documents expired at each batch's time are left out."""
+    now = ctx.now()
+    source = EngineSource(ctx.gateway.engine, ctx.db, now, Facts(ctx.listener, ctx.stats.latency))
+
+    def set_now(now_ms: int) -> None:
+        source.now_ms = now_ms
+
+    pipeline = parse_pipeline(stages, defined=frozenset(let or {}))
+    results = run_pipeline(pipeline, source, collection, command_variables(let, now))
+    run = PipelineRun(iter(results), set_now, ctx.gateway.read)
+    while not run.exhausted:
+        yield await run.fill(None, ctx.now())
+
+
+# -- defining views ------------------------------------------------------------------------------
+
+
+def _check_pipeline(ns: str, pipeline: list[Any]) -> None:
+    views.check_pipeline(ns, pipeline)
+    try:
+        parse_pipeline(pipeline)
+    except QueryError as exc:
+        if exc.code_name in ("NotImplemented", "Location40324", "TypeMismatch"):
+            raise
+        # As MongoDB: a stage that is known but malformed is reported in the view's name.
+        raise QueryError(
+            exc.code_name, f"Invalid pipeline for view {ns} :: caused by :: {exc.message}"
+        ) from None
+
+
+def _check_view_on(view_on: str) -> None:
+    if not view_on:
+        raise CommandError(ErrorCode.BadValue, "'viewOn' cannot be empty")
+
+
+def check_collation(collation: Any) -> Mapping[str, Any] | None:
+    """The collation a view is stored with: none for the simple one. Only the simple collation
+    exists in ebbdb so far: any other is refused (NotImplemented)."""
+    if collation is None or _simple(collation):
+        return None
+    raise CommandError(
+        ErrorCode.NotImplemented, "a view's collation other than the simple one is not supported"
+    )
+
+
+async def create_view(
+    ctx: CommandContext,
+    name: str,
+    view_on: str | None,
+    pipeline: list[Any] | None,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """create with `viewOn`: check the definition and store it in `system.views`."""
+    if view_on is None:
+        raise CommandError(
+            ErrorCode.InvalidOptions, "'pipeline' requires 'viewOn' to also be specified"
+        )
+    if "idIndex" in options:
+        raise CommandError(
+            ErrorCode.InvalidOptions, "'viewOn' and 'idIndex' cannot both be specified"
+        )
+    _check_view_on(view_on)
+    stages = list(pipeline or [])
+    ns = ctx.ns(name)
+    _check_pipeline(ns, stages)
+    collation = check_collation(options.get("collation"))
+    view = views.View(ctx.db, name, view_on, tuple(stages), collation)
+    await ctx.gateway.write_stamped(views.create_view, ctx.gateway.engine, view)
+    return {"ok": 1.0}
+
+
+async def modify_view(
+    ctx: CommandContext, name: str, view_on: str | None, pipeline: list[Any] | None, index: Any
+) -> dict[str, Any]:
+    """collMod of a view: a new `viewOn` and/or `pipeline` (nothing else may be changed)."""
+    if index is not None:
+        raise CommandError(ErrorCode.InvalidOptions, "option not supported on a view: index")
+    if view_on is not None:
+        _check_view_on(view_on)
+    if pipeline is not None:
+        _check_pipeline(ctx.ns(name), pipeline)
+    if view_on is not None or pipeline is not None:
+        await ctx.gateway.write_stamped(
+            views.modify_view, ctx.gateway.engine, ctx.db, name, view_on, pipeline
+        )
+    return {"ok": 1.0}
+
+
+def refuse_view_options(view_on: str | None, pipeline: list[Any] | None) -> None:
+    """collMod of a collection: the options only a view has are refused."""
+    for option, value in (("pipeline", pipeline), ("viewOn", view_on)):
+        if value is not None:
+            raise CommandError(
+                ErrorCode.InvalidOptions, f"option only supported on a view: {option}"
+            )
+
+
+def list_entries(engine: Engine, db: str, name_only: bool) -> list[dict[str, Any]]:
+    """The listCollections entries of the database's views."""
+    if name_only:
+        return [{"name": v.name, "type": "view"} for v in views.views(engine, db)]
+    return [
+        {"name": v.name, "type": "view", "options": v.options(), "info": {"readOnly": True}}
+        for v in views.views(engine, db)
+    ]
