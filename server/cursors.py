@@ -83,12 +83,21 @@ class PipelineRun:
         return out
 
 
+@dataclass(frozen=True)
+class Tailing:
+    """A tailable cursor (on a capped collection, server/tailable.py): it stays open past its
+    last document, and with `await_data` a getMore waits a while for new ones."""
+
+    await_data: bool
+
+
 @dataclass
 class Cursor:
     id: int
     ns: str
     run: QueryRun | PipelineRun
     no_timeout: bool = False
+    tail: Tailing | None = None
     last_used: float = field(default_factory=time.monotonic)
     #: A getMore is producing a batch (a second one at the same time is refused).
     in_use: bool = False
@@ -103,12 +112,18 @@ class CursorManager:
     def __len__(self) -> int:
         return len(self._cursors)
 
-    def open(self, ns: str, run: QueryRun | PipelineRun, no_timeout: bool = False) -> Cursor:
+    def open(
+        self,
+        ns: str,
+        run: QueryRun | PipelineRun,
+        no_timeout: bool = False,
+        tail: Tailing | None = None,
+    ) -> Cursor:
         while True:
             cid = secrets.randbits(63)
             if cid and cid not in self._cursors:
                 break
-        cursor = Cursor(cid, ns, run, no_timeout)
+        cursor = Cursor(cid, ns, run, no_timeout, tail=tail)
         self._cursors[cid] = cursor
         return cursor
 

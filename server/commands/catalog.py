@@ -8,6 +8,7 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.commands import capped
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
@@ -104,9 +105,9 @@ _NOT_YET = Unsupported("create option '{field}' is not supported yet", accept=(F
 class CreateParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     options: dict[str, Any] | None = arg(REST, Kind.ANY, only=_CREATE_OPTIONS)
-    capped: Any = arg("capped", Kind.ANY, check=_NOT_YET)
-    size: Any = arg("size", Kind.ANY, check=_NOT_YET)
-    max: Any = arg("max", Kind.ANY, check=_NOT_YET)
+    capped: bool | None = arg("capped", Kind.BOOL, nullable=True)
+    size: Any = arg("size", Kind.NUMBER, nullable=True)
+    max: Any = arg("max", Kind.NUMBER, nullable=True)
     validator: Any = arg("validator", Kind.ANY, check=_NOT_YET)
     validation_level: Any = arg("validationLevel", Kind.ANY, check=_NOT_YET)
     validation_action: Any = arg("validationAction", Kind.ANY, check=_NOT_YET)
@@ -121,8 +122,9 @@ class CreateParams:
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection (NamespaceExists if it is there already)."""
-    options = dict(p.options or {})
+    """Create an empty collection, capped with `capped`/`size`/`max` (NamespaceExists if it is
+    there already)."""
+    options = capped.create_options(p.capped, p.size, p.max, dict(p.options or {}))
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
 
@@ -186,8 +188,8 @@ class CollModParams:
     )
     expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    capped_size: Any = arg("cappedSize", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    capped_max: Any = arg("cappedMax", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    capped_size: Any = arg("cappedSize", Kind.NUMBER, nullable=True)
+    capped_max: Any = arg("cappedMax", Kind.NUMBER, nullable=True)
     record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     dry_run: Any = arg("dryRun", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
 
@@ -202,13 +204,14 @@ def _index_ttl(value: Any) -> int:
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
-    hidden, by name or key pattern."""
+    hidden, by name or key pattern; and a capped collection's cappedSize and cappedMax."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
     index = p.index
+    await capped.coll_mod_limits(ctx, p.collection, p.capped_size, p.capped_max)
     if index is None:
         return {"ok": 1.0}
     key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden
