@@ -103,6 +103,8 @@ class Cursor:
     in_use: bool = False
     #: Closed by killCursors (or the reaper) while a getMore was producing a batch.
     killed: bool = False
+    #: What an awaitData getMore waits on (server/tailable.py); closing the cursor resolves it.
+    waiting: asyncio.Future[None] | None = None
 
 
 class CursorManager:
@@ -139,6 +141,8 @@ class CursorManager:
         if cursor is None:
             return False
         cursor.killed = True
+        if cursor.waiting is not None and not cursor.waiting.done():
+            cursor.waiting.set_result(None)
         return True
 
     def reap(self, idle_seconds: float, now: float | None = None) -> int:

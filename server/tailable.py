@@ -119,9 +119,12 @@ async def tail_batch(
             left = deadline - loop.time()
             if docs or run.exhausted or left <= 0:
                 return docs
+            cursor.waiting = inserted  # killCursors wakes it too
             try:
                 async with asyncio.timeout(left):
                     await inserted
             except TimeoutError:
                 return await look()
+            finally:
+                cursor.waiting = None
     return []

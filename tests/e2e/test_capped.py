@@ -364,3 +364,28 @@ async def test_await_data_does_not_hold_the_event_loop(
     finally:
         await other.close()
         await async_mongo_client.drop_database(db.name)
+
+
+@pytest.mark.asyncio
+async def test_kill_cursors_ends_an_awaiting_get_more_at_once(
+    async_mongo_client: AsyncMongoClient[Doc], ebbdb_uri: str, request: pytest.FixtureRequest
+) -> None:
+    db = async_mongo_client[f"capped_kill_{abs(hash(request.node.name)) % 10**8}"]
+    await db.create_collection("c", capped=True, size=4096)
+    await db.c.insert_one({"_id": 0})
+    other: AsyncMongoClient[Doc] = AsyncMongoClient(ebbdb_uri)
+    try:
+        reply = await db.command("find", "c", tailable=True, awaitData=True)
+        cid = reply["cursor"]["id"]
+        waiting = asyncio.create_task(db.command("getMore", cid, collection="c", maxTimeMS=10_000))
+        await asyncio.sleep(0.2)
+        killed = await other[db.name].command("killCursors", "c", cursors=[cid])
+        assert killed["cursorsKilled"] == [cid]
+        started = time.monotonic()
+        with pytest.raises(OperationFailure) as err:
+            await asyncio.wait_for(waiting, 5)
+        assert time.monotonic() - started < 2.0
+        assert (err.value.code, err.value.details["errmsg"]) == (237, f"cursor id {cid} was killed")
+    finally:
+        await other.close()
+        await async_mongo_client.drop_database(db.name)
