@@ -83,17 +83,28 @@ class PipelineRun:
         return out
 
 
+@dataclass(frozen=True)
+class Tailing:
+    """A tailable cursor (on a capped collection, server/tailable.py): it stays open past its
+    last document, and with `await_data` a getMore waits a while for new ones."""
+
+    await_data: bool
+
+
 @dataclass
 class Cursor:
     id: int
     ns: str
     run: QueryRun | PipelineRun
     no_timeout: bool = False
+    tail: Tailing | None = None
     last_used: float = field(default_factory=time.monotonic)
     #: A getMore is producing a batch (a second one at the same time is refused).
     in_use: bool = False
     #: Closed by killCursors (or the reaper) while a getMore was producing a batch.
     killed: bool = False
+    #: What an awaitData getMore waits on (server/tailable.py); closing the cursor resolves it.
+    waiting: asyncio.Future[None] | None = None
 
 
 class CursorManager:
@@ -103,12 +114,18 @@ class CursorManager:
     def __len__(self) -> int:
         return len(self._cursors)
 
-    def open(self, ns: str, run: QueryRun | PipelineRun, no_timeout: bool = False) -> Cursor:
+    def open(
+        self,
+        ns: str,
+        run: QueryRun | PipelineRun,
+        no_timeout: bool = False,
+        tail: Tailing | None = None,
+    ) -> Cursor:
         while True:
             cid = secrets.randbits(63)
             if cid and cid not in self._cursors:
                 break
-        cursor = Cursor(cid, ns, run, no_timeout)
+        cursor = Cursor(cid, ns, run, no_timeout, tail=tail)
         self._cursors[cid] = cursor
         return cursor
 
@@ -124,6 +141,8 @@ class CursorManager:
         if cursor is None:
             return False
         cursor.killed = True
+        if cursor.waiting is not None and not cursor.waiting.done():
+            cursor.waiting.set_result(None)
         return True
 
     def reap(self, idle_seconds: float, now: float | None = None) -> int:

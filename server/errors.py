@@ -73,6 +73,7 @@ class ErrorCode(enum.IntEnum):
     Location40414 = 40414
     Location40415 = 40415
     Location40571 = 40571
+    Location51024 = 51024
 
 
 class CommandError(Exception):

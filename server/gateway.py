@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ebbdb.server.inserts import InsertWatch
 from ebbdb.storage.engine import Engine
 
 T = TypeVar("T")
@@ -42,6 +43,9 @@ class Gateway:
         sync_interval_ms: Callable[[], float] = lambda: 100.0,
     ) -> None:
         self.engine = engine
+        #: Committed inserts, by collection: what tailable cursors awaiting data wait on.
+        self.inserts = InsertWatch()
+        engine.on_inserts(self.inserts.committed)
         self._clock = clock
         self._sync_interval_ms = sync_interval_ms
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-reader")

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import bson
 
 from ebbdb.storage import layout, schema, ttl
+from ebbdb.storage.capped_ddl import CappedDdl
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
@@ -65,9 +66,11 @@ class Engine:
         #: How queries used indexes and collections since the open (storage/usage.py).
         self.usage = Usage(catalog.values())
         self._writer = Writer(env, catalog, self.usage.published)
-        self._records = Records(env)
+        self._records = Records(env, self._writer.note_insert)
         #: Date-like strings met in TTL fields since the open; the TTL monitor logs them.
         self.date_strings = self._records.date_strings
+        #: See Writer.on_inserts.
+        self.on_inserts = self._writer.on_inserts
         ddl = Ddl(env, self._records, self._writer)
         # The DDL operations are Ddl's own methods (storage/ddl.py says what each returns and
         # raises), handed out as they are rather than declared a second time here.
@@ -79,6 +82,10 @@ class Engine:
         self.modify_index = ddl.modify_index
         self.rename_collection = ddl.rename_collection
         self.set_collection_options = ddl.set_collection_options
+        capped_ddl = CappedDdl(env, self._records, self._writer, ddl)
+        self.clone_as_capped = capped_ddl.clone_as_capped
+        self.convert_to_capped = capped_ddl.convert_to_capped
+        self.set_capped_limits = capped_ddl.set_limits
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -197,7 +204,7 @@ class Engine:
                 info = self._records.new_collection(txn, db, name, {})
                 changes[(db, name)] = info
             rid = self._records.last_rid(txn, info.id)
-            inserted = size = 0
+            inserted = size = removed = 0
             errors: list[tuple[int, StorageError]] = []
             for i, raw in enumerate(documents):
                 try:
@@ -214,8 +221,12 @@ class Engine:
                 rid += 1
                 inserted += 1
                 size += len(raw)
+                # A capped collection drops its oldest documents as each one goes in.
+                gone, freed = self._records.make_room(txn, info, rid, (inserted - removed, size))
+                removed += gone
+                size -= freed
             if inserted:
-                self._records.add_stats(txn, info.id, inserted, size)
+                self._records.add_stats(txn, info.id, inserted - removed, size)
             return InsertResult(inserted, tuple(errors), created)
 
         return self._writer.write(run)

@@ -6,13 +6,14 @@ anything."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import bson
 from bson.binary import Binary
 
-from ebbdb.storage import layout, schema, ttl
+from ebbdb.storage import capped, layout, schema, ttl
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
@@ -37,10 +38,13 @@ class Records:
     """The record-level operations the engine's writes are made of (each takes the write
     transaction it runs in)."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: Environment, on_insert: Callable[[int], None] | None = None) -> None:
+        """`on_insert` is told the collection id of every record inserted (the writer collects
+        them for the listeners it tells after the commit: tailable cursors awaiting data)."""
         self.env = env
         #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/ttl_status.py).
         self.date_strings = DateStringNotices()
+        self._on_insert = on_insert
 
     def next_id(self, txn: Txn) -> int:
         raw = txn.get(layout.NEXT_ID, db=self.env.meta)
@@ -77,6 +81,8 @@ class Records:
         at `now_ms` is taken over (that document is deleted in this transaction)."""
         rid_bytes = layout.u64(rid)
         entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
+        if self._on_insert is not None:
+            self._on_insert(info.id)
         return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
 
     def put_record(
@@ -225,6 +231,21 @@ class Records:
         changed = [key for key in entries if key not in kept] if kept else entries
         return self.put_record(txn, info, rid, raw, doc, changed, flags, now_ms)
 
+    def make_room(
+        self, txn: Txn, info: CollectionInfo, just_inserted: int, pending: tuple[int, int]
+    ) -> tuple[int, int]:
+        """A capped collection's oldest records deleted until it is within its bounds again
+        after an insert (storage/capped.py); returns (documents, bytes) removed, (0, 0) for a
+        collection that is not capped."""
+        bounds = capped.limits(info)
+        if bounds is None:
+            return 0, 0
+
+        def delete(rid: int, value: bytes) -> int:
+            return self.delete_record(txn, info, rid, value)
+
+        return capped.make_room(txn, self.env, info, bounds, just_inserted, pending, delete)
+
     def last_rid(self, txn: Txn, coll_id: int) -> int:
         cur = txn.cursor(db=self.env.records)
         positioned = cur.set_range(layout.collection_end(coll_id))
@@ -317,6 +338,9 @@ class CollectionWrites:
         self._set_info(records.insert_one(self._txn, self.info, rid, self.now_ms, raw, doc))
         self._count += 1
         self._size += len(raw)
+        gone, freed = records.make_room(self._txn, self.info, rid, (self._count, self._size))
+        self._count -= gone
+        self._size -= freed
         return doc
 
     def _set_info(self, info: CollectionInfo) -> None:

@@ -98,8 +98,8 @@ def number(n: int) -> int | Int64:
 def storage_stats(coll: CollectionInfo, sizes: CollectionSizes, scale: int) -> dict[str, Any]:
     """The `storageStats` of $collStats (and the body of collStats) for an existing collection,
     sizes divided by `scale` (whole numbers; avgObjSize is never scaled), fields in MongoDB 7.0's
-    order. ebbdb has no capped collections, no free space to report per collection, and no
-    engine-specific section (MongoDB's `wiredTiger`)."""
+    order (a capped collection adds its `max` and `maxSize`). ebbdb has no free space to report
+    per collection, and no engine-specific section (MongoDB's `wiredTiger`)."""
     doc: dict[str, Any] = {"size": number(sizes.data_size // scale), "count": number(sizes.count)}
     if sizes.count:
         doc["avgObjSize"] = sizes.avg_obj_size
@@ -109,6 +109,11 @@ def storage_stats(coll: CollectionInfo, sizes: CollectionSizes, scale: int) -> d
         storageSize=number(sizes.storage_size // scale),
         freeStorageSize=0,
         capped=False,
+    )
+    if coll.options.get("capped"):  # storage/capped.py's options
+        size, max_docs = int(coll.options["size"]), int(coll.options.get("max", 0))
+        doc.update(capped=True, max=number(max_docs), maxSize=number(size // scale))
+    doc.update(
         nindexes=len(coll.indexes),
         indexDetails={},
         indexBuilds=[],

@@ -50,6 +50,8 @@ class _Group:
     txns: list[Txn]
     savepoints: bool
     layers: list[CatalogChanges] = field(default_factory=lambda: [{}])
+    #: Ids of the collections this group inserted into (told to the insert listeners).
+    inserted: set[int] = field(default_factory=set)
 
 
 class Writer:
@@ -70,6 +72,7 @@ class Writer:
         self._lock = threading.RLock()
         self._group: _Group | None = None
         self._thread = 0
+        self._insert_listeners: list[Callable[[frozenset[int]], None]] = []
 
     # -- the catalog ---------------------------------------------------------------------------
 
@@ -100,6 +103,18 @@ class Writer:
                 else:
                     merged[key] = info
         return merged
+
+    def note_insert(self, coll_id: int) -> None:
+        """A record was inserted into collection `coll_id` by the group in progress."""
+        group = self._active()
+        if group is not None:
+            group.inserted.add(coll_id)
+
+    def on_inserts(self, listener: Callable[[frozenset[int]], None]) -> None:
+        """Tell `listener`, on the writer thread after each commit, the ids of the collections
+        the commit inserted into (tailable cursors awaiting data wake on it). It must be quick
+        and must not write."""
+        self._insert_listeners.append(listener)
 
     def current_txn(self) -> Txn | None:
         """The innermost write transaction, on the writer thread inside a group; else None."""
@@ -216,6 +231,10 @@ class Writer:
             self._thread = 0
         self._env.committed()
         self._publish(group.layers[0])
+        if group.inserted:
+            inserted = frozenset(group.inserted)
+            for listener in self._insert_listeners:
+                listener(inserted)
         return outcomes
 
     def _publish(self, changes: CatalogChanges) -> None:

@@ -3,6 +3,7 @@
 from ebbdb.server.commands import (  # noqa: F401
     admin,
     aggregate,
+    capped,
     catalog,
     handshake,
     indexes,

@@ -9,6 +9,7 @@ from bson import Int64
 
 from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.commands import capped
 from ebbdb.server.commands.schema_options import (
     ChangeStreamImages,
     action_check,
@@ -111,9 +112,9 @@ _NOT_YET = Unsupported("create option '{field}' is not supported yet", accept=(F
 class CreateParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     options: dict[str, Any] | None = arg(REST, Kind.ANY, only=_CREATE_OPTIONS)
-    capped: Any = arg("capped", Kind.ANY, check=_NOT_YET)
-    size: Any = arg("size", Kind.ANY, check=_NOT_YET)
-    max: Any = arg("max", Kind.ANY, check=_NOT_YET)
+    capped: bool | None = arg("capped", Kind.BOOL, nullable=True)
+    size: Any = arg("size", Kind.NUMBER, nullable=True)
+    max: Any = arg("max", Kind.NUMBER, nullable=True)
     validator: dict[str, Any] | None = arg("validator", Kind.DOC)
     validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("create"))
     validation_action: str | None = arg(
@@ -132,13 +133,16 @@ class CreateParams:
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection or a view (NamespaceExists if either is there already)."""
+    """Create an empty collection (capped with `capped`/`size`/`max`) or a view (NamespaceExists
+    if either is there already)."""
     options = dict(p.options or {})
     rules = schema_options(
         p.validator, p.validation_level, p.validation_action, p.change_stream_images
     )
     if p.view_on is not None or p.pipeline is not None:
         given = [k for k, v in rules.items() if v is not None]
+        if p.capped:
+            given.insert(0, "capped")
         if given:
             raise CommandError(
                 ErrorCode.InvalidOptions, f"option not supported on a view: {given[0]}"
@@ -148,6 +152,7 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.NamespaceExists, f"Collection {ctx.ns(p.collection)} already exists."
         )
+    options = capped.create_options(p.capped, p.size, p.max, options)
     options.update((k, v) for k, v in rules.items() if v is not None)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
@@ -220,8 +225,8 @@ class CollModParams:
     )
     expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    capped_size: Any = arg("cappedSize", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    capped_max: Any = arg("cappedMax", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    capped_size: Any = arg("cappedSize", Kind.NUMBER, nullable=True)
+    capped_max: Any = arg("cappedMax", Kind.NUMBER, nullable=True)
     record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     dry_run: Any = arg("dryRun", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
 
@@ -237,7 +242,7 @@ def _index_ttl(value: Any) -> int:
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
     hidden, by name or key pattern; the collection's validation rules and change stream images;
-    or a view's viewOn and pipeline."""
+    a capped collection's cappedSize and cappedMax; or a view's viewOn and pipeline."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
@@ -253,6 +258,7 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     if rules:
         engine = ctx.gateway.engine
         await ctx.gateway.write(engine.set_collection_options, ctx.db, p.collection, rules)
+    await capped.coll_mod_limits(ctx, p.collection, p.capped_size, p.capped_max)
     if index is None:
         return {"ok": 1.0}
     key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden

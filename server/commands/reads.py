@@ -12,7 +12,7 @@ from typing import Any
 import bson
 from bson import Int64
 
-from ebbdb.server import views
+from ebbdb.server import tailable, views
 from ebbdb.server.arguments import (
     COMMAND_VALUE,
     TERSE_MISMATCH,
@@ -59,8 +59,8 @@ class FindParams:
     allow_partial_results: bool = arg("allowPartialResults", Kind.BOOL, False)
     # Checked in this order, the one a find with several of these faults is answered by.
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
-    tailable: bool = arg("tailable", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
-    await_data: bool = arg("awaitData", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
+    tailable: bool = arg("tailable", Kind.BOOL, False)
+    await_data: bool = arg("awaitData", Kind.BOOL, False)
     return_key: bool = arg("returnKey", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
     show_record_id: bool = arg("showRecordId", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
     min: dict[str, Any] | None = arg("min", Kind.DOC, check=_FIND_UNSUPPORTED)
@@ -100,17 +100,26 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     """Query a collection; returns the first batch and a cursor id for the rest."""
     q = prepare_find(ctx, p)
     ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
+    tail = tailable.check_find(p.tailable, p.await_data, p.sort, p.single_batch)
     if coll is None:
         if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
             return await _find_on_view(ctx, p, limit)
         return cursor_reply(ns, 0, "firstBatch", [])
-    run = ctx.client.op_run = QueryRun(coll, spec)  # the profiler reads its plan and counts
+    run = (
+        QueryRun(coll, spec)
+        if tail is None
+        else tailable.tail_run(coll, spec, ns, p.sort, p.projection)
+    )
+    ctx.client.op_run = run  # the profiler reads its plan and counts
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
     docs = await fill_batch(ctx.gateway.engine, run, first, q.now_ms) if first else []
     cid = 0
-    if not run.exhausted and not single_batch:
+    if tail is not None:
+        if tailable.keeps_cursor(ctx, coll) and not (limit and run.returned >= limit):
+            cid = ctx.cursors.open(ns, run, p.no_cursor_timeout, tail).id
+    elif not run.exhausted and not single_batch:
         cid = ctx.cursors.open(ns, run, p.no_cursor_timeout).id
     return cursor_reply(ns, cid, "firstBatch", docs)
 
@@ -147,6 +156,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             f"Requested getMore on namespace '{ns}', but cursor belongs to a different namespace "
             f"{cursor.ns}",
         )
+    tailable.check_get_more(cursor, p.max_time_ms)
     if cursor.in_use:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
@@ -154,7 +164,10 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
-        docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
+        if cursor.tail is not None:
+            docs = await tailable.tail_batch(ctx, cursor, p.batch_size or None, p.max_time_ms)
+        else:
+            docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
     except BaseException:
         ctx.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
         raise

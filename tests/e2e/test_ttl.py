@@ -898,11 +898,6 @@ def test_ttl_clock_refuses_bad_moves_and_keeps_serving(
     assert reply["offsetMillis"] == 0 and type(reply["ok"]) is float
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OperationFailure,
-    reason="capped collections are not implemented yet (issue 11): create answers 238 NotImplemented",
-)
 def test_capped_collection_allows_a_ttl_index(client: Client) -> None:
     """spec/ttl.md: TTL indexes are allowed on capped collections (current MongoDB behaviour)."""
     db = client.ttl_capped

@@ -606,8 +606,6 @@ def test_batch_sizes_are_non_negative() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("tailable", True),
-        ("awaitData", True),
         ("returnKey", 1),
         ("showRecordId", True),
         ("min", {}),
@@ -622,6 +620,12 @@ def test_find_options_not_implemented(field: str, value: Any) -> None:
     )
     if isinstance(value, bool):
         extract(FindParams, "find", {"find": "c", field: False})
+
+
+def test_find_takes_tailable_and_await_data() -> None:
+    """Tailable cursors exist (server/tailable.py checks them against the collection)."""
+    p = extract(FindParams, "find", {"find": "c", "tailable": True, "awaitData": 1})
+    assert (p.tailable, p.await_data) == (True, True)
 
 
 def test_find_answers_several_faults_in_its_order() -> None:
@@ -679,10 +683,14 @@ def test_create_options() -> None:
     body = {"create": "c", "storageEngine": {}, "capped": False, "idIndex": {}, "size": 0}
     p = extract(CreateParams, "create", body)
     assert p.options == {"storageEngine": {}, "idIndex": {}}
-    err = raises(CreateParams, {"create": "c", "capped": True}, "create")
+    # Capped collections exist: their options are extracted, and checked by the handler
+    # (server/commands/capped.py; tests/e2e/test_capped.py has mongod's answers).
+    p = extract(CreateParams, "create", {"create": "c", "capped": True, "size": 4096.5})
+    assert (p.capped, p.size, p.max) == (True, 4096.5, None)
+    err = raises(CreateParams, {"create": "c", "encryptedFields": {"fields": []}}, "create")
     assert (err.code, err.message) == (
         ErrorCode.NotImplemented,
-        "create option 'capped' is not supported yet",
+        "create option 'encryptedFields' is not supported yet",
     )
     err = raises(CreateParams, {"create": "c", "bogus": 1}, "create")
     assert (err.code, err.message) == (
