@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import bson
 
-from ebbdb.storage import layout, ttl
+from ebbdb.storage import layout, timeseries, ttl
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
@@ -76,6 +76,7 @@ class Engine:
         self.drop_indexes = ddl.drop_indexes
         self.modify_index = ddl.modify_index
         self.rename_collection = ddl.rename_collection
+        self.set_collection_options = ddl.set_collection_options
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -196,6 +197,8 @@ class Engine:
             for i, raw in enumerate(documents):
                 try:
                     raw, doc = prepare_document(raw)
+                    if timeseries.OPTION in info.options:
+                        raw, doc = timeseries.prepare_measurement(info, raw, doc)
                     updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
                 except StorageError as exc:
                     errors.append((i, exc))

@@ -8,6 +8,8 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.commands import collection_kinds
+from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
@@ -59,6 +61,9 @@ class ListCollectionsParams:
 
 
 def _collection_entry(info: CollectionInfo, name_only: bool) -> dict[str, Any]:
+    special = collection_kinds.collection_entry(info, name_only)
+    if special is not None:
+        return special
     if name_only:
         return {"name": info.name, "type": "collection"}
     return {
@@ -112,18 +117,19 @@ class CreateParams:
     validation_action: Any = arg("validationAction", Kind.ANY, check=_NOT_YET)
     view_on: Any = arg("viewOn", Kind.ANY, check=_NOT_YET)
     pipeline: Any = arg("pipeline", Kind.ANY, check=_NOT_YET)
-    timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
-    clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
+    timeseries: TimeseriesParams | None = arg("timeseries", Kind.DOC, of=TimeseriesParams)
+    clustered_index: Any = arg("clusteredIndex", Kind.ANY)
     change_stream_images: Any = arg("changeStreamPreAndPostImages", Kind.ANY, check=_NOT_YET)
-    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_NOT_YET)
+    expire_after_seconds: int | None = arg("expireAfterSeconds", Kind.INT)
     encrypted_fields: Any = arg("encryptedFields", Kind.ANY, check=_NOT_YET)
 
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
-    options = dict(p.options or {})
+    options = collection_kinds.create_options(ctx, p, dict(p.options or {}))
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
+    await collection_kinds.after_create(ctx, p.collection, options)
     return {"ok": 1.0}
 
 
@@ -184,8 +190,10 @@ class CollModParams:
     change_stream_images: Any = arg(
         "changeStreamPreAndPostImages", Kind.ANY, check=_COLLMOD_UNSUPPORTED
     )
-    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY)
+    timeseries: CollModTimeseriesParams | None = arg(
+        "timeseries", Kind.DOC, of=CollModTimeseriesParams
+    )
     capped_size: Any = arg("cappedSize", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     capped_max: Any = arg("cappedMax", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
@@ -208,6 +216,8 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
+    if p.expire_after_seconds is not None or p.timeseries is not None:
+        await collection_kinds.coll_mod(ctx, p.collection, p.expire_after_seconds, p.timeseries)
     index = p.index
     if index is None:
         return {"ok": 1.0}
