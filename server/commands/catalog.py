@@ -61,9 +61,6 @@ class ListCollectionsParams:
 
 
 def _collection_entry(info: CollectionInfo, name_only: bool) -> dict[str, Any]:
-    special = collection_kinds.collection_entry(info, name_only)
-    if special is not None:
-        return special
     if name_only:
         return {"name": info.name, "type": "collection"}
     return {
@@ -82,7 +79,10 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     match = compile_filter(p.filter)
     batch = [
         e
-        for e in (_collection_entry(c, p.name_only) for c in ctx.gateway.engine.collections(ctx.db))
+        for e in (
+            collection_kinds.shown_entry(c, _collection_entry(c, p.name_only))
+            for c in ctx.gateway.engine.collections(ctx.db)
+        )
         if match(e)
     ]
     return {
@@ -126,7 +126,8 @@ class CreateParams:
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection (NamespaceExists if it is there already)."""
+    """Create an empty collection (NamespaceExists if it is there already): plain, clustered
+    (clusteredIndex, expireAfterSeconds) or time series (timeseries, expireAfterSeconds)."""
     options = collection_kinds.create_options(ctx, p, dict(p.options or {}))
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     await collection_kinds.after_create(ctx, p.collection, options)
@@ -210,7 +211,8 @@ def _index_ttl(value: Any) -> int:
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
-    hidden, by name or key pattern."""
+    hidden, by name or key pattern; a clustered or time series collection's expireAfterSeconds
+    (or "off"); a time series collection's granularity (coarser only)."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         raise CommandError(

@@ -64,7 +64,7 @@ def _given(p: Any) -> list[str]:
     for f in dataclasses.fields(p):
         a = f.metadata.get("arg")
         value = getattr(p, f.name)
-        if a is None or value is None or a.name.startswith("$"):
+        if a is None or value is None or value == f.default or a.name.startswith("$"):
             continue
         if a.name == "*":
             names.extend(value)
@@ -241,27 +241,17 @@ async def coll_mod(
 # -- how the catalog shows them --------------------------------------------------------------------
 
 
-def collection_entry(info: CollectionInfo, name_only: bool) -> dict[str, Any] | None:
-    """listCollections' entry for a time series or clustered collection (None: neither). A time
-    series collection is listed as MongoDB 7 lists its view (its `system.buckets` collection is
-    not listed); a clustered one has no `idIndex`."""
+def shown_entry(info: CollectionInfo, entry: dict[str, Any]) -> dict[str, Any]:
+    """listCollections' `entry` for `info` as MongoDB 7 shows a time series collection (its view:
+    type "timeseries", no uuid, no idIndex; its `system.buckets` collection is not listed) or a
+    clustered one (no idIndex); other entries are returned as they are."""
     if timeseries.is_timeseries(info):
-        if name_only:
-            return {"name": info.name, "type": "timeseries"}
-        return {
-            "name": info.name,
-            "type": "timeseries",
-            "options": dict(info.options),
-            "info": {"readOnly": False},
-        }
-    if not clustered.is_clustered(info) or name_only:
-        return None
-    return {
-        "name": info.name,
-        "type": "collection",
-        "options": dict(info.options),
-        "info": {"readOnly": False, "uuid": info.uuid},
-    }
+        entry["type"] = "timeseries"
+        if "info" in entry:
+            entry["info"] = {"readOnly": False}
+    if (timeseries.is_timeseries(info) or clustered.is_clustered(info)) and "idIndex" in entry:
+        del entry["idIndex"]
+    return entry
 
 
 def index_specs(info: CollectionInfo) -> list[dict[str, Any]]:
