@@ -6,13 +6,16 @@ monitor pass, switched off and on again with collMod."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from bson import Int64, ObjectId
+from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from ebbdb.server.embedded import ServerThread
 from ebbdb.server.pytest_plugin import TtlClock
 from tests.e2e.collection_helpers import assert_create_refused, entry, failure
 
@@ -288,3 +291,35 @@ def test_coll_mod_expire_on_an_unclustered_collection(mongo_db: Db) -> None:
         "InvalidOptions",
         "'expireAfterSeconds' option is only supported on collections clustered by _id",
     )
+
+
+# -- validate and restart ------------------------------------------------------------------------
+
+
+def test_validate_finds_the_expiry_entries(mongo_db: Db, ebbdb_clock: TtlClock) -> None:
+    mongo_db.create_collection("c", clusteredIndex=CLUSTERED)
+    now = ebbdb_clock.now()
+    mongo_db.c.insert_many([{"_id": now}, {"_id": ObjectId()}, {"_id": "x"}])
+    mongo_db.command("collMod", "c", expireAfterSeconds=60)
+    for full in (False, True):
+        reply = mongo_db.command("validate", "c", full=full)
+        assert (reply["valid"], reply["errors"], reply["nrecords"]) == (True, [], 3)
+
+
+def test_clustered_ttl_and_order_survive_a_restart(
+    start_server: Callable[..., ServerThread], tmp_path: Any
+) -> None:
+    path = str(tmp_path / "data")
+    server = start_server({"enableTestCommands": True}, path)
+    with MongoClient(server.uri) as client:
+        client.db.create_collection("c", clusteredIndex=CLUSTERED, expireAfterSeconds=3600)
+        now: datetime.datetime = client.admin.command("ttlClock")["now"]
+        client.db.c.insert_many([{"_id": 2}, {"_id": now}, {"_id": 1}])
+    server.stop()
+    server = start_server({"enableTestCommands": True}, path)
+    with MongoClient(server.uri) as client:
+        assert [d["_id"] for d in client.db.c.find()] == [1, 2, now]
+        assert entry(client.db, "c")["options"]["expireAfterSeconds"] == 3600
+        client.admin.command("ttlClock", advanceSeconds=3601)
+        assert [d["_id"] for d in client.db.c.find()] == [1, 2]
+        assert client.admin.command("ttlMonitorPass")["deleted"] == 1

@@ -412,3 +412,17 @@ def test_coll_mod_expire_after_seconds(mongo_db: Db, ebbdb_clock: TtlClock) -> N
     mongo_db.command("collMod", "w", expireAfterSeconds=50 * 86400)
     assert ebbdb_clock.run_ttl_pass().by_namespace == {f"{mongo_db.name}.w": 1}
     assert [d["d"] for d in mongo_db.w.find()] == [1, 10]
+
+
+def test_validate_finds_the_expiry_entries(weather: Any, mongo_db: Db) -> None:
+    mongo_db.command("collMod", "weather", expireAfterSeconds=60)
+    reply = mongo_db.command("validate", "weather", full=True)
+    assert (reply["valid"], reply["errors"], reply["nrecords"]) == (True, [], 4)
+
+
+def test_drop_and_create_again(weather: Any, mongo_db: Db) -> None:
+    weather.drop()
+    assert mongo_db.list_collection_names() == []
+    mongo_db.create_collection("weather", timeseries={"timeField": "when"})
+    assert weather.count_documents({}) == 0
+    assert entry(mongo_db, "weather")["options"]["timeseries"]["timeField"] == "when"
