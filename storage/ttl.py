@@ -143,11 +143,14 @@ def collection_rules(coll: CollectionInfo) -> tuple[CollectionRule, ...]:
     """The TTL rules the collection's options set: a clustered collection's (by the `_id` date)
     or a time series collection's (by the timeField), whether or not expireAfterSeconds is set."""
     options = coll.options
-    if clustered.OPTION not in options and timeseries.OPTION not in options:
+    id_index = coll.index_named("_id_")
+    # A view of the collection with only some of its indexes (storage/ddl.py, building new TTL
+    # indexes) has no `_id` index, and so none of these rules: their entries are already there.
+    if id_index is None or (clustered.OPTION not in options and timeseries.OPTION not in options):
         return ()
     seconds = options.get(clustered.EXPIRE)
     e = None if seconds is None else int(seconds)
-    space = coll.id_index.id
+    space = id_index.id
     if clustered.OPTION in options:
         return (CollectionRule("clustered", space, e, "_id", clustered.id_date_ms),)
     ts = dict(options[timeseries.OPTION])

@@ -323,3 +323,15 @@ def test_clustered_ttl_and_order_survive_a_restart(
         client.admin.command("ttlClock", advanceSeconds=3601)
         assert [d["_id"] for d in client.db.c.find()] == [1, 2]
         assert client.admin.command("ttlMonitorPass")["deleted"] == 1
+
+
+def test_a_ttl_index_beside_the_clustered_ttl(mongo_db: Db, ebbdb_clock: TtlClock) -> None:
+    mongo_db.create_collection("c", clusteredIndex=CLUSTERED, expireAfterSeconds=3600)
+    now = ebbdb_clock.now()
+    mongo_db.c.insert_many([{"_id": now, "at": now}, {"_id": 1, "at": now}, {"_id": 2}])
+    mongo_db.c.create_index("at", expireAfterSeconds=60)
+    mongo_db.command("collMod", "c", index={"keyPattern": {"at": 1}, "expireAfterSeconds": 120})
+    assert mongo_db.command("validate", "c", full=True)["valid"] is True
+    ebbdb_clock.advance(121)  # both documents with `at` expire by the index
+    assert [d["_id"] for d in mongo_db.c.find()] == [2]
+    assert ebbdb_clock.run_ttl_pass().deleted == 2
