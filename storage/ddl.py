@@ -4,7 +4,7 @@ build, drop and change indexes (a TTL index's facts are added to every record it
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,6 +70,26 @@ class Ddl:
             info = self._records.new_collection(txn, db, name, dict(options or {}))
             changes[(db, name)] = info
             return info
+
+        return self._writer.write(run)
+
+    def change_collection_options(
+        self, db: str, name: str, change: Callable[[CollectionInfo], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
+        """Replace a collection's options with what `change` makes of its catalog entry (None:
+        leave them), in one write; returns the new options (or None). `change` raises to refuse
+        (QueryError); NamespaceNotFound when there is no such collection."""
+
+        def run(txn: Txn, changes: CatalogChanges) -> dict[str, Any] | None:
+            info = self._writer.lookup((db, name))
+            if info is None:
+                raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+            options = change(info)
+            if options is not None:
+                info = replace(info, options=options)
+                self._records.put_collection(txn, info)
+                changes[(db, name)] = info
+            return options
 
         return self._writer.write(run)
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import bson
 
-from ebbdb.storage import layout, schema, ttl
+from ebbdb.storage import layout, schema, timeseries, ttl
 from ebbdb.storage.capped_ddl import CappedDdl
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
@@ -82,6 +82,7 @@ class Engine:
         self.modify_index = ddl.modify_index
         self.rename_collection = ddl.rename_collection
         self.set_collection_options = ddl.set_collection_options
+        self.change_collection_options = ddl.change_collection_options
         capped_ddl = CappedDdl(env, self._records, self._writer, ddl)
         self.clone_as_capped = capped_ddl.clone_as_capped
         self.convert_to_capped = capped_ddl.convert_to_capped
@@ -209,6 +210,8 @@ class Engine:
             for i, raw in enumerate(documents):
                 try:
                     raw, doc = prepare_document(raw)
+                    if timeseries.OPTION in info.options:
+                        raw, doc = timeseries.prepare_measurement(info, raw, doc)
                     schema.check(info, doc, bypass=bypass)
                     updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
                 except StorageError as exc:

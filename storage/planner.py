@@ -20,6 +20,7 @@ from bson.binary import Binary
 
 from ebbdb.storage import keys
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.clustered import is_clustered
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match import parse_filter
@@ -357,6 +358,26 @@ def plan_query(
 ) -> Plan:
     """Choose how to read the candidates for a filter (parsed, or a document to parse). Raises
     QueryError for a bad hint (or a malformed filter document)."""
+    plan = _plan_query(coll, query, sort, hint)
+    if isinstance(plan, CollScan) and is_clustered(coll):
+        # A clustered collection's natural order is its `_id` order: its scan is the `_id`
+        # index's, whole (records themselves stay keyed by insertion).
+        return IndexScan(
+            coll.id_index,
+            (Interval(b"", None),),
+            plan.reverse,
+            False,
+            {"_id": ["[MinKey, MaxKey]"]},
+        )
+    return plan
+
+
+def _plan_query(
+    coll: CollectionInfo,
+    query: ParsedFilter | Mapping[str, Any],
+    sort: SortSpec | None,
+    hint: Any,
+) -> Plan:
     parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
     if hint is None or hint == {} or hint == "":

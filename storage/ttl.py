@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
 
+from ebbdb.storage import clustered, timeseries
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.query.compare import RANK_DATE, date_ms, rank
 from ebbdb.storage.query.paths import MISSING, leaves, split
@@ -75,17 +76,37 @@ def is_native_ttl(ix: IndexInfo) -> bool:
 
 
 @dataclass(frozen=True)
+class CollectionRule:
+    """A TTL rule that a collection's own options set, not an index: `kind` "clustered" (expiry
+    by the `_id` date) or "timeseries" (by the timeField). Its dates are kept in record headers
+    and the expiry index under `space`, the id of the collection's `_id` index (which never has a
+    TTL of its own), even while `seconds` is None (off): collMod can then switch it on, or change
+    it, without rewriting a record."""
+
+    kind: str
+    space: int
+    seconds: int | None
+    field: str
+    date_of: Callable[[dict[str, Any]], int | None]
+
+
+@dataclass(frozen=True)
 class Rules:
-    """A collection's TTL rules: (index, E seconds) per native TTL index, and the Cosmos default
-    D (-1 or > 0) when it has a `_ts` TTL index."""
+    """A collection's TTL rules: (index, E seconds) per native TTL index, the Cosmos default
+    D (-1 or > 0) when it has a `_ts` TTL index, and the rules its options set (`derived`)."""
 
     native: tuple[tuple[IndexInfo, int], ...] = ()
     cosmos: int | None = None
     cosmos_index: IndexInfo | None = None
+    derived: tuple[CollectionRule, ...] = ()
 
     @property
     def active(self) -> bool:
-        return bool(self.native) or self.cosmos is not None
+        return (
+            bool(self.native)
+            or self.cosmos is not None
+            or any(r.seconds is not None for r in self.derived)
+        )
 
 
 NO_RULES = Rules()
@@ -101,19 +122,43 @@ def rules_for(coll: CollectionInfo) -> Rules:
         (ix, int(ix.options["expireAfterSeconds"])) for ix in coll.indexes if is_native_ttl(ix)
     )
     cosmos_ix = next((ix for ix in coll.indexes if is_cosmos_index(ix)), None)
+    derived = collection_rules(coll)
     rules = (
         Rules(
             native,
             int(cosmos_ix.options["expireAfterSeconds"]) if cosmos_ix is not None else None,
             cosmos_ix,
+            derived,
         )
-        if native or cosmos_ix is not None
+        if native or cosmos_ix is not None or derived
         else NO_RULES
     )
     if len(_RULES_CACHE) > 4096:
         _RULES_CACHE.clear()
     _RULES_CACHE[id(coll)] = (coll, rules)
     return rules
+
+
+def collection_rules(coll: CollectionInfo) -> tuple[CollectionRule, ...]:
+    """The TTL rules the collection's options set: a clustered collection's (by the `_id` date)
+    or a time series collection's (by the timeField), whether or not expireAfterSeconds is set."""
+    options = coll.options
+    id_index = coll.index_named("_id_")
+    # A view of the collection with only some of its indexes (storage/ddl.py, building new TTL
+    # indexes) has no `_id` index, and so none of these rules: their entries are already there.
+    if id_index is None or (clustered.OPTION not in options and timeseries.OPTION not in options):
+        return ()
+    seconds = options.get(clustered.EXPIRE)
+    e = None if seconds is None else int(seconds)
+    space = id_index.id
+    if clustered.OPTION in options:
+        return (CollectionRule("clustered", space, e, "_id", clustered.id_date_ms),)
+    ts = dict(options[timeseries.OPTION])
+    return (
+        CollectionRule(
+            "timeseries", space, e, ts["timeField"], lambda doc: timeseries.time_ms(ts, doc)
+        ),
+    )
 
 
 def valid_doc_ttl(doc: dict[str, Any]) -> int:
@@ -155,11 +200,16 @@ def earliest_date(ix: IndexInfo, doc: dict[str, Any]) -> int | None:
 
 def meta_for(coll: CollectionInfo, doc: dict[str, Any], modified: int) -> RecordMeta:
     """The header for a document written now (`modified` is the write's time)."""
+    rules = rules_for(coll)
     dates = []
-    for ix, _e in rules_for(coll).native:
+    for ix, _e in rules.native:
         d = earliest_date(ix, doc)
         if d is not None:
             dates.append((ix.id, d))
+    for rule in rules.derived:
+        d = rule.date_of(doc)
+        if d is not None:
+            dates.append((rule.space, d))
     return RecordMeta(modified, valid_doc_ttl(doc), tuple(dates))
 
 
@@ -168,7 +218,8 @@ def header_for(
 ) -> tuple[bytes, list[bytes]]:
     """The packed header of a document written now, and its expiry-index entries. Without TTL
     rules there are no dates to find and no entries (the common case, kept cheap)."""
-    if not rules_for(coll).active:
+    rules = rules_for(coll)
+    if not rules.active and not rules.derived:
         return _HEAD.pack(RECORD_FORMAT, modified, valid_doc_ttl(doc), 0), []
     meta = meta_for(coll, doc, modified)
     return meta.pack(), expiry_keys(coll, meta, rid_bytes)
@@ -177,10 +228,12 @@ def header_for(
 def expires_at(meta: RecordMeta, rules: Rules) -> int | None:
     """When the document expires under the rules (ms since the epoch), or None: never."""
     best: int | None = None
-    if rules.native:
+    if rules.native or rules.derived:
         dates = dict(meta.dates)
-        for ix, e in rules.native:
-            d = dates.get(ix.id)
+        bounds = [(ix.id, e) for ix, e in rules.native]
+        bounds += [(r.space, r.seconds) for r in rules.derived if r.seconds is not None]
+        for space, e in bounds:
+            d = dates.get(space)
             if d is not None and (best is None or d + e * 1000 < best):
                 best = d + e * 1000
     if rules.cosmos is not None:
@@ -253,14 +306,14 @@ def expiry_rid(key: bytes) -> int:
 def expiry_keys(coll: CollectionInfo, meta: RecordMeta, rid_bytes: bytes) -> list[bytes]:
     """The expiry-index entries of one record under the collection's current TTL indexes."""
     rules = rules_for(coll)
-    if not rules.active:
+    if not rules.active and not rules.derived:
         return []
     out = []
     dates = dict(meta.dates)
-    for ix, _e in rules.native:
-        d = dates.get(ix.id)
+    for space in [ix.id for ix, _e in rules.native] + [r.space for r in rules.derived]:
+        d = dates.get(space)
         if d is not None:
-            out.append(expiry_prefix(ix.id, KIND_DATE) + _time(d) + rid_bytes)
+            out.append(expiry_prefix(space, KIND_DATE) + _time(d) + rid_bytes)
     cosmos = rules.cosmos_index
     if cosmos is not None:
         if meta.ttl == 0:
@@ -276,6 +329,10 @@ def expiry_ranges(rules: Rules, now_ms: int) -> Iterator[tuple[bytes, bytes]]:
     for ix, e in rules.native:
         p = expiry_prefix(ix.id, KIND_DATE)
         yield p, p + _time(now_ms - e * 1000 + 1)
+    for rule in rules.derived:
+        if rule.seconds is not None:
+            p = expiry_prefix(rule.space, KIND_DATE)
+            yield p, p + _time(now_ms - rule.seconds * 1000 + 1)
     if rules.cosmos is not None and rules.cosmos_index is not None:
         if rules.cosmos > 0:
             p = expiry_prefix(rules.cosmos_index.id, KIND_MODIFIED)

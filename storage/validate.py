@@ -253,6 +253,8 @@ class _Check:
         ttl_indexes = [ix for ix, _e in self.rules.native]
         if self.rules.cosmos_index is not None:
             ttl_indexes.append(self.rules.cosmos_index)
+        if self.rules.derived:  # a clustered or time series collection's dates: the `_id` index's
+            ttl_indexes.append(coll.id_index)
         self.spaces = {ix.id: _SpaceState(ix) for ix in ttl_indexes}
         self.missing: list[Inconsistency] = []
         self.extra: list[Inconsistency] = []
@@ -360,6 +362,11 @@ class _Check:
             if kept != given:
                 bad = True
                 self.indexes[ix.id].header_date.add(rid, f"header {kept}, document {given}")
+        for rule in self.rules.derived:
+            kept, given = dates.get(rule.space), rule.date_of(doc)
+            if kept != given:
+                bad = True
+                self.indexes[rule.space].header_date.add(rid, f"header {kept}, document {given}")
         if bad:
             self.corrupt[rid] = None
 

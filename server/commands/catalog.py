@@ -9,7 +9,8 @@ from bson import Int64
 
 from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
-from ebbdb.server.commands import capped
+from ebbdb.server.commands import capped, collection_kinds
+from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
 from ebbdb.server.commands.schema_options import (
     ChangeStreamImages,
     action_check,
@@ -85,7 +86,10 @@ async def list_collections(ctx: CommandContext, p: ListCollectionsParams) -> dic
     validate_db_name(ctx.db)
     match = compile_filter(p.filter)
     engine = ctx.gateway.engine
-    entries = [_collection_entry(c, p.name_only) for c in engine.collections(ctx.db)]
+    entries = [
+        collection_kinds.shown_entry(c, _collection_entry(c, p.name_only))
+        for c in engine.collections(ctx.db)
+    ]
     entries += views.list_entries(engine, ctx.db, p.name_only)
     batch = [e for e in sorted(entries, key=lambda e: str(e["name"])) if match(e)]
     return {
@@ -122,19 +126,20 @@ class CreateParams:
     )
     view_on: str | None = arg("viewOn", Kind.STRING)
     pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
-    timeseries: Any = arg("timeseries", Kind.ANY, check=_NOT_YET)
-    clustered_index: Any = arg("clusteredIndex", Kind.ANY, check=_NOT_YET)
+    timeseries: TimeseriesParams | None = arg("timeseries", Kind.DOC, of=TimeseriesParams)
+    clustered_index: Any = arg("clusteredIndex", Kind.ANY)
     change_stream_images: ChangeStreamImages | None = arg(
         "changeStreamPreAndPostImages", Kind.DOC, of=ChangeStreamImages
     )
-    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_NOT_YET)
+    expire_after_seconds: int | None = arg("expireAfterSeconds", Kind.INT)
     encrypted_fields: Any = arg("encryptedFields", Kind.ANY, check=_NOT_YET)
 
 
 @REGISTRY.command("create", params=CreateParams, writes=True)
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
-    """Create an empty collection (capped with `capped`/`size`/`max`) or a view (NamespaceExists
-    if either is there already)."""
+    """Create an empty collection or a view (NamespaceExists if either is there already): plain,
+    capped (`capped`/`size`/`max`), clustered (clusteredIndex, expireAfterSeconds) or time series
+    (timeseries, expireAfterSeconds), with validation rules."""
     options = dict(p.options or {})
     rules = schema_options(
         p.validator, p.validation_level, p.validation_action, p.change_stream_images
@@ -152,9 +157,11 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.NamespaceExists, f"Collection {ctx.ns(p.collection)} already exists."
         )
+    options = collection_kinds.create_options(ctx, p, options)
     options = capped.create_options(p.capped, p.size, p.max, options)
     options.update((k, v) for k, v in rules.items() if v is not None)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
+    await collection_kinds.after_create(ctx, p.collection, options)
     return {"ok": 1.0}
 
 
@@ -223,8 +230,10 @@ class CollModParams:
     change_stream_images: ChangeStreamImages | None = arg(
         "changeStreamPreAndPostImages", Kind.DOC, of=ChangeStreamImages
     )
-    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-    timeseries: Any = arg("timeseries", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
+    expire_after_seconds: Any = arg("expireAfterSeconds", Kind.ANY)
+    timeseries: CollModTimeseriesParams | None = arg(
+        "timeseries", Kind.DOC, of=CollModTimeseriesParams
+    )
     capped_size: Any = arg("cappedSize", Kind.NUMBER, nullable=True)
     capped_max: Any = arg("cappedMax", Kind.NUMBER, nullable=True)
     record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
@@ -242,7 +251,9 @@ def _index_ttl(value: Any) -> int:
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
     hidden, by name or key pattern; the collection's validation rules and change stream images;
-    a capped collection's cappedSize and cappedMax; or a view's viewOn and pipeline."""
+    a clustered or time series collection's expireAfterSeconds (or "off") and a time series
+    collection's granularity (coarser only); a capped collection's cappedSize and cappedMax; or a
+    view's viewOn and pipeline."""
     validate_collection_name(ctx.db, p.collection)
     if ctx.collection(p.collection) is None:
         if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
@@ -254,6 +265,8 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     rules = schema_options(
         p.validator, p.validation_level, p.validation_action, p.change_stream_images
     )
+    if p.expire_after_seconds is not None or p.timeseries is not None:
+        await collection_kinds.coll_mod(ctx, p.collection, p.expire_after_seconds, p.timeseries)
     index = p.index
     if rules:
         engine = ctx.gateway.engine

@@ -8,6 +8,7 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server.arguments import COMMAND_VALUE, TERSE_MISMATCH, Kind, arg
+from ebbdb.server.commands import collection_kinds
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
@@ -61,7 +62,7 @@ async def list_indexes(ctx: CommandContext, p: ListIndexesParams) -> dict[str, A
         "cursor": {
             "id": Int64(0),
             "ns": ctx.ns(p.collection),
-            "firstBatch": [ix.spec() for ix in info.indexes],
+            "firstBatch": collection_kinds.index_specs(info),
         },
         "ok": 1.0,
     }

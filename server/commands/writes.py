@@ -12,7 +12,7 @@ from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCoun
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import writes
+from ebbdb.storage import timeseries, writes
 from ebbdb.storage.catalog import validate_collection_name
 from ebbdb.storage.errors import StorageError
 from ebbdb.storage.execute import QuerySpec
@@ -179,6 +179,9 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     engine = ctx.gateway.engine
 
     def run(reply: dict[str, Any], i: int, s: UpdateStatement, now_ms: int) -> None:
+        ts = timeseries.options_of(engine.collection(ctx.db, p.collection))
+        if ts is not None:  # MongoDB 7.0 updates a time series collection's metaField only
+            timeseries.check_update(ts, s.q, s.u, s.multi, s.upsert)
         result = writes.update(
             engine,
             ctx.db,
@@ -304,6 +307,11 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     """Update or remove one document and return it (before, or with `new` after, the change)."""
     validate_collection_name(ctx.db, p.collection)
     _check_find_and_modify(p)
+    if not p.remove and timeseries.is_timeseries(ctx.collection(p.collection)):
+        raise CommandError(
+            ErrorCode.InvalidOptions,
+            "Cannot perform a non-multi update on a time-series collection",
+        )
     variables = command_variables(p.let, ctx.now())
     spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
