@@ -52,6 +52,7 @@ class ErrorCode(enum.IntEnum):
     NotExactValueField = 111
     CursorInUse = 143
     ExceededMemoryLimit = 146
+    IncompatibleCollationVersion = 161
     InvalidPipelineOperator = 168
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197

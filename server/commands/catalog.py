@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
 
-from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.arguments import (
+    COMMAND_VALUE,
+    REST,
+    TERSE_MISMATCH,
+    Kind,
+    Unsupported,
+    arg,
+    type_mismatch,
+)
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
+from ebbdb.storage.collation import normalise
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import to_decimal
 
@@ -123,8 +133,24 @@ class CreateParams:
 async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     """Create an empty collection (NamespaceExists if it is there already)."""
     options = dict(p.options or {})
+    if "collation" in options:
+        options = _with_collation(options)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     return {"ok": 1.0}
+
+
+def _with_collation(options: dict[str, Any]) -> dict[str, Any]:
+    """create's options with the collation MongoDB stores: its normalised document (listed by
+    listCollections, inherited by the collection's indexes and queries); none for the simple
+    one."""
+    given = options.pop("collation")
+    if not isinstance(given, Mapping):
+        raise type_mismatch("create.collation", given, Kind.COLLATION)
+    if given:
+        normalised = normalise(given)
+        if normalised is not None:
+            options["collation"] = normalised
+    return options
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import MONGODB_VERSION
 from ebbdb.storage import keys
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
+from ebbdb.storage.collation import resolve
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
 from ebbdb.storage.planner import CollScan, IndexScan, Plan
@@ -86,8 +87,11 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
     limit = abs(p.limit)
     now = ctx.now()
     variables = command_variables(p.let, now)
-    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables)
     coll = ctx.collection(p.collection)
+    collation = resolve(p.collation, coll)
+    spec = QuerySpec.parse(
+        p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables, collation
+    )
     return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
 
 
@@ -194,8 +198,10 @@ class CountParams:
 def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | None, QuerySpec]:
     validate_collection_name(ctx.db, p.collection)
     # A negative limit counts like its absolute value (MongoDB's legacy rule).
-    spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint)
-    return ctx.collection(p.collection), spec
+    coll = ctx.collection(p.collection)
+    collation = resolve(p.collation, coll)
+    spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint, collation=collation)
+    return coll, spec
 
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
@@ -231,8 +237,9 @@ def _distinct_spec(
     validate_collection_name(ctx.db, p.collection)
     if not p.key or p.key.startswith("$") or "" in p.key.split("."):
         raise CommandError(ErrorCode.BadValue, f"FieldPath '{p.key}' is not valid for distinct")
-    spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint)
-    return ctx.collection(p.collection), spec
+    coll = ctx.collection(p.collection)
+    spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint, collation=resolve(p.collation, coll))
+    return coll, spec
 
 
 async def _distinct_values(
@@ -240,6 +247,9 @@ async def _distinct_values(
 ) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
+    # Under a collation, values it finds equal are one value (the first met), ordered by it.
+    collation = run.spec.collation
+    collate = collation.collate if collation is not None else None
     async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
@@ -248,7 +258,9 @@ async def _distinct_values(
                     continue
                 # Arrays are unwound one level: their elements are the values.
                 for item in v if isinstance(v, list) else (v,):
-                    seen.setdefault(keys.encode(item), item)
+                    seen.setdefault(keys.encode(collate(item) if collate else item), item)
+    if collate is not None:
+        return [seen[k] for k in sorted(seen)]  # the encoded keys sort as the values do
     return sorted(seen.values(), key=functools.cmp_to_key(compare))
 
 

@@ -497,6 +497,10 @@ def _element_test(node: Node) -> Test:
     return lambda v: const
 
 
+#: Public for storage/collation.py, which rebuilds $elemMatch's value form with collated leaves.
+element_test = _element_test
+
+
 def _values_test(node: Node) -> _ValuesTest:
     """The node against a path's values: `ev` expanded (leaf arrays' elements too), `nv` not."""
     if isinstance(node, Leaf):
