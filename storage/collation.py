@@ -10,6 +10,7 @@ index key encoding, and its code point order is the sort key's byte order."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -19,9 +20,13 @@ import icu
 from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.query.match import element_test, node_predicate
+from ebbdb.storage.query.match import (
+    elem_match_object_test,
+    elem_match_value_test,
+    element_test,
+    node_predicate,
+)
 from ebbdb.storage.query.match_leaves import (
-    element_document,
     eq_test,
     in_test,
     is_regex,
@@ -86,18 +91,7 @@ class Collation:
 
     def document(self) -> dict[str, Any]:
         """The collation as MongoDB echoes it: every field, in its order, with the version."""
-        return {
-            "locale": self.locale,
-            "caseLevel": self.case_level,
-            "caseFirst": self.case_first,
-            "strength": self.strength,
-            "numericOrdering": self.numeric_ordering,
-            "alternate": self.alternate,
-            "maxVariable": self.max_variable,
-            "normalization": self.normalization,
-            "backwards": self.backwards,
-            "version": VERSION,
-        }
+        return dict(zip(_FIELDS, (*dataclasses.astuple(self), VERSION)))
 
     @functools.cached_property
     def _sort_key(self) -> Any:
@@ -342,11 +336,6 @@ def normalise(given: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if c is None else c.document()
 
 
-def document_of(c: Collation | None) -> dict[str, Any]:
-    """A collation as an index or explain shows it ({locale: "simple"} for the simple one)."""
-    return {"locale": "simple"} if c is None else c.document()
-
-
 # -- filters ----------------------------------------------------------------------------------------
 
 
@@ -402,30 +391,11 @@ def _collate(node: Node, c: Collation) -> Node:
         if all(a is b for a, b in zip(children, node.children)):
             return node
         return replace(node, children=children)
-    if isinstance(node, ElemMatchValue):
+    if isinstance(node, (ElemMatchValue, ElemMatchObject)):
         inner = _collate(node.child, c)
         if inner is node.child:
             return node
-        each = element_test(inner)
-
-        def value_form(v: Any) -> bool:
-            return type(v) is list and any(each(e) for e in v)
-
-        return replace(node, test=value_form, child=inner)
-    if isinstance(node, ElemMatchObject):
-        inner = _collate(node.child, c)
-        if inner is node.child:
-            return node
-        sub = node_predicate(inner)
-
-        def document_form(v: Any) -> bool:
-            if type(v) is not list:
-                return False
-            for e in v:
-                d = element_document(e)
-                if d is not None and sub(d):
-                    return True
-            return False
-
-        return replace(node, test=document_form, child=inner)
+        if isinstance(node, ElemMatchValue):
+            return replace(node, test=elem_match_value_test(element_test(inner)), child=inner)
+        return replace(node, test=elem_match_object_test(node_predicate(inner)), child=inner)
     return node

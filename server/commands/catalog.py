@@ -8,15 +8,8 @@ from typing import Any
 
 from bson import Int64
 
-from ebbdb.server.arguments import (
-    COMMAND_VALUE,
-    REST,
-    TERSE_MISMATCH,
-    Kind,
-    Unsupported,
-    arg,
-    type_mismatch,
-)
+from ebbdb.server import arguments
+from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
@@ -145,7 +138,7 @@ def _with_collation(options: dict[str, Any]) -> dict[str, Any]:
     one."""
     given = options.pop("collation")
     if not isinstance(given, Mapping):
-        raise type_mismatch("create.collation", given, Kind.COLLATION)
+        raise arguments.type_mismatch("create.collation", given, Kind.COLLATION)
     if given:
         normalised = normalise(given)
         if normalised is not None:
