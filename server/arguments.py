@@ -1,6 +1,6 @@
 """Command arguments: each command declares a frozen dataclass whose fields say which BSON field
 they come from, of what kind, and what rules their values follow (unsupported, refused unless
-default, non-negative, the simple collation, ...); `extract` is the one place a command document
+default, non-negative, a valid collation, ...); `extract` is the one place a command document
 becomes that object, and so the one place that answers 40415, 40414, 14 and those rules' refusals."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import bson
 from bson import Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.storage.collation import parse_collation
 from ebbdb.storage.documents import CODEC
+from ebbdb.storage.errors import QueryError
 from ebbdb.storage.values import is_number, to_decimal, type_name
 
 #: Fields every command may carry that the extractor lets through: sessions, concerns, read
@@ -70,7 +72,7 @@ class Kind(enum.Enum):
     STRING_OR_DOC = "string or object"
     #: A string, an object, or an array of strings (an index by name, key pattern or names).
     STRING_OR_DOC_OR_STRINGS = "string, object or array of strings"
-    #: An object that must be the simple collation, the only one ebbdb has (238 otherwise).
+    #: A collation document (checked by storage/collation.py: MongoDB's codes for a bad one).
     COLLATION = "collation"
     CURSOR_ID = "long"  # a cursor id: a long, kept as an Int64
     CURSOR_IDS = "array of longs"
@@ -181,18 +183,32 @@ class ItemCount(Check):
         return not self.low <= len(value) <= self.high
 
 
-class _SimpleCollation(Check):
-    """Only the simple (binary) collation exists in ebbdb: `{}` or `{locale: "simple"}`."""
+class _ValidCollation(Check):
+    """A collation document MongoDB accepts (storage/collation.py says which, with its codes);
+    `{}` gives none."""
 
-    code = ErrorCode.NotImplemented
-    message = "only the simple collation is supported"
+    code = ErrorCode.BadValue
+    message = ""
 
     def refuses(self, value: Any, default: Any) -> bool:
-        return bool(value) and not (value.get("locale") == "simple" and len(value) == 1)
+        return bool(value) and self._failure(value) is not None
+
+    def error(self, field: str, value: Any) -> CommandError:
+        exc = self._failure(value)
+        assert exc is not None
+        return CommandError(ErrorCode[exc.code_name], exc.message)
+
+    @staticmethod
+    def _failure(value: Any) -> QueryError | None:
+        try:
+            parse_collation(value)
+        except QueryError as exc:
+            return exc
+        return None
 
 
 #: The checks a kind brings with it, before any the field declares.
-_KIND_CHECKS: dict[Kind, tuple[Check, ...]] = {Kind.COLLATION: (_SimpleCollation(),)}
+_KIND_CHECKS: dict[Kind, tuple[Check, ...]] = {Kind.COLLATION: (_ValidCollation(),)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -461,9 +477,9 @@ def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool
     update statement, where `command` is the path to it and no field is the command's own).
     Raises CommandError: 40415 for an unknown field, 40414 for a missing required one,
     14 TypeMismatch for a value of the wrong type; then, once all fields are read, whatever the
-    first failing declared check raises (238 NotImplemented for an unsupported option or a
-    collation other than the simple one, a field's own code and message for a value out of
-    range)."""
+    first failing declared check raises (238 NotImplemented for an unsupported option,
+    MongoDB's codes for a bad collation document, a field's own code and message for a value
+    out of range)."""
     return _extract(cls, command, body, nested, False)
 
 

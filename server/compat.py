@@ -57,7 +57,7 @@ PARAMETER_NOTES: dict[str, str] = {
 
 #: Notes on index options, by option name (each must be an option storage/indexes.py accepts).
 _INDEX_OPTION_NOTES = {
-    "collation": 'only `{locale: "simple"}`, the default',
+    "collation": "ICU collations (see Collation); the collection's default when none is given",
     "expireAfterSeconds": "TTL, both models",
 }
 
@@ -144,7 +144,7 @@ def language_table() -> str:
         f"compound, multikey; up to {indexes.MAX_INDEXES} indexes per collection, `_id_` "
         f"included | {_names([*indexes.UNSUPPORTED_TYPES, '$**'])} |"
     )
-    out.append(f"| Index options | {', '.join(options)} | other collations |")
+    out.append(f"| Index options | {', '.join(options)} | - |")
     return "\n".join(out)
 
 

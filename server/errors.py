@@ -55,6 +55,7 @@ class ErrorCode(enum.IntEnum):
     DocumentValidationFailure = 121
     CursorInUse = 143
     ExceededMemoryLimit = 146
+    IncompatibleCollationVersion = 161
     ViewDepthLimitExceeded = 165
     CommandNotSupportedOnView = 166
     OptionNotSupportedOnView = 167

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ebbdb.storage.collation import Collation, parse_collation
 from ebbdb.storage.errors import InvalidNamespace
 from ebbdb.storage.query.match import compile_filter
 
@@ -42,6 +43,12 @@ class IndexInfo:
     @cached_property
     def hidden(self) -> bool:
         return bool(self.options.get("hidden"))
+
+    @cached_property
+    def collation(self) -> Collation | None:
+        """The index's collation (None: the simple one): string keys are its sort keys."""
+        spec = self.options.get("collation")
+        return None if spec is None else parse_collation(spec)
 
     @property
     def partial_filter(self) -> dict[str, Any] | None:
@@ -106,6 +113,12 @@ class CollectionInfo:
 
     def with_indexes(self, indexes: tuple[IndexInfo, ...]) -> CollectionInfo:
         return CollectionInfo(self.id, self.db, self.name, self.options, indexes, self.uuid)
+
+    @cached_property
+    def collation(self) -> Collation | None:
+        """The collection's default collation (None: the simple one)."""
+        spec = self.options.get("collation")
+        return None if spec is None else parse_collation(spec)
 
     @cached_property  # read by every `_id` lookup
     def id_index(self) -> IndexInfo:

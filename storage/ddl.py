@@ -194,7 +194,7 @@ class Ddl:
                 info = self._records.new_collection(txn, db, name, {})
             before = len(info.indexes)
             new: list[IndexInfo] = []
-            for spec in specs:
+            for spec in (s.with_default_collation(info.options.get("collation")) for s in specs):
                 if any(conflict(spec, ix) == "same" for ix in (*info.indexes, *new)):
                     continue
                 if any(spec.name == ix.name or conflict(spec, ix) == "same" for ix in new):

@@ -26,11 +26,23 @@ def index_bodies(
     parallel arrays)."""
     if ix.key == ID_INDEX_KEY:
         value = doc["_id"]
+        if ix.collation is not None:
+            return [(keys.encode(ix.collation.collate(value)), {"_id": value})], False
         return [(keys.encode(value), {"_id": value})], False
     if ttl.is_cosmos_index(ix):
         return [], False  # it indexes the server-kept last-modified time: expiry entries only
     if ix.partial_predicate is not None and not ix.partial_predicate(doc):
         return [], False
+    if ix.collation is not None:
+        # Its string keys are the collation's sort keys (a duplicate-key report shows them, as
+        # MongoDB's does).
+        return _key_bodies(ix, ix.collation.collate(doc))
+    return _key_bodies(ix, doc)
+
+
+def _key_bodies(
+    ix: IndexInfo, doc: dict[str, Any]
+) -> tuple[list[tuple[bytes, dict[str, Any]]], bool]:
     fields = ix.fields
     if len(fields) == 1 and "." not in fields[0]:
         # One top-level field that holds no array: one entry, as the general path below gives.

@@ -15,6 +15,7 @@ import bson
 
 from ebbdb.storage import ttl
 from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.collation import Collation, collate_filter
 from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
@@ -43,6 +44,8 @@ class QuerySpec:
     skip: int = 0
     limit: int = 0
     hint: Any = None
+    #: The collation strings compare under (None: the simple one); the predicate already has it.
+    collation: Collation | None = None
 
     @property
     def filter(self) -> Mapping[str, Any]:
@@ -63,14 +66,18 @@ class QuerySpec:
         limit: int = 0,
         hint: Any = None,
         variables: Mapping[str, Any] | None = None,
+        collation: Collation | None = None,
     ) -> QuerySpec:
         """Raises QueryError for a malformed filter, projection, sort, skip or limit.
-        `variables` are the command's `let` (for `$expr`)."""
+        `variables` are the command's `let` (for `$expr`); `collation` is the one strings
+        compare under (None: the simple one, and nothing here changes)."""
         if skip < 0:
             raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
             raise QueryError("BadValue", "limit value must be non-negative")
         query = parse_filter(filter, variables)
+        if collation is not None:
+            query = collate_filter(query, collation, variables)
         return cls(
             query,
             parse_projection(projection, filter=query),
@@ -78,11 +85,12 @@ class QuerySpec:
             skip,
             limit,
             hint,
+            collation,
         )
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
-    return plan_query(coll, spec.query, spec.sort, spec.hint)
+    return plan_query(coll, spec.query, spec.sort, spec.hint, spec.collation)
 
 
 class QueryRun:
@@ -275,7 +283,7 @@ class QueryRun:
                     break
         if sorting:
             assert self.spec.sort is not None
-            found = sort_documents(to_sort, self.spec.sort)
+            found = sort_documents(to_sort, self.spec.sort, self.spec.collation)
         found = found[self.spec.skip :]
         return found[:limit] if limit else found
 
@@ -350,7 +358,7 @@ class QueryRun:
             if examined >= budget:
                 return
         assert self.spec.sort is not None
-        ordered = sort_documents(self._collected, self.spec.sort)
+        ordered = sort_documents(self._collected, self.spec.sort, self.spec.collation)
         self._collected = []
         self._sorted = ordered[self.spec.skip :]
         self._skip_left = 0

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.storage.catalog import IndexInfo
+from ebbdb.storage.collation import normalise
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.values import is_number, to_float
+from ebbdb.storage.values import is_number, to_float, type_name
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
 MAX_INDEXES = 64
@@ -47,6 +48,14 @@ class IndexSpec:
     name: str
     key: tuple[tuple[str, Any], ...]
     options: dict[str, Any]
+    #: No collation given: the index takes the collection's default (with_default_collation).
+    inherits_collation: bool = False
+
+    def with_default_collation(self, default: dict[str, Any] | None) -> IndexSpec:
+        """The spec on a collection whose default collation is `default` (None: simple)."""
+        if not self.inherits_collation or not default:
+            return self
+        return IndexSpec(self.name, self.key, {**self.options, "collation": default})
 
     @property
     def key_doc(self) -> dict[str, Any]:
@@ -149,6 +158,7 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
             "FailedToParse", "The 'key' field is a required property of an index specification"
         )
     key = _check_key(doc["key"])
+    inherits = True
     is_id = len(key) == 1 and key[0][0] == "_id"
     options: dict[str, Any] = {}
     for field, value in doc.items():
@@ -174,9 +184,17 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
                 f"The field '{field}' is not valid for an index specification.",
             )
         if field == "collation":
-            if not isinstance(value, Mapping) or value.get("locale") != "simple" or len(value) != 1:
-                raise QueryError("NotImplemented", "only the simple collation is supported")
-            continue  # the simple collation is the default: MongoDB does not list it either
+            if not isinstance(value, Mapping):
+                raise QueryError(
+                    "TypeMismatch",
+                    f"The field 'collation' must be an object, but got {type_name(value)}",
+                )
+            if value:  # an empty document gives none: the collection's default
+                inherits = False
+                normalised = normalise(value)
+                if normalised is not None:  # the simple collation is not listed
+                    options[field] = normalised
+            continue
         if field == "expireAfterSeconds":
             options[field] = _expire_after(value, key)
         elif field == "partialFilterExpression":
@@ -210,7 +228,7 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         raise QueryError("CannotCreateIndex", f"The index name '{name}' is not valid")
     if is_id and name != "_id_":
         raise QueryError("BadValue", "The _id index must be named _id_")
-    return IndexSpec(name, key, options)
+    return IndexSpec(name, key, options, inherits)
 
 
 def _same_key(a: tuple[tuple[str, Any], ...], b: tuple[tuple[str, Any], ...]) -> bool:

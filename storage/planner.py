@@ -21,6 +21,7 @@ from bson.binary import Binary
 from ebbdb.storage import keys
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.clustered import is_clustered
+from ebbdb.storage.collation import Collation, has_string
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match import parse_filter
@@ -350,15 +351,40 @@ def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> Index
     )
 
 
+def _collated_bounds(bounds: dict[str, _FieldBounds], c: Collation) -> dict[str, _FieldBounds]:
+    """The bounds on an index with the query's collation: its keys hold the strings' sort keys."""
+    return {
+        path: _FieldBounds(
+            [[c.collate(v) for v in points] for points in fb.point_sets],
+            [(op, c.collate(v)) for op, v in fb.ranges],
+        )
+        for path, fb in bounds.items()
+    }
+
+
+def _without_strings(bounds: dict[str, _FieldBounds]) -> dict[str, _FieldBounds]:
+    """The bounds an index with another collation than the query's can take: only those of
+    fields bounded without strings (strings are ordered differently there)."""
+    return {
+        path: fb
+        for path, fb in bounds.items()
+        if not any(has_string(v) for points in fb.point_sets for v in points)
+        and not any(has_string(v) for _, v in fb.ranges)
+    }
+
+
 def plan_query(
     coll: CollectionInfo,
     query: ParsedFilter | Mapping[str, Any],
     sort: SortSpec | None = None,
     hint: Any = None,
+    collation: Collation | None = None,
 ) -> Plan:
-    """Choose how to read the candidates for a filter (parsed, or a document to parse). Raises
-    QueryError for a bad hint (or a malformed filter document)."""
-    plan = _plan_query(coll, query, sort, hint)
+    """Choose how to read the candidates for a filter (parsed, or a document to parse) under a
+    collation (None: the simple one). An index with another collation than the query's takes no
+    bounds on strings and delivers no sort. Raises QueryError for a bad hint (or a malformed
+    filter document)."""
+    plan = _plan_query(coll, query, sort, hint, collation)
     if isinstance(plan, CollScan) and is_clustered(coll):
         # A clustered collection's natural order is its `_id` order: its scan is the `_id`
         # index's, whole (records themselves stay keyed by insertion).
@@ -377,6 +403,7 @@ def _plan_query(
     query: ParsedFilter | Mapping[str, Any],
     sort: SortSpec | None,
     hint: Any,
+    collation: Collation | None,
 ) -> Plan:
     parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
@@ -384,9 +411,37 @@ def _plan_query(
         # MongoDB's IDHACK reads the filter as written, as id_point does.
         point = id_point(flt)
         if point is not MISSING and not (sort is not None and sort.natural and not sort.keys):
-            return _id_lookup(coll, point, sort)
+            id_collation = coll.id_index.collation
+            if id_collation is collation or id_collation == collation:
+                if collation is not None:
+                    point = collation.collate(point)
+                return _id_lookup(coll, point, sort)
+            if not has_string(point):
+                return _id_lookup(coll, point, sort)
     bounds: dict[str, _FieldBounds] = {}
     _collect(parsed.tree, bounds)
+    if collation is not None or any(ix.collation is not None for ix in coll.indexes):
+        return _plan_collated(coll, parsed, sort, hint, collation, bounds)
+    return _choose(coll, flt, sort, hint, None, bounds)
+
+
+def _choose(
+    coll: CollectionInfo,
+    flt: Mapping[str, Any],
+    sort: SortSpec | None,
+    hint: Any,
+    offers: dict[int, tuple[dict[str, _FieldBounds], SortSpec | None]] | None,
+    bounds: dict[str, _FieldBounds] | None = None,
+) -> Plan:
+    """The plan among the indexes: each takes `bounds` and the sort, or what `offers` gives it
+    (by index id) when a collation is in play."""
+
+    def offer(ix: IndexInfo) -> tuple[dict[str, _FieldBounds], SortSpec | None]:
+        if offers is None:
+            assert bounds is not None
+            return bounds, sort
+        return offers[ix.id]
+
     natural_reverse = bool(sort and not sort.keys and sort.natural < 0)
     if hint is not None and hint != {} and hint != "":
         hinted = find_hinted(coll, hint)
@@ -394,11 +449,12 @@ def _plan_query(
             assert isinstance(hint, Mapping)
             return CollScan(reverse=hint["$natural"] < 0)
         assert isinstance(hinted, IndexInfo)
-        return _scan_for(hinted, bounds, sort) or IndexScan(
+        ix_bounds, ix_sort = offer(hinted)
+        return _scan_for(hinted, ix_bounds, ix_sort) or IndexScan(
             hinted,
             (Interval(b"", None),),
-            bool(_sort_direction(hinted, 0, sort)),
-            _sort_direction(hinted, 0, sort) is not None,
+            bool(_sort_direction(hinted, 0, ix_sort)),
+            _sort_direction(hinted, 0, ix_sort) is not None,
             {p: ["[MinKey, MaxKey]"] for p in hinted.fields},
         )
     if sort is not None and sort.natural and not sort.keys:
@@ -407,7 +463,7 @@ def _plan_query(
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
             continue
-        candidate = _candidate(ix, bounds, sort)
+        candidate = _candidate(ix, *offer(ix))
         if candidate is None:
             continue
         scan, points, ranged = candidate
@@ -419,6 +475,24 @@ def _plan_query(
     if best is None:
         return CollScan(reverse=natural_reverse)
     return best[1]
+
+
+def _plan_collated(
+    coll: CollectionInfo,
+    parsed: ParsedFilter,
+    sort: SortSpec | None,
+    hint: Any,
+    collation: Collation | None,
+    bounds: dict[str, _FieldBounds],
+) -> Plan:
+    """plan_query where a collation is in play: each index is offered the bounds and the sort
+    its collation can serve, on a collection whose indexes are offered them as they suit it."""
+    same = _collated_bounds(bounds, collation) if collation is not None else bounds
+    other = _without_strings(bounds)
+    offers = {
+        ix.id: (same, sort) if ix.collation == collation else (other, None) for ix in coll.indexes
+    }
+    return _choose(coll, parsed.filter, sort, hint, offers)
 
 
 def _scan_for(

@@ -61,7 +61,9 @@ class Records:
         self, txn: Txn, db: str, name: str, options: dict[str, Any]
     ) -> CollectionInfo:
         coll_id = self.next_id(txn)
-        id_index = IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, {})
+        # The `_id` index takes the collection's default collation, as every index does.
+        id_options = {"collation": options["collation"]} if options.get("collation") else {}
+        id_index = IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options)
         info = CollectionInfo(coll_id, db, name, options, (id_index,), new_uuid())
         self.put_collection(txn, info)
         return info

@@ -16,6 +16,7 @@ from ebbdb.server.latency import Facts
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.collation import resolve
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.javascript import refuse_javascript
 
@@ -78,12 +79,15 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     now = ctx.now()
     variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
-    source = EngineSource(ctx.gateway.engine, ctx.db, now, Facts(ctx.listener, ctx.stats.latency))
+    coll = ctx.collection(collection) if collection is not None else None
+    collation = resolve(p.collation, coll)
+    facts = Facts(ctx.listener, ctx.stats.latency)
+    source = EngineSource(ctx.gateway.engine, ctx.db, now, facts, collation)
 
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms
 
-    results = run_pipeline(pipeline, source, collection, variables)
+    results = run_pipeline(pipeline, source, collection, variables, collation)
     run = PipelineRun(iter(results), set_now, ctx.gateway.read)
     docs = await run.fill(first, now) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")

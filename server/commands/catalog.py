@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
 
-from ebbdb.server import views
+from ebbdb.server import arguments, views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
 from ebbdb.server.commands import capped, collection_kinds
 from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
@@ -22,6 +23,7 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
+from ebbdb.storage.collation import normalise
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import to_decimal
 
@@ -157,12 +159,28 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.NamespaceExists, f"Collection {ctx.ns(p.collection)} already exists."
         )
+    if "collation" in options:
+        options = _with_collation(options)
     options = collection_kinds.create_options(ctx, p, options)
     options = capped.create_options(p.capped, p.size, p.max, options)
     options.update((k, v) for k, v in rules.items() if v is not None)
     await ctx.gateway.write(ctx.gateway.engine.create_collection, ctx.db, p.collection, options)
     await collection_kinds.after_create(ctx, p.collection, options)
     return {"ok": 1.0}
+
+
+def _with_collation(options: dict[str, Any]) -> dict[str, Any]:
+    """create's options with the collation MongoDB stores: its normalised document (listed by
+    listCollections, inherited by the collection's indexes and queries); none for the simple
+    one."""
+    given = options.pop("collation")
+    if not isinstance(given, Mapping):
+        raise arguments.type_mismatch("create.collation", given, Kind.COLLATION)
+    if given:
+        normalised = normalise(given)
+        if normalised is not None:
+            options["collation"] = normalised
+    return options
 
 
 @dataclass(frozen=True)

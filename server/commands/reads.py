@@ -32,6 +32,7 @@ from ebbdb.server.version import MONGODB_VERSION
 from ebbdb.storage import keys
 from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
+from ebbdb.storage.collation import Collation, resolve
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
 from ebbdb.storage.planner import CollScan, IndexScan, Plan
@@ -90,8 +91,11 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
     limit = abs(p.limit)
     now = ctx.now()
     variables = command_variables(p.let, now)
-    spec = QuerySpec.parse(p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables)
     coll = ctx.collection(p.collection)
+    collation = resolve(p.collation, coll)
+    spec = QuerySpec.parse(
+        p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables, collation
+    )
     return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
 
 
@@ -224,8 +228,10 @@ class CountParams:
 def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | None, QuerySpec]:
     validate_collection_name(ctx.db, p.collection)
     # A negative limit counts like its absolute value (MongoDB's legacy rule).
-    spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint)
-    return ctx.collection(p.collection), spec
+    coll = ctx.collection(p.collection)
+    collation = resolve(p.collation, coll)
+    spec = QuerySpec.parse(p.query, None, None, p.skip, abs(p.limit), p.hint, collation=collation)
+    return coll, spec
 
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
@@ -274,19 +280,25 @@ def _distinct_spec(
     validate_collection_name(ctx.db, p.collection)
     if not p.key or p.key.startswith("$") or "" in p.key.split("."):
         raise CommandError(ErrorCode.BadValue, f"FieldPath '{p.key}' is not valid for distinct")
-    spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint)
-    return ctx.collection(p.collection), spec
+    coll = ctx.collection(p.collection)
+    spec = QuerySpec.parse(p.query, None, None, 0, 0, p.hint, collation=resolve(p.collation, coll))
+    return coll, spec
 
 
 async def _distinct_values(
     ctx: CommandContext, coll: CollectionInfo, run: QueryRun, key: str
 ) -> list[Any]:
-    return await _distinct_of(each_chunk(ctx.gateway.engine, run, ctx.now()), key)
+    chunks = each_chunk(ctx.gateway.engine, run, ctx.now())
+    return await _distinct_of(chunks, key, run.spec.collation)
 
 
-async def _distinct_of(chunks: AsyncIterator[list[bytes]], key: str) -> list[Any]:
+async def _distinct_of(
+    chunks: AsyncIterator[list[bytes]], key: str, collation: Collation | None = None
+) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
+    # Under a collation, values it finds equal are one value (the first met), ordered by it.
+    collate = collation.collate if collation is not None else None
     async for chunk in chunks:
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
@@ -295,7 +307,9 @@ async def _distinct_of(chunks: AsyncIterator[list[bytes]], key: str) -> list[Any
                     continue
                 # Arrays are unwound one level: their elements are the values.
                 for item in v if isinstance(v, list) else (v,):
-                    seen.setdefault(keys.encode(item), item)
+                    seen.setdefault(keys.encode(collate(item) if collate else item), item)
+    if collate is not None:
+        return [seen[k] for k in sorted(seen)]  # the encoded keys sort as the values do
     return sorted(seen.values(), key=functools.cmp_to_key(compare))
 
 

@@ -14,6 +14,7 @@ from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage import timeseries, writes
 from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.collation import resolve
 from ebbdb.storage.errors import StorageError
 from ebbdb.storage.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -186,7 +187,12 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             engine,
             ctx.db,
             p.collection,
-            QuerySpec.parse(s.q, hint=s.hint, variables=variables),
+            QuerySpec.parse(
+                s.q,
+                hint=s.hint,
+                variables=variables,
+                collation=resolve(s.collation, ctx.collection(p.collection)),
+            ),
             _parse_change(s.u, s.array_filters, s.multi),
             s.multi,
             s.upsert,
@@ -246,7 +252,8 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     engine = ctx.gateway.engine
 
     def run(reply: dict[str, Any], _i: int, s: DeleteStatement, now_ms: int) -> None:
-        spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables)
+        collation = resolve(s.collation, ctx.collection(p.collection))
+        spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables, collation=collation)
         reply["n"] += writes.delete(
             engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
         ).deleted
@@ -313,7 +320,10 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
             "Cannot perform a non-multi update on a time-series collection",
         )
     variables = command_variables(p.let, ctx.now())
-    spec = QuerySpec.parse(p.query, sort=p.sort, hint=p.hint, variables=variables)
+    collation = resolve(p.collation, ctx.collection(p.collection))
+    spec = QuerySpec.parse(
+        p.query, sort=p.sort, hint=p.hint, variables=variables, collation=collation
+    )
     change = None if p.remove else _parse_change(p.update, p.array_filters, False)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
     gateway = ctx.gateway

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
+from ebbdb.storage.collation import collate_filter
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter
 from ebbdb.storage.query.match_tree import uses_expr
@@ -42,6 +43,11 @@ class Match(Stage, name="$match"):
             predicate = compile_filter(self.parsed.filter, ctx.variables)
         else:
             predicate = self.parsed.predicate
+        if ctx.collation is not None:
+            parsed = (
+                parse_filter(self.parsed.filter, ctx.variables) if self.dynamic else self.parsed
+            )
+            predicate = collate_filter(parsed, ctx.collation, ctx.variables).predicate
         return (d for d in docs if predicate(d))
 
 

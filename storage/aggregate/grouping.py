@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error, group_key
+from ebbdb.storage.collation import Collation
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import compare, rank
 from ebbdb.storage.query.expressions import (
@@ -55,8 +56,10 @@ def _accumulate(
     doc: Doc,
     fields: Accumulators,
     variables: Variables,
+    collation: Collation | None = None,
 ) -> None:
-    key = group_key(key_value)
+    # Under a collation, keys it finds equal are one group, reported with the first key met.
+    key = group_key(key_value if collation is None else collation.collate(key_value))
     group = groups.get(key)
     if group is None:
         group = groups[key] = (key_value, [factory() for _, factory in fields])
@@ -85,7 +88,12 @@ class _Group(Stage, name="$group"):
             key_value = self.id_expr(doc, variables)
             # A missing _id groups with null and is reported as null.
             _accumulate(
-                groups, None if key_value is MISSING else key_value, doc, self.fields, variables
+                groups,
+                None if key_value is MISSING else key_value,
+                doc,
+                self.fields,
+                variables,
+                ctx.collation,
             )
         for key_value, accs in groups.values():
             yield _group_output(key_value, accs, self.fields)

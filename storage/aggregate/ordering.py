@@ -25,7 +25,7 @@ class Sort(Stage, name="$sort"):
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         rows = [(d, d) for d in docs]
-        return iter(sort_documents(rows, self.spec))
+        return iter(sort_documents(rows, self.spec, ctx.collation))
 
 
 @STAGES.stage("$sort", document=(15973, "the $sort key specification must be an object"))

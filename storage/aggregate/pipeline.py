@@ -23,6 +23,7 @@ from ebbdb.storage.aggregate.stage import (
     Variables,
     error,
 )
+from ebbdb.storage.collation import Collation
 from ebbdb.storage.errors import QueryError
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
@@ -119,12 +120,17 @@ def parse_stages(raw: Any, defined: frozenset[str], within: str | None) -> Pipel
 
 
 def run_pipeline(
-    pipeline: Pipeline, source: Source, collection: str | None, variables: Mapping[str, Any]
+    pipeline: Pipeline,
+    source: Source,
+    collection: str | None,
+    variables: Mapping[str, Any],
+    collation: Collation | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The pipeline's results, lazily. `collection` None runs a collection-less pipeline (one that
     starts with $documents). `variables` maps user variable names (the command's `let`, "NOW") to
     values. Raises QueryError (InvalidNamespace) for a pipeline that does not fit `collection`, and,
-    while iterating, for errors MongoDB raises at run time."""
+    while iterating, for errors MongoDB raises at run time. `collation` is the one its stages
+    compare strings under (None: simple); the source reads under it too."""
     stages = pipeline.stages
     if collection is None:
         if not stages:
@@ -138,11 +144,15 @@ def run_pipeline(
             )
     elif pipeline.collectionless:
         raise QueryError("InvalidNamespace", "'$documents' can only be run with {aggregate: 1}")
-    return run_stages(stages, source, collection, variables)
+    return run_stages(stages, source, collection, variables, collation)
 
 
 def run_stages(
-    stages: tuple[Stage, ...], source: Source, collection: str | None, variables: Variables
+    stages: tuple[Stage, ...],
+    source: Source,
+    collection: str | None,
+    variables: Variables,
+    collation: Collation | None = None,
 ) -> Iterator[Doc]:
     """Chain the stages over their input: nothing for a pipeline that starts with a stage that
     makes its own ($documents, $collStats, $indexStats), else a read of `collection` with what the
@@ -162,7 +172,7 @@ def run_stages(
             stages = parse_stages(view[1], frozenset(), None).stages + stages
         read, stages = plan_read(stages, variables)
         docs = iter(()) if read.empty else source.documents(collection, read)
-    ctx = Context(source, variables, collection)
+    ctx = Context(source, variables, collection, collation)
     for stage in stages:
         docs = stage.run(docs, ctx)
     return docs

@@ -26,6 +26,7 @@ from ebbdb.storage.aggregate.stage import (
     error,
     group_key,
 )
+from ebbdb.storage.collation import Collation
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.engine import Engine
 from ebbdb.storage.execute import QueryRun, QuerySpec
@@ -78,19 +79,27 @@ class EngineSource:
     server knows (none: a pipeline run without one)."""
 
     def __init__(
-        self, engine: Engine, db: str, now_ms: int, server: ServerFacts | None = None
+        self,
+        engine: Engine,
+        db: str,
+        now_ms: int,
+        server: ServerFacts | None = None,
+        collation: Collation | None = None,
     ) -> None:
         self.engine = engine
         self.db = db
         self.now_ms = now_ms
         self.server: ServerFacts = server if server is not None else _NoServer()
+        self.collation = collation  # what the reads' filters and sorts compare strings under
         self.plans: dict[str, Plan] = {}
         self.docs_examined = 0
         self.keys_examined = 0
 
     def documents(self, collection: str, read: Read) -> Iterator[Doc]:
         # Parsed here, not in the generator, so a bad filter fails when the read is set up.
-        spec = QuerySpec.parse(read.filter, None, read.sort, read.skip, read.limit)
+        spec = QuerySpec.parse(
+            read.filter, None, read.sort, read.skip, read.limit, collation=self.collation
+        )
         return self._read(collection, spec)
 
     def view(self, collection: str) -> tuple[str, list[Mapping[str, Any]]] | None:

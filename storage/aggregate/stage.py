@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import bson
 
+from ebbdb.storage.collation import Collation
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import (
@@ -68,6 +69,8 @@ class Context:
     source: Source
     variables: Variables
     collection: str | None = None
+    #: The collation strings compare under in $match, $sort and grouping (None: simple).
+    collation: Collation | None = None
 
 
 @dataclass_transform(frozen_default=True)

@@ -93,7 +93,7 @@ class _Lookup(Stage, name="$lookup"):
                 # The join's $match goes first, or right after a stage that makes the input.
                 at = 1 if stages and stages[0].makes_input else 0
                 stages = (*stages[:at], match, *stages[at:])
-            joined = list(run_stages(stages, ctx.source, self.collection, variables))
+            joined = list(run_stages(stages, ctx.source, self.collection, variables, ctx.collation))
             yield with_path(doc, self.as_path, joined)
 
 
@@ -200,7 +200,9 @@ class _UnionWith(Stage, name="$unionWith"):
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         yield from docs
-        yield from run_stages(self.pipeline.stages, ctx.source, self.collection, ctx.variables)
+        yield from run_stages(
+            self.pipeline.stages, ctx.source, self.collection, ctx.variables, ctx.collation
+        )
 
 
 def _wrong_type(field: str, value: Any, expected: str) -> QueryError:

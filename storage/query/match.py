@@ -370,18 +370,22 @@ def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> N
         # {$elemMatch: {$gt: 1, $lt: 5}}: one element must pass every operator, tested as a value
         # (an element that is itself an array is not searched).
         child = _parse_operators("", arg)
-        each = _element_test(child)
-
-        def value_form(v: Any) -> bool:
-            if type(v) is not list:
-                return False
-            for e in v:
-                if each(e):
-                    return True
-            return False
-
-        return ElemMatchValue(path, value_form, child)
+        return ElemMatchValue(path, elem_match_value_test(_element_test(child)), child)
     tree, sub = _parse_doc(arg)
+    return ElemMatchObject(path, elem_match_object_test(sub), tree)
+
+
+def elem_match_value_test(each: Test) -> Test:
+    """$elemMatch's value form: some element of the array passes `each`."""
+
+    def value_form(v: Any) -> bool:
+        return type(v) is list and any(map(each, v))
+
+    return value_form
+
+
+def elem_match_object_test(sub: Predicate) -> Test:
+    """$elemMatch's document form: some element, as a document, matches `sub`."""
 
     def document_form(v: Any) -> bool:
         if type(v) is not list:
@@ -392,7 +396,7 @@ def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> N
                 return True
         return False
 
-    return ElemMatchObject(path, document_form, tree)
+    return document_form
 
 
 def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
@@ -503,6 +507,10 @@ def _element_test(node: Node) -> Test:
     assert isinstance(node, Always)
     const = node.value
     return lambda v: const
+
+
+#: Public for storage/collation.py, which rebuilds $elemMatch's value form with collated leaves.
+element_test = _element_test
 
 
 def _values_test(node: Node) -> _ValuesTest:

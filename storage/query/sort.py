@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.paths import MISSING, leaves, split
+
+
+class Collating(Protocol):
+    """A collation, as sorting uses one: values with their strings made sort keys."""
+
+    def collate(self, value: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,13 @@ def _sort_value(doc: dict[str, Any], parts: tuple[str, ...], direction: int) -> 
     return pick(present, key=functools.cmp_to_key(compare))
 
 
-def sort_documents(docs: list[tuple[dict[str, Any], Any]], spec: SortSpec) -> list[Any]:
-    """Stable sort of (decoded, payload) pairs; returns the payloads in order."""
+def sort_documents(
+    docs: list[tuple[dict[str, Any], Any]], spec: SortSpec, collation: Collating | None = None
+) -> list[Any]:
+    """Stable sort of (decoded, payload) pairs; returns the payloads in order. Strings compare
+    under `collation` when one is given (storage/collation.py), else by code point."""
+    if collation is not None and spec.keys:
+        docs = [(collation.collate(d), p) for d, p in docs]
     if not spec.keys:
         ordered = docs if spec.natural >= 0 else list(reversed(docs))
         return [p for _, p in ordered]

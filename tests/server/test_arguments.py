@@ -355,11 +355,19 @@ def test_the_simple_collation_is_accepted(collation: dict[str, Any]) -> None:
     [{"locale": "en"}, {"locale": "simple", "strength": 1}, {"strength": 1}],
     ids=["en", "simple_with_strength", "no_locale"],
 )
-def test_other_collations_are_not_implemented(collation: dict[str, Any]) -> None:
+def test_collations_are_checked_as_mongodb_checks_them(collation: dict[str, Any]) -> None:
+    if collation == {"locale": "en"}:
+        assert extract(RuledParams, "cmd", cmd(collation=collation)).collation == collation
+        return
     err = raises(RuledParams, cmd(collation=collation))
-    assert err.code is ErrorCode.NotImplemented
-    assert int(err.code) == 238
-    assert err.message == "only the simple collation is supported"
+    if "locale" in collation:
+        assert err.code is ErrorCode.FailedToParse
+        assert err.message == (
+            'If locale=simple, no other fields should be present in: { locale: "simple", '
+            "strength: 1 }"
+        )
+    else:
+        assert (err.code, err.message) == (ErrorCode.NoSuchKey, 'Missing expected field "locale"')
 
 
 def test_a_collation_is_an_object() -> None:
@@ -424,7 +432,7 @@ def test_one_of() -> None:
 
 
 def test_rules_come_after_unknown_missing_and_mistyped_fields() -> None:
-    bad = {"collation": {"locale": "en"}, "tailable": True, "skip": -1}
+    bad = {"collation": {"locale": "xx"}, "tailable": True, "skip": -1}
     assert raises(RuledParams, cmd(**bad, bogus=1)).code is ErrorCode.Location40415
     assert raises(RuledParams, cmd(**bad, count="x")).code is ErrorCode.TypeMismatch
 
@@ -439,8 +447,8 @@ def test_rules_come_after_unknown_missing_and_mistyped_fields() -> None:
 def test_rules_run_in_declaration_order() -> None:
     body = {"skip": -1, "capped": True, "low": {"a": 1}, "tailable": True}
     assert raises(RuledParams, cmd(**body)).message == "option 'tailable' refused"
-    assert raises(RuledParams, cmd(**body, collation={"locale": "fr"})).message == (
-        "only the simple collation is supported"
+    assert raises(RuledParams, cmd(**body, collation={"locale": "xx"})).message == (
+        "Field 'locale' is invalid in: { locale: \"xx\" }"
     )
     assert raises(RuledParams, cmd(skip=-1, capped=1)).message == (
         "cmd option 'capped' is not supported yet"
@@ -448,8 +456,8 @@ def test_rules_run_in_declaration_order() -> None:
 
 
 def test_rules_apply_inside_nested_documents() -> None:
-    err = raises_nested(RuledParams, "update.updates", {"collation": {"locale": "en"}})
-    assert err.code is ErrorCode.NotImplemented
+    err = raises_nested(RuledParams, "update.updates", {"collation": {"locale": "xx"}})
+    assert err.code is ErrorCode.BadValue
 
 
 def raises_nested(cls: type, path: str, body: dict[str, Any]) -> CommandError:
@@ -631,8 +639,10 @@ def test_find_takes_tailable_and_await_data() -> None:
 def test_find_answers_several_faults_in_its_order() -> None:
     body: dict[str, Any] = {"find": "c", "skip": -1, "batchSize": -1, "max": {}, "returnKey": True}
     assert raises(FindParams, body, "find").message == "find option 'returnKey' is not supported"
-    body["collation"] = {"locale": "en"}
-    assert raises(FindParams, body, "find").message == "only the simple collation is supported"
+    body["collation"] = {"locale": "en", "strength": 0}
+    assert raises(FindParams, body, "find").message == (
+        "Field 'strength' must be an integer 1 through 5. Got: 0"
+    )
     body = {"find": "c", "skip": -1, "batchSize": -1}
     assert raises(FindParams, body, "find").message == (
         "BatchSize value must be non-negative, but received: -1"
@@ -656,10 +666,13 @@ def test_every_collation_is_checked_by_the_extractor(
 ) -> None:
     nested = "." in command
     extract(cls, command, {**body, "collation": {"locale": "simple"}}, nested=nested)
+    extract(cls, command, {**body, "collation": {"locale": "de"}}, nested=nested)
     with pytest.raises(CommandError) as excinfo:
-        extract(cls, command, {**body, "collation": {"locale": "de"}}, nested=nested)
-    assert excinfo.value.code is ErrorCode.NotImplemented
-    assert excinfo.value.message == "only the simple collation is supported"
+        extract(cls, command, {**body, "collation": {"locale": "de", "bogus": 1}}, nested=nested)
+    assert excinfo.value.code is ErrorCode.FailedToParse
+    assert excinfo.value.message == (
+        'Collation spec contains unknown field. Collation spec: { locale: "de", bogus: 1 }'
+    )
 
 
 def test_delete_limit_is_zero_or_one() -> None:
