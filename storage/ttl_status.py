@@ -3,9 +3,9 @@ document to its expiry time or to the reason it never expires, the read-only cou
 ttlStatus command, and the notices of date-like strings in TTL fields that the TTL monitor logs.
 
 A rule kind is a builder registered with `rule_kind`: given a collection's catalog entry it yields
-the `Rule`s of that kind. The native TTL index and the Cosmos `_ts` default are here; another kind
-(clustered, time series) plugs in with one builder. Whether a document is hidden stays decided by
-`ttl.expired`: a new kind must be part of that predicate too."""
+the `Rule`s of that kind: the native TTL index, the Cosmos `_ts` default, and the rules a
+collection's own options set (clustered: the `_id` date; time series: the timeField). Whether a
+document is hidden stays decided by `ttl.expired`: a new kind must be part of that predicate too."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ class Rule:
     ignored value (MISSING: nothing ignored); `ignores` names that field."""
 
     kind: str
-    index: str
+    index: str | None  # None: the collection's options set the rule (time series)
     field: str
     seconds: int
     expiry: Callable[[Stored], Expiry]
@@ -246,6 +246,35 @@ def cosmos_rules(coll: CollectionInfo) -> Iterator[Rule]:
         return s.top_level("ttl") if s.meta.ttl == 0 and d > 0 else MISSING
 
     yield Rule("cosmos", ix.name, ttl.COSMOS_FIELD, d, expiry, ignores="ttl", ignored=ignored)
+
+
+@rule_kind
+def collection_rules(coll: CollectionInfo) -> Iterator[Rule]:
+    """A clustered collection's expiry by the `_id` date, a time series collection's by the
+    timeField: the date the header holds (under the `_id` index's id), plus E seconds. Switched
+    off (`expireAfterSeconds` unset or "off"), the collection has no such rule."""
+    for rule in ttl.collection_rules(coll):
+        if rule.seconds is None:
+            continue
+
+        def expiry(
+            s: Stored, space: int = rule.space, e: int = rule.seconds, name: str = rule.field
+        ) -> Expiry:
+            for ix_id, ms in s.meta.dates:
+                if ix_id == space:
+                    return ms + e * 1000
+            value = s.doc.get(name, MISSING)
+            if value is MISSING:
+                return Never(Reason.FIELD_MISSING)
+            text = _date_string(value)
+            return (
+                Never(Reason.DATE_STRING, text)
+                if text is not None
+                else Never(Reason.NOT_A_DATE, value)
+            )
+
+        index = "_id_" if rule.kind == "clustered" else None
+        yield Rule(rule.kind, index, rule.field, rule.seconds, expiry)
 
 
 # -- the count ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bson import Int64
+from bson import Int64, ObjectId
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import OperationFailure
 
@@ -350,3 +350,68 @@ async def test_other_clients_are_served_while_a_status_counts(
     assert reply["neverExpire"] == 20_000
     assert reply["rules"][0]["reasons"]["dateString"]["count"] == 20_000
     assert pings > 1
+
+
+# -- clustered and time series collections -------------------------------------------------------
+
+
+def test_clustered_collection_by_the_id_date(quiet: Client, ebbdb_clock: TtlClock) -> None:
+    db = quiet.ttlstatus_clustered
+    db.create_collection(
+        "events", clusteredIndex={"key": {"_id": 1}, "unique": True}, expireAfterSeconds=60
+    )
+    t = ebbdb_clock.now().replace(microsecond=0)
+    oid = ObjectId.from_datetime(t)
+    db.events.insert_many([{"_id": oid}, {"_id": t + 10 * S}, {"_id": "order-7"}, {"_id": 5}])
+    reply = status(db, "events")
+    (rule,) = reply["rules"]
+    assert rule == {
+        "kind": "clustered",
+        "index": "_id_",
+        "field": "_id",
+        "expireAfterSeconds": 60,
+        "willExpire": long(2),
+        "nextExpiry": t + 60 * S,
+        "expiredNotDeleted": long(0),
+        "neverExpire": long(2),
+        "reasons": {
+            "notADate": {
+                "count": long(2),
+                "types": {"int": long(1), "string": long(1)},
+                "example": {"_id": "order-7", "value": "order-7"},
+            }
+        },
+    }
+    assert (reply["willExpire"], reply["neverExpire"]) == (2, 2)
+    ebbdb_clock.advance(65)  # the ObjectId's document is due; the Date's (t+70) is not
+    due = status(db, "events")
+    assert (due["expiredNotDeleted"], due["willExpire"], due["nextExpiry"]) == (1, 1, t + 70 * S)
+    assert db.events.count_documents({}) == 3  # hidden already
+    ebbdb_clock.run_ttl_pass()
+    after = status(db, "events")
+    assert (after["documents"], after["expiredNotDeleted"]) == (3, 0)
+    assert after["lastPass"]["deleted"] == 1
+    db.command("collMod", "events", expireAfterSeconds="off")
+    assert status(db, "events")["rules"] == []  # no rule while it is off
+
+
+def test_time_series_collection_by_the_time_field(quiet: Client, ebbdb_clock: TtlClock) -> None:
+    db = quiet.ttlstatus_timeseries
+    db.create_collection(
+        "weather", timeseries={"timeField": "t", "metaField": "m"}, expireAfterSeconds=30
+    )
+    t = ebbdb_clock.now().replace(microsecond=0)
+    db.weather.insert_many([{"t": t + i * 10 * S, "m": "x", "v": i} for i in range(3)])
+    (rule,) = status(db, "weather")["rules"]
+    assert (rule["kind"], rule["index"], rule["field"], rule["expireAfterSeconds"]) == (
+        "timeseries",
+        None,
+        "t",
+        30,
+    )
+    assert (rule["willExpire"], rule["nextExpiry"], rule["neverExpire"]) == (3, t + 30 * S, 0)
+    assert rule["reasons"] == {}
+    ebbdb_clock.advance(45)  # t+30 and t+40 are due
+    due = status(db, "weather")
+    assert (due["expiredNotDeleted"], due["willExpire"], due["nextExpiry"]) == (2, 1, t + 50 * S)
+    assert due["rules"][0]["expiredNotDeleted"] == 2
