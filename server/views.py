@@ -16,9 +16,11 @@ from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.latency import Facts
 from ebbdb.storage import views
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from ebbdb.storage.collation import Collation, normalise, parse_collation
 from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.expressions import command_variables
+from ebbdb.storage.values import type_name
 
 #: Write commands: their statements' field and the counts of their reply.
 _WRITES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -113,17 +115,11 @@ def _guard_find(body: Mapping[str, Any]) -> None:
         raise refused("Option singleBatch not supported in aggregation.")
 
 
-def _simple(collation: Any) -> bool:
-    return isinstance(collation, Mapping) and (
-        not collation or (len(collation) == 1 and collation.get("locale") == "simple")
-    )
-
-
 def _guard_collation(view: views.View, collation: Any) -> None:
     """A read on a view uses the view's collation; naming another is refused."""
-    if collation is None:
-        return
-    same = _simple(collation) if view.collation is None else dict(collation) == view.collation
+    if not isinstance(collation, Mapping):
+        return  # none given, or the extractor's to refuse
+    same = (normalise(collation) if collation else None) == view.collation
     if not same:
         raise CommandError(
             ErrorCode.OptionNotSupportedOnView, "Cannot override a view's default collation"
@@ -174,13 +170,16 @@ async def aggregate_chunks(
     """Every result of an aggregation on `collection` (a view, for count and distinct), batch by
     batch, pulled on a reader thread; documents expired at each batch's time are left out."""
     now = ctx.now()
-    source = EngineSource(ctx.gateway.engine, ctx.db, now, Facts(ctx.listener, ctx.stats.latency))
+    collation = read_collation(ctx, collection)
+    facts = Facts(ctx.listener, ctx.stats.latency)
+    source = EngineSource(ctx.gateway.engine, ctx.db, now, facts, collation)
 
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms
 
     pipeline = parse_pipeline(stages, defined=frozenset(let or {}))
-    results = run_pipeline(pipeline, source, collection, command_variables(let, now))
+    variables = command_variables(let, now)
+    results = run_pipeline(pipeline, source, collection, variables, collation)
     run = PipelineRun(iter(results), set_now, ctx.gateway.read)
     while not run.exhausted:
         yield await run.fill(None, ctx.now())
@@ -208,13 +207,28 @@ def _check_view_on(view_on: str) -> None:
 
 
 def check_collation(collation: Any) -> Mapping[str, Any] | None:
-    """The collation a view is stored with: none for the simple one. Only the simple collation
-    exists in ebbdb so far: any other is refused (NotImplemented)."""
-    if collation is None or _simple(collation):
+    """The collation a view is stored with: MongoDB's normalised document, or None for the
+    simple one (a bad collation document gets MongoDB's error)."""
+    if collation is None:
         return None
-    raise CommandError(
-        ErrorCode.NotImplemented, "a view's collation other than the simple one is not supported"
-    )
+    if not isinstance(collation, Mapping):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            f"BSON field 'create.collation' is the wrong type '{type_name(collation)}', "
+            "expected type 'object'",
+        )
+    return normalise(collation) if collation else None
+
+
+def read_collation(ctx: CommandContext, collection: str | None) -> Collation | None:
+    """The collation a read through view `collection` runs under: the view's own (the
+    dispatcher refused a read that names another); None for the simple one or no view."""
+    if collection is None:
+        return None
+    view = views.lookup(ctx.gateway.engine, ctx.db, collection)
+    if view is None or view.collation is None:
+        return None
+    return parse_collation(view.collation)
 
 
 async def create_view(
@@ -238,6 +252,12 @@ async def create_view(
     ns = ctx.ns(name)
     _check_pipeline(ns, stages)
     collation = check_collation(options.get("collation"))
+    under = views.lookup(ctx.gateway.engine, ctx.db, view_on)
+    if under is not None and under.collation != collation:
+        raise CommandError(
+            ErrorCode.OptionNotSupportedOnView,
+            f"View {ns} has conflicting collation with view {under.ns}",
+        )
     view = views.View(ctx.db, name, view_on, tuple(stages), collation)
     await ctx.gateway.write_stamped(views.create_view, ctx.gateway.engine, view)
     return {"ok": 1.0}

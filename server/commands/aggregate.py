@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
 from ebbdb.server.commands.replies import cursor_reply
 from ebbdb.server.context import CommandContext
@@ -80,7 +81,10 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     variables = command_variables(p.let, now)
     pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
     coll = ctx.collection(collection) if collection is not None else None
-    collation = resolve(p.collation, coll)
+    if coll is None and not p.collation:
+        collation = views.read_collation(ctx, collection)  # a view's, if it is one
+    else:
+        collation = resolve(p.collation, coll)
     facts = Facts(ctx.listener, ctx.stats.latency)
     source = EngineSource(ctx.gateway.engine, ctx.db, now, facts, collation)
 

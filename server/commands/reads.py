@@ -322,7 +322,8 @@ async def distinct(ctx: CommandContext, p: DistinctParams) -> dict[str, Any]:
             # A view: the values among its documents that match (mongod answers `ok` as an int).
             stages = views.find_stages(p.query, None, 0, 0, None)
             chunks = views.aggregate_chunks(ctx, p.collection, stages)
-            return {"values": await _distinct_of(chunks, p.key), "ok": 1}
+            collation = views.read_collation(ctx, p.collection)
+            return {"values": await _distinct_of(chunks, p.key, collation), "ok": 1}
         return {"values": [], "ok": 1.0}
     values = await _distinct_values(ctx, coll, QueryRun(coll, spec), p.key)
     return {"values": values, "ok": 1.0}

@@ -232,11 +232,44 @@ def test_a_views_collation(mongo_db: Database[Doc]) -> None:
     with pytest.raises(OperationFailure) as exc:
         mongo_db.command("find", "v1", collation={"locale": "fr"})
     assert _code(exc) == (167, "Cannot override a view's default collation")
-    # A view with a collation other than the simple one is not supported yet.
+    # A view with a collation: its reads compare strings by it, unless they name the same one.
+    mongo_db.names.insert_many(
+        [
+            {"_id": 1, "n": "apple"},
+            {"_id": 2, "n": "Apple"},
+            {"_id": 3, "n": "Banana"},
+            {"_id": 4, "n": "item10"},
+            {"_id": 5, "n": "item9"},
+        ]
+    )
+    ci = {"locale": "en", "strength": 2, "numericOrdering": True}
+    mongo_db.command("create", "ci", viewOn="names", pipeline=[], collation=ci)
+    (entry,) = mongo_db.command("listCollections", filter={"name": "ci"})["cursor"]["firstBatch"]
+    stored = entry["options"]["collation"]
+    assert (stored["locale"], stored["strength"], stored["numericOrdering"]) == ("en", 2, True)
+    assert stored["version"] == "57.1"
+    view = mongo_db.ci
+    assert [d["_id"] for d in view.find({"n": "APPLE"}).sort("_id", 1)] == [1, 2]
+    assert view.count_documents({"n": "apple"}) == 2
+    assert sorted(view.distinct("n"), key=str.lower) == ["apple", "Banana", "item10", "item9"]
+    assert [d["n"] for d in view.find({"n": {"$gte": "item"}}).sort("n", 1)] == ["item9", "item10"]
+    assert [d["_id"] for d in view.aggregate([{"$match": {"n": "banana"}}])] == [3]
+    assert view.count_documents({"n": "apple"}, collation=ci) == 2  # the view's own: accepted
     with pytest.raises(OperationFailure) as exc:
-        mongo_db.command("create", "fr", viewOn="src", collation={"locale": "fr"})
-    assert exc.value.code == 238
-    assert "fr" not in mongo_db.list_collection_names()
+        view.find_one({}, collation={"locale": "en"})
+    assert _code(exc) == (167, "Cannot override a view's default collation")
+    # The collection itself still compares by code point.
+    assert mongo_db.names.count_documents({"n": "apple"}) == 1
+    # A view on a view must keep the collation of the view under it.
+    with pytest.raises(OperationFailure) as exc:
+        mongo_db.command("create", "plain_on_ci", viewOn="ci", pipeline=[])
+    assert exc.value.code == 167
+    mongo_db.command("create", "ci_on_ci", viewOn="ci", pipeline=[], collation=ci)
+    assert mongo_db.ci_on_ci.count_documents({"n": "APPLE"}) == 2
+    with pytest.raises(OperationFailure) as exc:
+        mongo_db.command("create", "bad", viewOn="names", collation={"locale": "xx_nowhere"})
+    assert exc.value.code == 2
+    assert "bad" not in mongo_db.list_collection_names()
 
 
 def test_a_views_definition_is_checked(mongo_db: Database[Doc]) -> None:
