@@ -1,0 +1,238 @@
+"""Fairness benchmark: while one client sends the heavy requests that once froze the server, another
+pings it every few milliseconds; the ping's latency shows whether the event loop kept answering.
+
+    python bench/fairness.py                # starts ebbdb (and the floor) itself
+    python bench/fairness.py --quick        # smaller data, shorter runs
+
+The heavy requests (issue 13's table), each sent by its own client on its own connection:
+
+- regex      ``find({s: {$regex: "^(a+)+$"}})`` over documents ``"a" * 40 + "b"``
+- reduce     ``$reduce`` doubling an array 29 times (MongoDB's limits answer it)
+- loop       two aggregations that would run for minutes (a self-``$lookup`` cross product),
+             each with ``maxTimeMS: 50``, side by side
+- sort       an unindexed sort of ``--docs`` documents of 1 KB with ``allowDiskUse: false``
+- nested     inserting a document nested 900 levels deep, then ``$group`` and ``update_many``
+
+For each, the pinging client measures every ping that starts while the request runs (and for
+at least ``--seconds``); the report gives the heavy request's outcome (its error code, or ok) and
+time, and the pings' count, p50, p99 and max, against the target: p99 under 10 ms and max under
+50 ms. An idle row (no heavy request) and the floor server's idle pings give the baseline the
+same machine reaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import common
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+P99_TARGET_MS = 10.0
+MAX_TARGET_MS = 50.0
+PING_EVERY = 0.005
+
+
+@dataclass
+class Row:
+    name: str
+    outcome: str = "-"
+    seconds: float = 0.0
+    pings: list[float] = field(default_factory=list)
+
+
+def _client(uri: str, **kw: Any) -> MongoClient[dict[str, Any]]:
+    return MongoClient(uri, directConnection=True, serverSelectionTimeoutMS=10_000, **kw)
+
+
+def _pinging(uri: str, stop: threading.Event, out: list[float]) -> threading.Thread:
+    """A thread that pings every PING_EVERY seconds until `stop`, recording each latency (ms)."""
+
+    def run() -> None:
+        with _client(uri) as c:
+            c.admin.command("ping")
+            while not stop.is_set():
+                t = time.perf_counter()
+                c.admin.command("ping")
+                out.append((time.perf_counter() - t) * 1000)
+                time.sleep(PING_EVERY)
+
+    thread = threading.Thread(target=run, name="pinger", daemon=True)
+    thread.start()
+    return thread
+
+
+def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float) -> Row:
+    """Run `heavy` (its outcome, as text) while pinging; pings go on for at least `seconds`."""
+    row = Row(name)
+    stop = threading.Event()
+    pinger = _pinging(uri, stop, row.pings)
+    time.sleep(0.2)  # the pinger is connected and running
+    row.pings.clear()
+    start = time.perf_counter()
+    try:
+        row.outcome = heavy()
+    except PyMongoError as exc:
+        code = getattr(exc, "code", None)
+        row.outcome = f"error {code}" if code is not None else f"{type(exc).__name__}"
+    row.seconds = time.perf_counter() - start
+    rest = seconds - row.seconds
+    if rest > 0:
+        time.sleep(rest)
+    stop.set()
+    pinger.join(30)
+    return row
+
+
+def _failed(fn: Callable[[], Any]) -> str:
+    """Run `fn`; "ok", or the error code it ended with."""
+    try:
+        fn()
+    except PyMongoError as exc:
+        code = getattr(exc, "code", None)
+        return f"error {code}" if code is not None else type(exc).__name__
+    return "ok"
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        doc = {"n": doc}
+    return doc
+
+
+def scenarios(uri: str, docs: int) -> list[tuple[str, Callable[[], str]]]:
+    """The heavy requests, with their data loaded first (outside the measurement)."""
+    c = _client(uri, socketTimeoutMS=600_000)
+    db = c.fairness
+    db.drop_collection("words")
+    db.words.insert_many([{"_id": i, "s": "a" * 40 + "b"} for i in range(200)])
+    db.drop_collection("pairs")
+    db.pairs.insert_many([{"_id": i, "k": i % 7} for i in range(3000)])
+    db.drop_collection("big")
+    pad = "x" * 1000
+    for start in range(0, docs, 5000):
+        db.big.insert_many(
+            [
+                {"_id": i, "r": (i * 7919) % docs, "pad": pad}
+                for i in range(start, min(docs, start + 5000))
+            ]
+        )
+    db.drop_collection("deep")
+
+    def regex() -> str:
+        return _failed(lambda: list(db.words.find({"s": {"$regex": "^(a+)+$"}})))
+
+    def reduce() -> str:
+        doubling = {
+            "$reduce": {
+                "input": {"$range": [0, 29]},
+                "initialValue": [1],
+                "in": {"$concatArrays": ["$$value", "$$value"]},
+            }
+        }
+        return _failed(
+            lambda: list(db.aggregate([{"$documents": [{}]}, {"$project": {"x": doubling}}]))
+        )
+
+    def loop() -> str:
+        cross = [
+            {"$lookup": {"from": "pairs", "pipeline": [{"$match": {}}], "as": "all"}},
+            {"$unwind": "$all"},
+            {"$group": {"_id": "$all.k", "n": {"$sum": 1}}},
+        ]
+        outcomes: list[str] = []
+
+        def one() -> None:
+            with _client(uri) as other:
+                outcomes.append(
+                    _failed(lambda: list(other.fairness.pairs.aggregate(cross, maxTimeMS=50)))
+                )
+
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return ", ".join(outcomes)
+
+    def sort() -> str:
+        return _failed(lambda: list(db.big.find().sort("r", 1).allow_disk_use(False)))
+
+    def nested() -> str:
+        outcomes = [_failed(lambda: db.deep.insert_one(_nested(900)))]
+        db.deep.insert_one(_nested(90))
+        outcomes.append(_failed(lambda: list(db.deep.aggregate([{"$group": {"_id": "$n"}}]))))
+        outcomes.append(_failed(lambda: db.deep.update_many({}, {"$set": {"t": 1}})))
+        return ", ".join(outcomes)
+
+    return [
+        ("regex", regex),
+        ("reduce", reduce),
+        ("loop", loop),
+        ("sort", sort),
+        ("nested", nested),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 documents, 2 s per row")
+    parser.add_argument("--docs", type=int, default=200_000, help="documents of the sort row")
+    parser.add_argument("--seconds", type=float, default=5.0, help="least pinging per row")
+    args = parser.parse_args(argv)
+    docs = 20_000 if args.quick else args.docs
+    seconds = 2.0 if args.quick else args.seconds
+    print(f"fairness: {common.versions()}; {docs:,} documents in the sort row")
+    rows: list[Row] = []
+    with contextlib.ExitStack() as stack:
+        ebbdb = common.spawn_ebbdb(stack)
+        floor = common.spawn_floor(stack, 10)
+        rows.append(_measure(floor.uri, "idle (floor)", lambda: "-", seconds))
+        rows.append(_measure(ebbdb.uri, "idle", lambda: "-", seconds))
+        for name, heavy in scenarios(ebbdb.uri, docs):
+            rows.append(_measure(ebbdb.uri, name, heavy, seconds))
+            if ebbdb.proc.poll() is not None:
+                print(f"ebbdb exited during {name} with status {ebbdb.proc.returncode}")
+                return 1
+    table(rows)
+    loaded = [r for r in rows if not r.name.startswith("idle")]
+    all_pings = [p for r in loaded for p in r.pings]
+    p99 = common.percentile(all_pings, 99)
+    worst = max(all_pings) if all_pings else float("nan")
+    print(
+        f"\nall heavy rows: {len(all_pings)} pings, p99 {p99:.1f} ms "
+        f"(target < {P99_TARGET_MS:g}: {common.verdict(p99 < P99_TARGET_MS)}), "
+        f"max {worst:.1f} ms (target < {MAX_TARGET_MS:g}: "
+        f"{common.verdict(worst < MAX_TARGET_MS)})"
+    )
+    return 0
+
+
+def table(rows: list[Row]) -> None:
+    cells = []
+    for r in rows:
+        p = r.pings
+        cells.append(
+            [
+                r.name,
+                r.outcome,
+                f"{r.seconds:.2f}",
+                str(len(p)),
+                f"{common.percentile(p, 50):.2f}",
+                f"{common.percentile(p, 99):.2f}",
+                f"{max(p):.2f}" if p else "-",
+            ]
+        )
+    common.table(["row", "heavy request", "its s", "pings", "p50 ms", "p99 ms", "max ms"], cells)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
