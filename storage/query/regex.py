@@ -101,6 +101,17 @@ def compile_regex(pattern: str, options: str) -> Pattern:
 def finds_in(rx: Pattern) -> Callable[[str], bool]:
     """Whether `rx` finds a match in a string, as MongoDB's matcher asks: an attempt PCRE2 gives up
     on (a limit exceeded) is no match, not an error."""
+    code = getattr(rx, "_pcre2_code", None)
+    if _MATCH is not None and code is not None:
+        match = _MATCH
+
+        def finds_fast(text: str) -> bool:
+            try:
+                return match(code, text, len(text), 0, _CONTEXT, 0)[0] is not None
+            except pcre2.LibraryError:
+                return False
+
+        return finds_fast
     search = rx.search
 
     def finds(text: str) -> bool:
@@ -110,6 +121,29 @@ def finds_in(rx: Pattern) -> Callable[[str], bool]:
             return False
 
     return finds
+
+
+def _binding_matcher() -> Callable[..., Any] | None:
+    """The binding's own match call (`pcre2._cy.match`), which answers without building a Match
+    object: a fifth of Pattern.search's cost, which the matcher pays per string it tests. Used
+    only if it still behaves as in the pinned 0.7 series; otherwise Pattern.search serves."""
+    try:
+        from pcre2 import _cy
+
+        match: Callable[..., Any] = _cy.match
+        code = pcre2.compile("b", _BASE_FLAGS, jit=False)._pcre2_code
+        if (
+            match(code, "ab", 2, 0, _CONTEXT, 0)[0] is not None
+            and match(code, "ac", 2, 0, _CONTEXT, 0)[0] is None
+        ):
+            return match
+    except Exception:  # any change in the binding's internals: use its public API
+        pass
+    return None
+
+
+_CONTEXT = getattr(pcre2, "_EMPTY_MATCH_CONTEXT", None)
+_MATCH = _binding_matcher()
 
 
 def search(rx: Pattern, text: str, pos: int = 0) -> Match | None:

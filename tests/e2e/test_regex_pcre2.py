@@ -49,7 +49,9 @@ async def test_catastrophic_pattern_ends_while_others_are_answered(
     async_mongo_client: AsyncMongoClient[dict[str, Any]], ebbdb_uri: str
 ) -> None:
     coll = async_mongo_client.regex_limit.docs
-    await coll.insert_many([{"_id": i, "s": RUNAWAY} for i in range(150)] + [{"_id": -1, "s": "aa"}])
+    await coll.insert_many(
+        [{"_id": i, "s": RUNAWAY} for i in range(150)] + [{"_id": -1, "s": "aa"}]
+    )
     stop = asyncio.Event()
     pinger = asyncio.create_task(_pinging(ebbdb_uri, stop))
     await asyncio.sleep(0.1)
@@ -221,9 +223,7 @@ def test_regex_expressions_on_pcre2(mongo_db: Database[dict[str, Any]]) -> None:
                     "find": {"$regexFind": {"input": "$s", "regex": date}},
                     "all": {"$regexFindAll": {"input": "$s", "regex": Regex("\\d++(?=-)")}},
                     "atomic": {"$regexFind": {"input": "$s", "regex": "(?>\\d+)-\\d"}},
-                    "x": {
-                        "$regexFind": {"input": "$s", "regex": "a n d  # words", "options": "x"}
-                    },
+                    "x": {"$regexFind": {"input": "$s", "regex": "a n d  # words", "options": "x"}},
                 }
             }
         ]
