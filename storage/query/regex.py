@@ -70,6 +70,8 @@ _LEADING_SETTINGS = re.compile(
     r"(?:\(\*(?:LIMIT_[A-Z]+=\d+|NOTEMPTY(?:_ATSTART)?|NO_[A-Z_]+|UTF8?|UCP|CR|LF|CRLF|ANYCRLF"
     r"|ANY|NUL|BSR_ANYCRLF|BSR_UNICODE)\))*"
 )
+#: An escape, or text quoted by \Q...\E (up to \E or the end), one token at a time.
+_ESCAPE = re.compile(r"\\x\{|\\Q.*?(?:\\E|\Z)|\\.", re.DOTALL)
 #: PCRE2's message for \u and \U, which the binding's forced PCRE2_ALT_BSUX would otherwise accept.
 _NO_BSU = str(pcre2.LibraryError(137))
 
@@ -160,27 +162,13 @@ def _escapes(pattern: str) -> str:
     mode) and `\\u`, `\\U` are errors. Text quoted by \\Q...\\E is left alone."""
     if "\\" not in pattern:
         return pattern
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c != "\\" or i + 1 == n:
-            out.append(c)
-            i += 1
-            continue
-        d = pattern[i + 1]
-        if d == "Q":
-            end = pattern.find("\\E", i + 2)
-            end = n if end < 0 else end + 2
-            out.append(pattern[i:end])
-            i = end
-            continue
-        if d in "uU":
-            raise BadRegex(_NO_BSU)
-        if d == "x" and pattern.startswith("{", i + 2):
-            out.append("\\N{U+")
-            i += 3
-            continue
-        out.append(pattern[i : i + 2])
-        i += 2
-    return "".join(out)
+    return _ESCAPE.sub(_escape, pattern)
+
+
+def _escape(m: re.Match[str]) -> str:
+    token = m.group()
+    if token == "\\x{":
+        return "\\N{U+"
+    if token in ("\\u", "\\U"):
+        raise BadRegex(_NO_BSU)
+    return token
