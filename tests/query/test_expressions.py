@@ -517,7 +517,7 @@ TRUTHY: list[tuple[Any, bool]] = [
     ("", True),
     ([], True),
     ({}, True),
-    (ObjectId(), True),
+    (ObjectId("64b0a1c2d3e4f5a6b7c8d9e0"), True),  # fixed: xdist workers must collect the same ids
     (DatetimeMS(0), True),
 ]
 
