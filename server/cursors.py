@@ -4,6 +4,7 @@ transaction; each batch is read in bounded chunks, yielding to the event loop be
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -13,8 +14,8 @@ from typing import Any
 import bson
 import bson.errors
 
+from ebbdb.server.gateway import Gateway
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
-from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.execute import QueryRun
 
@@ -158,8 +159,21 @@ class CursorManager:
         return len(stale)
 
 
+async def _next_chunk(
+    gateway: Gateway, run: QueryRun, max_docs: int, max_bytes: int, first: bool, now_ms: int
+) -> list[bytes]:
+    """One chunk of a run: on the loop when matching a document is cheap; on a reader thread when
+    the filter holds regular expressions or $expr, whose cost per document has no small bound."""
+    chunk = functools.partial(
+        run.next_chunk, gateway.engine, max_docs, max_bytes, first=first, now_ms=now_ms
+    )
+    if run.offload:
+        return await gateway.read(chunk)
+    return chunk()
+
+
 async def fill_batch(
-    engine: Engine, run: QueryRun | PipelineRun, max_docs: int | None, now_ms: int
+    gateway: Gateway, run: QueryRun | PipelineRun, max_docs: int | None, now_ms: int
 ) -> list[bytes]:
     """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk,
     leaving out documents expired at `now_ms` (one time for the whole batch).
@@ -170,8 +184,8 @@ async def fill_batch(
     size = 0
     want = max_docs if max_docs is not None else 1 << 31
     while len(out) < want and not run.exhausted:
-        chunk = run.next_chunk(
-            engine, want - len(out), MAX_BATCH_BYTES - size, first=not out, now_ms=now_ms
+        chunk = await _next_chunk(
+            gateway, run, want - len(out), MAX_BATCH_BYTES - size, not out, now_ms
         )
         out += chunk
         size += sum(map(len, chunk))
@@ -182,11 +196,11 @@ async def fill_batch(
     return out
 
 
-async def each_chunk(engine: Engine, run: QueryRun, now_ms: int) -> AsyncIterator[list[bytes]]:
+async def each_chunk(gateway: Gateway, run: QueryRun, now_ms: int) -> AsyncIterator[list[bytes]]:
     """Every remaining document of a run (none expired at `now_ms`), chunk by chunk, yielding to
     the event loop between chunks (count, distinct, explain: results that never become a cursor)."""
     while not run.exhausted:
-        chunk = run.next_chunk(engine, 1 << 31, 1 << 62, now_ms=now_ms)
+        chunk = await _next_chunk(gateway, run, 1 << 31, 1 << 62, True, now_ms)
         if chunk:
             yield chunk
         if not run.exhausted:

@@ -1,6 +1,7 @@
 """The gateway between the event loop and storage. Reads run on the loop in short bounded calls;
-aggregation pipelines, whose stages compute in Python for as long as they need, run on reader
-threads. Writes are jobs for the one writer thread, which runs every job queued at that moment in
+aggregation pipelines, whose stages compute in Python for as long as they need, and queries whose
+filter holds a regular expression or $expr (no small bound on the cost of one document) run on
+reader threads. Writes are jobs for the one writer thread, which runs every job queued at that moment in
 one LMDB write transaction and commits once (group commit); one loop callback then answers them
 all. A commit does not wait for the disk: the syncer thread makes commits durable every
 journalCommitInterval ms, and at once for a write that asks (`j: true`, `fsync`, "majority"),

@@ -98,11 +98,10 @@ async def tail_batch(
     collection is gone or its limit is reached (the cursor then closes)."""
     run = cursor.run
     assert isinstance(run, QueryRun) and cursor.tail is not None
-    engine = ctx.gateway.engine
 
     async def look() -> list[bytes]:
         run.exhausted = False  # a tailable scan resumes after the last record it passed
-        docs = await fill_batch(engine, run, max_docs, ctx.now())
+        docs = await fill_batch(ctx.gateway, run, max_docs, ctx.now())
         left = run.limit_left
         run.exhausted = _gone(ctx, run) or (left is not None and left <= 0)
         return docs

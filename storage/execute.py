@@ -20,7 +20,7 @@ from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
 from ebbdb.storage.query.match import parse_filter
-from ebbdb.storage.query.match_tree import ParsedFilter, Predicate
+from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
 from ebbdb.storage.query.projection import Projection, parse_projection
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
 
@@ -124,6 +124,8 @@ class QueryRun:
         self._seen: set[int] | None = (
             set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
         )
+        #: Matching a document may take long (regular expressions, $expr): run chunks off the loop.
+        self.offload = unbounded(spec.query.tree)
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)

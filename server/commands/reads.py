@@ -118,7 +118,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
-    docs = await fill_batch(ctx.gateway.engine, run, first, q.now_ms) if first else []
+    docs = await fill_batch(ctx.gateway, run, first, q.now_ms) if first else []
     cid = 0
     if tail is not None:
         if tailable.keeps_cursor(ctx, coll) and not (limit and run.returned >= limit):
@@ -171,7 +171,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         if cursor.tail is not None:
             docs = await tailable.tail_batch(ctx, cursor, p.batch_size or None, p.max_time_ms)
         else:
-            docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
+            docs = await fill_batch(ctx.gateway, cursor.run, p.batch_size or None, ctx.now())
     except BaseException:
         ctx.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
         raise
@@ -236,7 +236,7 @@ def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | N
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
     n = 0
-    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+    async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
         n += len(chunk)
     return n
 
@@ -288,7 +288,7 @@ def _distinct_spec(
 async def _distinct_values(
     ctx: CommandContext, coll: CollectionInfo, run: QueryRun, key: str
 ) -> list[Any]:
-    chunks = each_chunk(ctx.gateway.engine, run, ctx.now())
+    chunks = each_chunk(ctx.gateway, run, ctx.now())
     return await _distinct_of(chunks, key, run.spec.collation)
 
 
@@ -421,7 +421,7 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
             if name == "distinct":
                 n = len(await _distinct_values(ctx, coll, run, dp.key))
             else:
-                async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+                async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
                     n += len(chunk)
         reply["executionStats"] = {
             "executionSuccess": True,

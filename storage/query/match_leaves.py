@@ -26,7 +26,13 @@ from ebbdb.storage.query.compare import (
 )
 from ebbdb.storage.query.match_tree import Test
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.query.regex import pcre_to_python
+from ebbdb.storage.query.regex import (
+    BadRegex,
+    BadRegexFlag,
+    check_options,
+    compile_regex,
+    finds_in,
+)
 from ebbdb.storage.values import (
     INT64_MAX,
     INT64_MIN,
@@ -240,8 +246,6 @@ def true_value(v: Any) -> bool:
 
 # -- $regex ---------------------------------------------------------------------------------------
 
-_PY_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
-
 
 def regex_source(value: Any) -> tuple[str, str]:
     """(pattern, option letters) of a bson.Regex or a compiled Python pattern."""
@@ -278,26 +282,25 @@ def regex_document(context: Mapping[str, Any]) -> tuple[str, str]:
 
 def regex_test(pattern: str, options: str) -> Test:
     """Matches strings the pattern finds a match in, and regex values with the same pattern and
-    options (MongoDB's RegexMatchExpression)."""
-    py_flags = 0
-    for ch in options:
-        if ch not in _PY_FLAGS:
-            # MongoDB's message starts with the (here empty) operator name and a space.
-            raise QueryError("Location51108", f" invalid flag in regex options: {ch}")
-        py_flags |= _PY_FLAGS[ch]
+    options (MongoDB's RegexMatchExpression), checked in MongoDB's order: the option letters, an
+    embedded null, then the pattern itself."""
+    try:
+        check_options(options)
+    except BadRegexFlag as exc:
+        # MongoDB's message starts with the (here empty) operator name and a space.
+        raise QueryError("Location51108", f" invalid flag in regex options: {exc.letter}") from None
     if "\0" in pattern:
         raise QueryError("BadValue", "Regular expression cannot contain an embedded null byte")
     try:
-        compiled = re.compile(pcre_to_python(pattern), py_flags)
-    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        finds = finds_in(compile_regex(pattern, options))
+    except BadRegex as exc:
         raise QueryError("Location51091", f"Regular expression is invalid: {exc}") from None
-    search = compiled.search
     letters = "".join(sorted(options))
 
     def test(v: Any) -> bool:
         t = type(v)
         if t is str:
-            return search(v) is not None
+            return finds(v)
         if t is Regex or isinstance(v, re.Pattern):
             return bool(v.pattern == pattern) and regex_flags(v.flags) == letters
         return False

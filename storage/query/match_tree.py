@@ -4,9 +4,12 @@ positional projection and pipeline pushdown read it instead of the filter docume
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import bson
 
 #: A leaf's test of one value (MongoDB's matchesSingleElement).
 Test = Callable[[Any], bool]
@@ -225,6 +228,21 @@ def uses_expr(node: Node) -> bool:
     return False  # $expr is refused below the top level ($elemMatch)
 
 
+def unbounded(node: Node) -> bool:
+    """Whether testing a document against the node can take long: regular expressions (a match
+    attempt may backtrack up to PCRE2's limit) and `$expr` (any computation). Queries holding one
+    match on a reader thread, not on the event loop."""
+    if isinstance(node, (Expr, Regex)):
+        return True
+    if isinstance(node, In):
+        return any(isinstance(v, (bson.Regex, re.Pattern)) for v in node.values)
+    if isinstance(node, (And, Or, Nor, All)):
+        return any(unbounded(c) for c in node.children)
+    if isinstance(node, (Not, ElemMatchValue, ElemMatchObject)):
+        return unbounded(node.child)
+    return False
+
+
 __all__ = [
     "All",
     "Always",
@@ -251,5 +269,6 @@ __all__ = [
     "Type",
     "conditions",
     "conjuncts",
+    "unbounded",
     "uses_expr",
 ]

@@ -3,13 +3,13 @@ $trim, $indexOfBytes/$indexOfCP, $replaceOne/$replaceAll and $regexMatch/$regexF
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from bson import Regex
 
+from ebbdb.storage.query import regex
 from ebbdb.storage.query.expressions.coerce import coerce_int, coerce_long, coerce_string, integral
 from ebbdb.storage.query.expressions.core import (
     NULL,
@@ -30,7 +30,6 @@ from ebbdb.storage.query.expressions.core import (
     ranged,
     type_name,
 )
-from ebbdb.storage.query.regex import pcre_to_python
 from ebbdb.storage.values import regex_flags
 
 
@@ -332,20 +331,24 @@ def _string_or_nullish(x: Any) -> bool:
 
 # -- regular expressions ---------------------------------------------------------------------------
 
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 
-
-@functools.lru_cache(maxsize=256)
-def _compile_regex(op: str, pattern: str, options: str) -> re.Pattern[str]:
-    flags = 0
-    for ch in options:
-        if ch not in _REGEX_FLAGS:
-            fail(51108, f"{op} invalid flag in regex options: {ch}")
-        flags |= _REGEX_FLAGS[ch]
+def _compile_regex(op: str, pattern: str, options: str) -> regex.Pattern:
     try:
-        return re.compile(pcre_to_python(pattern), flags)
-    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        return regex.compile_regex(pattern, options)
+    except regex.BadRegexFlag as exc:
+        fail(51108, f"{op} invalid flag in regex options: {exc.letter}")
+    except regex.BadRegex as exc:
         fail(51111, f"Invalid Regex in {op}: {exc}")
+
+
+def _search(op: str, rx: regex.Pattern, text: str, pos: int = 0) -> regex.Match | None:
+    try:
+        return regex.search(rx, text, pos)
+    except regex.RegexRunError as exc:
+        fail(
+            51156,
+            f"Error occurred while executing the regular expression in {op}. Result code: {exc}",
+        )
 
 
 def _is_regex(x: Any) -> bool:
@@ -368,7 +371,7 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
     input_f, regex_f = parts["input"], parts["regex"]
     options_f = parts.get("options")
 
-    def state(doc: dict[str, Any], v: Variables) -> tuple[str, re.Pattern[str]] | None:
+    def state(doc: dict[str, Any], v: Variables) -> tuple[str, regex.Pattern] | None:
         text = input_f(doc, v)
         pattern_v = regex_f(doc, v)
         options_v = options_f(doc, v) if options_f is not None else None
@@ -409,7 +412,7 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
 
         def regex_match(doc: dict[str, Any], v: Variables) -> Any:
             s = state(doc, v)
-            return s is not None and s[1].search(s[0]) is not None
+            return s is not None and _search(op, s[1], s[0]) is not None
 
         return regex_match
     if op == "$regexFind":
@@ -418,7 +421,7 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
             s = state(doc, v)
             if s is None:
                 return None
-            m = s[1].search(s[0])
+            m = _search(op, s[1], s[0])
             return None if m is None else _found(m)
 
         return regex_find
@@ -431,7 +434,7 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
         out = []
         pos = 0
         while True:
-            m = rx.search(text, pos)
+            m = _search(op, rx, text, pos)
             if m is None:
                 break
             out.append(_found(m))
@@ -444,5 +447,5 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return regex_find_all
 
 
-def _found(m: re.Match[str]) -> dict[str, Any]:
+def _found(m: regex.Match) -> dict[str, Any]:
     return {"match": m.group(0), "idx": m.start(), "captures": list(m.groups())}

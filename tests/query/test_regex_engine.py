@@ -1,0 +1,162 @@
+"""The regex engine (storage/query/regex.py) on PCRE2: MongoDB's limits (a catastrophic pattern gives
+up in milliseconds; a pattern cannot raise the limits again), UTF mode without UCP, the escapes the
+binding's forced ALT_BSUX would change, PCRE2's own compile messages, the compiled-pattern cache,
+and what the matcher and the expressions make of a match attempt that gives up."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from bson import Regex
+
+from ebbdb.storage.query import regex
+from ebbdb.storage.query.match import compile_filter
+from tests.helpers import cases, query_error
+from tests.query.expr_support import run
+
+RUNAWAY = "a" * 40 + "b"
+
+
+def finds(pattern: str, text: str, options: str = "") -> bool:
+    return regex.finds_in(regex.compile_regex(pattern, options))(text)
+
+
+def test_catastrophic_pattern_gives_up_fast() -> None:
+    started = time.perf_counter()
+    assert finds("^(a+)+$", RUNAWAY) is False
+    assert time.perf_counter() - started < 1.0  # MongoDB's 200,000 backtracks, not 2^40
+    with pytest.raises(regex.RegexRunError, match="^match limit exceeded$"):
+        regex.search(regex.compile_regex("^(a+)+$", ""), RUNAWAY)
+    assert finds("^(a+)+$", "aaaa") is True
+
+
+def test_a_pattern_cannot_raise_the_limits() -> None:
+    rx = regex.compile_regex("(*LIMIT_MATCH=100000000)(*LIMIT_DEPTH=100000000)^(a+)+$", "")
+    started = time.perf_counter()
+    with pytest.raises(regex.RegexRunError, match="^match limit exceeded$"):
+        regex.search(rx, RUNAWAY)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_depth_limit() -> None:
+    rx = regex.compile_regex("^(?:a|b)*$", "")
+    assert regex.search(rx, "ab" * 100) is not None
+    with pytest.raises(regex.RegexRunError, match="^matching depth limit exceeded$"):
+        regex.search(rx, "ab" * 5000)
+
+
+MATCHES: list[tuple[str, str, str, str, bool]] = [
+    # (name, pattern, options, text, found?)
+    ("\\w is ASCII (no UCP)", "^\\w$", "", "é", False),
+    ("\\d is ASCII", "\\d", "", "٣", False),
+    ("(*UCP) turns Unicode classes on", "(*UCP)^\\w$", "", "é", True),
+    ("setting then verb", "(*UCP)(*FAIL)|^é", "", "é", True),
+    ("a verb first is not a setting", "(*FAIL)|x", "", "x", True),
+    ("dot is one code point", "^.$", "", "€", True),
+    ("caseless beyond ASCII", "^straße$", "i", "STRASSE", False),
+    ("caseless é", "^É$", "i", "é", True),
+    ("\\x{..} is a code point", "^\\x{20AC}$", "", "€", True),
+    ("\\x{..} in a class", "^[\\x{41}-\\x{43}]+$", "", "ABC", True),
+    ("\\xhh", "^\\x41$", "", "A", True),
+    ("\\Q..\\E quotes", "^\\Q\\x{41}.\\E$", "", "\\x{41}.", True),
+    ("escaped backslash then x{", "^\\\\x{2}$", "", "\\xx", True),
+    ("possessive", "^a++a", "", "aaa", False),
+    ("atomic", "^(?>a*)a", "", "aaa", False),
+    ("\\z", "a\\z", "", "a\n", False),
+    ("\\Z", "a\\Z", "", "a\n", True),
+    ("named group backreference", "^(?<q>['\"]).*\\k<q>$", "", "'x'", True),
+    ("recursion", "^(\\((?:[^()]|(?1))*\\))$", "", "(a(b)c)", True),
+    ("x ignores whitespace", "a b # c", "x", "ab", True),
+    ("u changes nothing", "^é$", "u", "é", True),
+    ("s", "a.b", "s", "a\nb", True),
+    ("m", "^b", "m", "a\nb", True),
+]
+
+
+@cases(("pattern", "options", "text", "found"), MATCHES)
+def test_semantics(pattern: str, options: str, text: str, found: bool) -> None:
+    assert finds(pattern, text, options) is found
+
+
+COMPILE_ERRORS = [
+    ("(", "missing closing parenthesis"),
+    ("a{3,2}", "numbers out of order in {} quantifier"),
+    ("\\u0041", "PCRE2 does not support \\F, \\L, \\l, \\N{name}, \\U, or \\u"),
+    ("a\\U", "PCRE2 does not support \\F, \\L, \\l, \\N{name}, \\U, or \\u"),
+    ("(?P<1>a)", "subpattern name must start with a non-digit"),
+    ("a(*LIMIT_MATCH=5)", "(*VERB) not recognized or malformed"),
+]
+
+
+@pytest.mark.parametrize("pattern, message", COMPILE_ERRORS)
+def test_compile_errors_are_pcre2s(pattern: str, message: str) -> None:
+    with pytest.raises(regex.BadRegex) as info:
+        regex.compile_regex(pattern, "")
+    assert str(info.value) == message
+    assert query_error(compile_filter, {"a": {"$regex": pattern}}) == (
+        "Location51091",
+        f"Regular expression is invalid: {message}",
+    )
+
+
+def test_quoted_u_is_not_an_escape() -> None:
+    assert finds("^\\Q\\u\\E$", "\\u")
+
+
+def test_flag_checked_before_null_byte_and_pattern() -> None:
+    # MongoDB's order: the option letters, the embedded null, then the pattern.
+    assert query_error(compile_filter, {"a": {"$regex": "(\0", "$options": "q"}}) == (
+        "Location51108",
+        " invalid flag in regex options: q",
+    )
+    assert query_error(compile_filter, {"a": {"$regex": "(\0"}}) == (
+        "BadValue",
+        "Regular expression cannot contain an embedded null byte",
+    )
+
+
+def test_compiled_patterns_are_cached() -> None:
+    regex.compile_regex.cache_clear()
+    first = regex.compile_regex("^ab+c", "i")
+    assert regex.compile_regex("^ab+c", "i") is first
+    assert regex.compile_regex("^ab+c", "") is not first
+    assert regex.compile_regex.cache_info().hits == 1
+
+
+def test_matcher_counts_a_failed_attempt_as_no_match() -> None:
+    pred = compile_filter({"s": {"$regex": "^(a+)+$"}})
+    assert pred({"s": RUNAWAY}) is False
+    assert pred({"s": [RUNAWAY, "aa"]}) is True
+    assert compile_filter({"s": {"$not": {"$regex": "^(a+)+$"}}})({"s": RUNAWAY}) is True
+    assert compile_filter({"s": {"$in": [5, Regex("^(a+)+$")]}})({"s": RUNAWAY}) is False
+
+
+@pytest.mark.parametrize("op", ["$regexMatch", "$regexFind", "$regexFindAll"])
+def test_expressions_fail_with_51156(op: str) -> None:
+    assert query_error(run, {op: {"input": RUNAWAY, "regex": "^(a+)+$"}}) == (
+        "Location51156",
+        f"Error occurred while executing the regular expression in {op}. "
+        "Result code: match limit exceeded",
+    )
+
+
+def test_expression_compile_error_is_51111() -> None:
+    assert query_error(run, {"$regexFind": {"input": "a", "regex": "a{3,2}"}}) == (
+        "Location51111",
+        "Invalid Regex in $regexFind: numbers out of order in {} quantifier",
+    )
+
+
+def test_regex_find_all_on_pcre2() -> None:
+    assert run({"$regexFindAll": {"input": "aXbbXcccX", "regex": "(?<w>[a-c]++)X"}}) == [
+        {"match": "aX", "idx": 0, "captures": ["a"]},
+        {"match": "bbX", "idx": 2, "captures": ["bb"]},
+        {"match": "cccX", "idx": 5, "captures": ["ccc"]},
+    ]
+    # Code point offsets, not bytes.
+    assert run({"$regexFind": {"input": "€€x", "regex": "x"}}) == {
+        "match": "x",
+        "idx": 2,
+        "captures": [],
+    }
