@@ -163,7 +163,8 @@ async def _next_chunk(
     gateway: Gateway, run: QueryRun, max_docs: int, max_bytes: int, first: bool, now_ms: int
 ) -> list[bytes]:
     """One chunk of a run: on the loop when matching a document is cheap; on a reader thread when
-    the filter holds regular expressions or $expr, whose cost per document has no small bound."""
+    the filter holds regular expressions or $expr, whose cost per document has no small bound, or
+    when the run sorts in memory."""
     chunk = functools.partial(
         run.next_chunk, gateway.engine, max_docs, max_bytes, first=first, now_ms=now_ms
     )

@@ -430,6 +430,16 @@ class Profiler:
                         "could not write %d profile documents to %s: %s", len(docs), db, exc
                     )
 
+    async def settle(self, collection: str | None) -> None:
+        """Before a read of `collection`: when it is system.profile, let the profile documents
+        already written for earlier operations reach it (MongoDB writes them as part of the
+        operation, so the next read sees them)."""
+        if collection != PROFILE_COLLECTION:
+            return
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.shield(flusher)
+
     async def close(self, timeout: float = 1.0) -> None:
         """Let the documents already handed over reach storage (briefly), then stop: what is
         profiled from now on is not written."""

@@ -124,8 +124,10 @@ class QueryRun:
         self._seen: set[int] | None = (
             set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
         )
-        #: Matching a document may take long (regular expressions, $expr): run chunks off the loop.
-        self.offload = unbounded(spec.query.tree)
+        #: Matching a document may take long (regular expressions, $expr), or the query sorts in
+        #: memory (every match read and sorted before the first one is returned): run its chunks
+        #: off the event loop.
+        self.offload = self._sorting or unbounded(spec.query.tree)
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)

@@ -71,6 +71,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     collection = _collection(p.target)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
+        await ctx.profiler.settle(collection)
     if p.cursor is None:
         raise CommandError(
             ErrorCode.FailedToParse,

@@ -102,6 +102,7 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
 @REGISTRY.command("find", params=FindParams)
 async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     """Query a collection; returns the first batch and a cursor id for the rest."""
+    await ctx.profiler.settle(p.collection)
     q = prepare_find(ctx, p)
     ns, coll, spec, single_batch, limit = q.ns, q.coll, q.spec, q.single_batch, q.limit
     tail = tailable.check_find(p.tailable, p.await_data, p.sort, p.single_batch)
@@ -244,6 +245,7 @@ async def _count(ctx: CommandContext, run: QueryRun) -> int:
 @REGISTRY.command("count", params=CountParams)
 async def count(ctx: CommandContext, p: CountParams) -> dict[str, Any]:
     """Count the documents matching a query (with skip and limit)."""
+    await ctx.profiler.settle(p.collection)
     coll, spec = _count_spec(ctx, p)
     if coll is None:
         if storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is not None:
