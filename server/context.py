@@ -11,6 +11,7 @@ from ebbdb.server.config import Config
 from ebbdb.server.cursors import CursorManager
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import RingHandler
+from ebbdb.server.operations import Operation, Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
@@ -59,6 +60,8 @@ class Services:
     listener: Listener
     #: Profiling levels and the slow-operation log (a server that does not say gets one of its own).
     profiler: Profiler = field(default_factory=Profiler, kw_only=True)
+    #: The operations in progress (currentOp, killOp, maxTimeMS, shutdown's interruption).
+    operations: Operations = field(default_factory=Operations, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -68,7 +71,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("contexts", "id", "metadata", "op_run", "peer")
+    __slots__ = ("contexts", "id", "metadata", "op", "op_run", "peer")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -80,6 +83,8 @@ class Client:
         #: The QueryRun the request running now read with (find and getMore set it), for the
         #: slow-query log and the profiler.
         self.op_run: object = None
+        #: The operation of the request running now (set by the dispatcher).
+        self.op: Operation | None = None
 
 
 @dataclass(frozen=True)

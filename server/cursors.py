@@ -94,6 +94,8 @@ class Cursor:
     in_use: bool = False
     #: Closed by killCursors (or the reaper) while a getMore was producing a batch.
     killed: bool = False
+    #: Seconds of the opening command's maxTimeMS its getMores may still use (None: no limit).
+    time_left: float | None = None
 
 
 class CursorManager:

@@ -13,7 +13,7 @@ from typing import Any
 
 import bson
 
-from ebbdb.storage import ttl
+from ebbdb.storage import interrupt, ttl
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.errors import QueryError
@@ -194,9 +194,11 @@ class QueryRun:
         """(position after it, record id, stored BSON) of each candidate after the resume point."""
         plan = self.plan
         rules, now = self._rules, self._now
+        tick = interrupt.current.get().tick
         if isinstance(plan, CollScan):
             after_rid = self._pos if isinstance(self._pos, int) else None
             for rid, value in reader.scan(self.coll, after_rid, plan.reverse):
+                tick()
                 if rules.active and ttl.expired_value(value, rules, now):
                     self._pos = rid
                     continue
@@ -231,6 +233,7 @@ class QueryRun:
             iv = plan.intervals[i]
             hi = iv.hi if iv.hi is not None else b"\xff" * 9
             for key, rid in reader.index_entries(plan.index, iv.lo, hi, plan.reverse, after_key):
+                tick()
                 self.keys_examined += 1
                 if self._seen is not None and rid in self._seen:
                     continue
@@ -288,6 +291,7 @@ class QueryRun:
     ) -> list[bytes]:
         if self._plain and not self._skip_left:
             assert isinstance(self.plan, CollScan)
+            interrupt.current.get().check()
             after = self._pos if isinstance(self._pos, int) else None
             out, self._pos, self.exhausted, self.size_limited = reader.scan_batch(
                 self.coll,

@@ -4,6 +4,7 @@ from ebbdb.server.commands import (  # noqa: F401
     admin,
     aggregate,
     catalog,
+    current_op,
     handshake,
     indexes,
     lifecycle,

@@ -4,10 +4,13 @@ documents never enter a pipeline, whether read first or by $lookup or $unionWith
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
+from ebbdb.server.commands.current_op import current_op_pipeline
+from ebbdb.server.commands.reads import time_left
 from ebbdb.server.commands.replies import cursor_reply
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
@@ -76,7 +79,10 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     first = _batch_size(p.cursor)
     now = ctx.now()
     variables = command_variables(p.let, now)
-    pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
+    stages = p.pipeline
+    if stages and isinstance(stages[0], Mapping) and next(iter(stages[0]), "") == "$currentOp":
+        stages = current_op_pipeline(ctx, collection, stages)
+    pipeline = parse_pipeline(stages, defined=frozenset(p.let or {}))
     source = EngineSource(ctx.gateway.engine, ctx.db, now, Facts(ctx.listener, ctx.stats.latency))
 
     def set_now(now_ms: int) -> None:
@@ -88,5 +94,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
     cid = 0
     if not run.exhausted:
-        cid = ctx.cursors.open(ns, run).id
+        cursor = ctx.cursors.open(ns, run)
+        cursor.time_left = time_left(ctx)
+        cid = cursor.id
     return cursor_reply(ns, cid, "firstBatch", docs)

@@ -105,8 +105,16 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     docs = await fill_batch(ctx.gateway.engine, run, first, q.now_ms) if first else []
     cid = 0
     if not run.exhausted and not single_batch:
-        cid = ctx.cursors.open(ns, run, p.no_cursor_timeout).id
+        cursor = ctx.cursors.open(ns, run, p.no_cursor_timeout)
+        cursor.time_left = time_left(ctx)
+        cid = cursor.id
     return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+def time_left(ctx: CommandContext) -> float | None:
+    """What is left of the command's maxTimeMS, for its cursor's getMores (MongoDB counts a
+    find's or an aggregate's time limit over the getMores too, not the time between them)."""
+    return ctx.client.op.remaining() if ctx.client.op is not None else None
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,13 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
+    if p.max_time_ms is not None:  # ebbdb has no awaitData cursors
+        raise CommandError(
+            ErrorCode.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor"
+        )
+    op = ctx.client.op
+    if op is not None and cursor.time_left is not None:
+        op.deadline = time.monotonic() + cursor.time_left
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
@@ -143,6 +158,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise
     finally:
         cursor.in_use = False
+    if cursor.time_left is not None:
+        cursor.time_left = time_left(ctx)
     if cursor.killed:
         raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
     cid = cursor.id
