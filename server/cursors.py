@@ -4,6 +4,7 @@ transaction; each batch is read in bounded chunks, yielding to the event loop be
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -13,8 +14,8 @@ from typing import Any
 import bson
 import bson.errors
 
+from ebbdb.server.gateway import Gateway
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
-from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.execute import QueryRun
 
@@ -141,8 +142,19 @@ class CursorManager:
         return len(stale)
 
 
+async def _next_chunk(gateway: Gateway, run: QueryRun, *args: Any, **kwargs: Any) -> list[bytes]:
+    """One chunk of a query: on the loop (a chunk examines a bounded number of documents),
+    except for a query whose documents may each take long (`$expr`) or that sorts in memory,
+    which runs on a reader thread, so that the loop keeps serving (killOp, currentOp) meanwhile."""
+    if run.heavy:
+        return await gateway.read(
+            functools.partial(run.next_chunk, gateway.engine, *args, **kwargs)
+        )
+    return run.next_chunk(gateway.engine, *args, **kwargs)
+
+
 async def fill_batch(
-    engine: Engine, run: QueryRun | PipelineRun, max_docs: int | None, now_ms: int
+    gateway: Gateway, run: QueryRun | PipelineRun, max_docs: int | None, now_ms: int
 ) -> list[bytes]:
     """Read up to `max_docs` documents (None: as many as fit in one reply), chunk by chunk,
     leaving out documents expired at `now_ms` (one time for the whole batch).
@@ -153,8 +165,8 @@ async def fill_batch(
     size = 0
     want = max_docs if max_docs is not None else 1 << 31
     while len(out) < want and not run.exhausted:
-        chunk = run.next_chunk(
-            engine, want - len(out), MAX_BATCH_BYTES - size, first=not out, now_ms=now_ms
+        chunk = await _next_chunk(
+            gateway, run, want - len(out), MAX_BATCH_BYTES - size, first=not out, now_ms=now_ms
         )
         out += chunk
         size += sum(map(len, chunk))
@@ -165,11 +177,11 @@ async def fill_batch(
     return out
 
 
-async def each_chunk(engine: Engine, run: QueryRun, now_ms: int) -> AsyncIterator[list[bytes]]:
+async def each_chunk(gateway: Gateway, run: QueryRun, now_ms: int) -> AsyncIterator[list[bytes]]:
     """Every remaining document of a run (none expired at `now_ms`), chunk by chunk, yielding to
     the event loop between chunks (count, distinct, explain: results that never become a cursor)."""
     while not run.exhausted:
-        chunk = run.next_chunk(engine, 1 << 31, 1 << 62, now_ms=now_ms)
+        chunk = await _next_chunk(gateway, run, 1 << 31, 1 << 62, now_ms=now_ms)
         if chunk:
             yield chunk
         if not run.exhausted:

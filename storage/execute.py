@@ -116,6 +116,9 @@ class QueryRun:
         self._seen: set[int] | None = (
             set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
         )
+        #: Its chunks may take long: each document may cost much ($expr), or all are sorted in
+        #: memory. The server runs such chunks off its event loop.
+        self.heavy = self._sorting or _mentions(spec.filter, "$expr")
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)
@@ -380,6 +383,15 @@ class QueryRun:
         if not self._sorted:
             self.exhausted = True
         return out
+
+
+def _mentions(value: Any, operator: str) -> bool:
+    """Whether a filter uses `operator` anywhere."""
+    if isinstance(value, Mapping):
+        return any(k == operator or _mentions(v, operator) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_mentions(v, operator) for v in value)
+    return False
 
 
 def count_documents(engine: Engine, coll: CollectionInfo, now_ms: int | None = None) -> int:

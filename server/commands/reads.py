@@ -102,7 +102,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
     first = p.batch_size if p.batch_size is not None else DEFAULT_FIRST_BATCH
     if single_batch and p.batch_size is None:
         first = limit or DEFAULT_FIRST_BATCH
-    docs = await fill_batch(ctx.gateway.engine, run, first, q.now_ms) if first else []
+    docs = await fill_batch(ctx.gateway, run, first, q.now_ms) if first else []
     cid = 0
     if not run.exhausted and not single_batch:
         cursor = ctx.cursors.open(ns, run, p.no_cursor_timeout)
@@ -152,7 +152,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
-        docs = await fill_batch(ctx.gateway.engine, cursor.run, p.batch_size or None, ctx.now())
+        docs = await fill_batch(ctx.gateway, cursor.run, p.batch_size or None, ctx.now())
     except BaseException:
         ctx.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
         raise
@@ -217,7 +217,7 @@ def _count_spec(ctx: CommandContext, p: CountParams) -> tuple[CollectionInfo | N
 
 async def _count(ctx: CommandContext, run: QueryRun) -> int:
     n = 0
-    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+    async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
         n += len(chunk)
     return n
 
@@ -257,7 +257,7 @@ async def _distinct_values(
 ) -> list[Any]:
     parts = split(key)
     seen: dict[bytes, Any] = {}
-    async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+    async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
         for raw in chunk:
             doc = bson.decode(raw, CODEC)
             for v in leaves(doc, parts):
@@ -368,7 +368,7 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
             if name == "distinct":
                 n = len(await _distinct_values(ctx, coll, run, dp.key))
             else:
-                async for chunk in each_chunk(ctx.gateway.engine, run, ctx.now()):
+                async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
                     n += len(chunk)
         reply["executionStats"] = {
             "executionSuccess": True,
