@@ -155,7 +155,6 @@ class App:
                 config=self.config,
                 log_ring=self.log_ring,
                 listener=self,
-                operations=self.operations,
                 profiler=Profiler(
                     gateway,
                     slowms=config.slowms,
@@ -164,6 +163,7 @@ class App:
                     # mongod logs every operation once COMMAND's verbosity is 1 or more.
                     log_all=config.verbosity >= 1,
                 ),
+                operations=self.operations,
             )
             await self._listen(Dispatcher(self._services))
         except BaseException:

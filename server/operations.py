@@ -18,21 +18,16 @@ from bson import Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, app_name, loggable_command
-from ebbdb.storage.interrupt import OpToken
+from ebbdb.storage.interrupt import CHECK_EVERY, OpToken
 from ebbdb.storage.values import is_number
 
 
 class Client(Protocol):
     """The connection an operation came on (server.context.Client), as currentOp shows it."""
 
-    @property
-    def id(self) -> int: ...
-
-    @property
-    def peer(self) -> str: ...
-
-    @property
-    def metadata(self) -> dict[str, Any] | None: ...
+    id: int
+    peer: str
+    metadata: dict[str, Any] | None
 
 
 #: The `op` currentOp shows for a command (others are "command").
@@ -79,13 +74,10 @@ class Operation(OpToken):
         body: Mapping[str, Any],
         deadline: float | None,
     ) -> None:
-        super().__init__(deadline)
-        self.opid = opid
-        self.client = client
-        self.db = db
-        self.command = command
-        self.body = body
+        # OpToken's fields, set here rather than through its __init__ (every request pays this).
+        self.opid, self.client, self.db, self.command, self.body = opid, client, db, command, body
         self.started = time.monotonic()
+        self.deadline, self.killed, self._left = deadline, None, CHECK_EVERY
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no limit); what a cursor keeps for its next

@@ -479,9 +479,9 @@ def _filter(spec: Any, defined: frozenset[str], op: str) -> Expression:
                 remaining = coerce_int(limit)
                 if remaining <= 0:
                     fail(327392, f"$filter: limit must be greater than 0: {show(limit)}")
+        tick = interrupt.current.get().tick
         scope = dict(v)
         out = []
-        tick = interrupt.current.get().tick
         for element in x:
             tick()
             scope[it.name] = element
