@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import shutil
@@ -22,12 +23,14 @@ from ebbdb.server.cursors import CursorManager
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.listener import InputBudget, Listener, listen
+from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
+from ebbdb.storage import interrupt
 from ebbdb.storage.engine import Engine
 
 log = logging.getLogger("ebbdb.control")
@@ -36,8 +39,10 @@ network_log = logging.getLogger("ebbdb.network")
 #: mongod's "Waiting for connections", the line that says the server is ready.
 WAITING_FOR_CONNECTIONS_ID = 23016
 
-#: How long shutdown waits for requests in flight before closing their connections.
-SHUTDOWN_GRACE_SECONDS = 5.0
+#: How long a shutdown by signal (SIGTERM, SIGINT) may take: requests in flight get the first
+#: half to finish, then every operation is interrupted (11600 InterruptedAtShutdown) and the rest
+#: lets them end; the shutdown command's timeoutSecs plays this part for it.
+SHUTDOWN_GRACE_SECONDS = 10.0
 _CURSOR_REAP_INTERVAL = 60.0
 _SWITCH_INTERVAL = 0.0005
 
@@ -69,6 +74,7 @@ class App:
         self.stop_requested = asyncio.Event()
         self.stopped = asyncio.Event()
         self._grace = SHUTDOWN_GRACE_SECONDS
+        self.operations = Operations()
         self._requester: int | None = None
 
     @property
@@ -157,6 +163,7 @@ class App:
                     # mongod logs every operation once COMMAND's verbosity is 1 or more.
                     log_all=config.verbosity >= 1,
                 ),
+                operations=self.operations,
             )
             await self._listen(Dispatcher(self._services))
         except BaseException:
@@ -166,7 +173,10 @@ class App:
             raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_cursors()))
-        self._tasks.append(loop.create_task(self.services.ttl_monitor.run()))
+        # The TTL monitor's purges carry a token of their own, which shutdown interrupts too.
+        ttl_context = contextvars.copy_context()
+        ttl_context.run(interrupt.current.set, self.operations.internal_token())
+        self._tasks.append(loop.create_task(self.services.ttl_monitor.run(), context=ttl_context))
         assert self.address is not None
         logsetup.log_event(
             network_log,
@@ -211,10 +221,20 @@ class App:
         for task in self._tasks:
             task.cancel()
         # The connection that sent shutdown waits for the end without a reply: not for itself.
+        # Requests in flight get half the grace to finish; then every operation is interrupted
+        # (those that start later are born interrupted) and the other half lets them end.
         conns = [c for c in self.connections.values() if c.id != self._requester]
+        idle = asyncio.gather(*(c.wait_idle() for c in conns))
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._grace):
-                await asyncio.gather(*(c.wait_idle() for c in conns))
+            async with asyncio.timeout(self._grace / 2):
+                await asyncio.shield(idle)
+        if not idle.done():
+            n = self.operations.kill_all("InterruptedAtShutdown")
+            log.info("interrupting %d operations still running", n)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._grace / 2):
+                await idle
+        self.operations.kill_all("InterruptedAtShutdown")
         conns = list(self.connections.values())
         for conn in conns:
             conn.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import itertools
 import logging
 import types
@@ -102,6 +103,7 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder()
         self._queue: collections.deque[bytes] = collections.deque()
         self._runner: asyncio.Task[None] | None = None
+        self._context = contextvars.Context()
         self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
         self._write_paused = False
         self._read_paused = False  # too many requests queued
@@ -142,7 +144,11 @@ class Connection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         loop = asyncio.get_running_loop()
         self._handoff = loop.create_future()
-        self._runner = loop.create_task(self._run())
+        # The Task runs in a context of its own, and so does a request's first step (taken
+        # outside the Task, see _pump): every step of a request sees the same context variables
+        # (the operation's interruption token).
+        self._context = contextvars.copy_context()
+        self._runner = loop.create_task(self._run(), context=self._context)
         count = self._owner.open_connections
         log_event(
             log,
@@ -334,7 +340,7 @@ class Connection(asyncio.Protocol):
             # without waiting for another turn of the loop.
             tasks._enter_task(loop, runner)
             try:
-                pending = request.send(None)
+                pending = self._context.run(request.send, None)
             except StopIteration as stop:
                 self._send(stop.value)
                 continue

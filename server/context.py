@@ -12,6 +12,7 @@ from ebbdb.server.cursors import CursorManager
 from ebbdb.server.failpoints import FailCommand
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import RingHandler
+from ebbdb.server.operations import Operation, Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
@@ -62,6 +63,8 @@ class Services:
     profiler: Profiler = field(default_factory=Profiler, kw_only=True)
     #: The failCommand fail point (configureFailPoint, with enableTestCommands=1).
     fail_command: FailCommand = field(default_factory=FailCommand, kw_only=True)
+    #: The operations in progress (currentOp, killOp, maxTimeMS, shutdown's interruption).
+    operations: Operations = field(default_factory=Operations, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -71,7 +74,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("contexts", "id", "metadata", "op_run", "peer")
+    __slots__ = ("contexts", "id", "metadata", "op", "op_run", "peer")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -83,6 +86,8 @@ class Client:
         #: The QueryRun the request running now read with (find and getMore set it), for the
         #: slow-query log and the profiler.
         self.op_run: object = None
+        #: The operation of the request running now (set by the dispatcher).
+        self.op: Operation | None = None
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ class Cursor:
     killed: bool = False
     #: What an awaitData getMore waits on (server/tailable.py); closing the cursor resolves it.
     waiting: asyncio.Future[None] | None = None
+    #: Seconds of the opening command's maxTimeMS its getMores may still use (None: no limit).
+    time_left: float | None = None
 
 
 class CursorManager:
@@ -162,9 +164,10 @@ class CursorManager:
 async def _next_chunk(
     gateway: Gateway, run: QueryRun, max_docs: int, max_bytes: int, first: bool, now_ms: int
 ) -> list[bytes]:
-    """One chunk of a run: on the loop when matching a document is cheap; on a reader thread when
-    the filter holds regular expressions or $expr, whose cost per document has no small bound, or
-    when the run sorts in memory."""
+    """One chunk of a run: on the loop when matching a document is cheap (a chunk examines a
+    bounded number of documents); on a reader thread when the filter holds regular expressions
+    or $expr, whose cost per document has no small bound, or when the run sorts in memory, so
+    that the loop keeps serving (killOp, currentOp) meanwhile."""
     chunk = functools.partial(
         run.next_chunk, gateway.engine, max_docs, max_bytes, first=first, now_ms=now_ms
     )

@@ -20,10 +20,13 @@ from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
+from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
+from ebbdb.storage.interrupt import Interrupted
+from ebbdb.storage.interrupt import current as current_op
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
@@ -51,6 +54,7 @@ class Dispatcher:
         self.services = services
         self.registry = registry
         self._profiler = services.profiler
+        self._operations = services.operations
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | None:
         """The reply frame for one request frame, or None when the client asked for no reply.
@@ -149,6 +153,8 @@ class Dispatcher:
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
             refuse_transaction_fields(body)
+            limit = body.get("maxTimeMS")
+            max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
             action: Action | None = None
             if self.services.fail_command.active:
                 action = self.services.fail_command.check(cmd.name, app_name(client.metadata))
@@ -163,6 +169,10 @@ class Dispatcher:
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
+            # The operation currentOp shows and killOp, maxTimeMS and shutdown interrupt: its
+            # token is the current one for every storage loop the handler drives.
+            op = client.op = self._operations.start(client, db, cmd.name, body, max_time_ms)
+            token = current_op.set(op)
             try:
                 if refused is not None:
                     reply = refused  # a write command on a view: its write errors
@@ -173,6 +183,9 @@ class Dispatcher:
                 else:
                     reply = await cmd.handler(ctx, params)
             finally:
+                current_op.reset(token)
+                self._operations.finish(op)
+                client.op = None
                 self.services.stats.latency.record(cmd.name, db, body, started)
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
@@ -185,7 +198,7 @@ class Dispatcher:
         except CommandError as exc:
             reply = error_reply(exc)
             _log_failure(client, name, db, body, reply)
-        except Exception as exc:
+        except (Exception, Interrupted) as exc:
             if getattr(exc, "code_name", None) is None:
                 log.error(
                     "[conn%d] request %d: %s raised an unexpected error",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ebbdb.storage.errors import DuplicateKey, StorageError
+from ebbdb.storage.interrupt import Interrupted
 from ebbdb.storage.schema import DocumentValidationFailure
 from ebbdb.storage.values import render
 
@@ -37,6 +38,7 @@ class ErrorCode(enum.IntEnum):
     CannotBackfillArray = 34
     ConflictingUpdateOperators = 40
     CursorNotFound = 43
+    MaxTimeMSExpired = 50
     NamespaceExists = 48
     DollarPrefixedFieldName = 52
     InvalidIdField = 53
@@ -68,6 +70,8 @@ class ErrorCode(enum.IntEnum):
     ConversionFailure = 241
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
+    InterruptedAtShutdown = 11600
+    Interrupted = 11601
     BSONObjectTooLarge = 10334
     Location31253 = 31253
     Location31254 = 31254
@@ -135,7 +139,7 @@ def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, DocumentValidationFailure):
         failure = ErrorCode.DocumentValidationFailure
         return int(failure), failure.name, exc.message, {"errInfo": exc.err_info}
-    if isinstance(exc, StorageError):
+    if isinstance(exc, StorageError | Interrupted):
         code, name = _code_of(exc.code_name)
         return code, name, exc.message, {}
     internal = ErrorCode.InternalError

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ebbdb.server.inserts import InsertWatch
+from ebbdb.storage import interrupt
 from ebbdb.storage.engine import Engine
 
 T = TypeVar("T")
@@ -34,6 +35,25 @@ MAX_GROUP = 1000
 _Job = tuple[Callable[[], Any], "asyncio.Future[Any]"]
 #: A job that runs even under an fsync lock (the lock's own barrier).
 _BARRIER: Callable[[], Any] = lambda: None  # noqa: E731
+
+
+def _carrying_token(job: Callable[[], T]) -> Callable[[], T]:
+    """`job` run under the interruption token of the operation that queues it (a thread does
+    not share the request's context): it does not start once that operation is interrupted, and
+    its loops check the token."""
+    token = interrupt.current.get()
+    if token is interrupt.NEVER:
+        return job
+
+    def run() -> T:
+        reset = interrupt.current.set(token)
+        try:
+            token.check()
+            return job()
+        finally:
+            interrupt.current.reset(reset)
+
+    return run
 
 
 class Gateway:
@@ -91,6 +111,7 @@ class Gateway:
         return await self._queue(stamped)
 
     async def _queue(self, job: Callable[[], T]) -> T:
+        job = _carrying_token(job)
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         with self._cond:
             if self._closing:
@@ -239,7 +260,8 @@ class Gateway:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a long read-only computation on a reader thread."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, functools.partial(fn, *args))
+        job = _carrying_token(functools.partial(fn, *args))
+        return await loop.run_in_executor(self._readers, job)
 
     def close(self) -> None:
         """Finish the queued writes, stop the writer, the syncer and the reader threads (the

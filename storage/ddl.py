@@ -10,7 +10,7 @@ from typing import Any
 
 import bson
 
-from ebbdb.storage import layout, ttl
+from ebbdb.storage import interrupt, layout, ttl
 from ebbdb.storage.catalog import (
     CollectionInfo,
     IndexInfo,
@@ -229,10 +229,12 @@ class Ddl:
         ttl_view = _ttl_view(info, indexes)
         cur = txn.cursor(db=self._env.records)
         prefix = layout.collection_prefix(info.id)
+        tick = interrupt.current.get().tick
         if cur.set_range(prefix):
             for k, v in cur.iternext():
                 if not layout.in_collection(k, prefix):
                     break
+                tick()
                 doc = bson.decode(ttl.body(v), CODEC)
                 rid_bytes = layout.record_rid_bytes(k)
                 entries, new_flags = self._records.index_entries(txn, info, doc, rid_bytes, indexes)

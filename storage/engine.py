@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import bson
 
-from ebbdb.storage import layout, schema, timeseries, ttl
+from ebbdb.storage import interrupt, layout, schema, timeseries, ttl
 from ebbdb.storage.capped_ddl import CappedDdl
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
@@ -270,7 +270,9 @@ class Engine:
                 return 0
             rules = ttl.rules_for(info)
             deleted = size = 0
+            tick = interrupt.current.get().tick
             for rid in self._expired_candidates(txn, rules, now_ms, limit):
+                tick()
                 value = txn.get(layout.record_key(info.id, rid), db=self.env.records)
                 if value is None:
                     continue

@@ -13,7 +13,7 @@ from typing import Any
 
 import bson
 
-from ebbdb.storage import ttl
+from ebbdb.storage import interrupt, ttl
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.collation import Collation, collate_filter
 from ebbdb.storage.engine import CODEC, Engine, Reader
@@ -124,9 +124,8 @@ class QueryRun:
         self._seen: set[int] | None = (
             set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
         )
-        #: Matching a document may take long (regular expressions, $expr), or the query sorts in
-        #: memory (every match read and sorted before the first one is returned): run its chunks
-        #: off the event loop.
+        #: Its chunks may take long: each document may cost much (regular expressions, $expr),
+        #: or all are sorted in memory. The server runs such chunks off its event loop.
         self.offload = self._sorting or unbounded(spec.query.tree)
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
@@ -206,9 +205,11 @@ class QueryRun:
         """(position after it, record id, stored BSON) of each candidate after the resume point."""
         plan = self.plan
         rules, now = self._rules, self._now
+        tick = interrupt.current.get().tick
         if isinstance(plan, CollScan):
             after_rid = self._pos if isinstance(self._pos, int) else None
             for rid, value in reader.scan(self.coll, after_rid, plan.reverse):
+                tick()
                 if rules.active and ttl.expired_value(value, rules, now):
                     self._pos = rid
                     continue
@@ -243,6 +244,7 @@ class QueryRun:
             iv = plan.intervals[i]
             hi = iv.hi if iv.hi is not None else b"\xff" * 9
             for key, rid in reader.index_entries(plan.index, iv.lo, hi, plan.reverse, after_key):
+                tick()
                 self.keys_examined += 1
                 if self._seen is not None and rid in self._seen:
                     continue
@@ -300,6 +302,7 @@ class QueryRun:
     ) -> list[bytes]:
         if self._plain and not self._skip_left:
             assert isinstance(self.plan, CollScan)
+            interrupt.current.get().check()
             after = self._pos if isinstance(self._pos, int) else None
             out, self._pos, self.exhausted, self.size_limited = reader.scan_batch(
                 self.coll,

@@ -14,7 +14,7 @@ from typing import Any
 
 import bson
 
-from ebbdb.storage import ttl
+from ebbdb.storage import interrupt, ttl
 from ebbdb.storage.engine import CODEC, CollectionWrites, Engine
 from ebbdb.storage.errors import StorageError
 from ebbdb.storage.execute import QueryRun, QuerySpec
@@ -97,7 +97,9 @@ def delete(
 
         def run(view: CollectionWrites, batch: list[int] = batch) -> int:
             n = 0
+            tick = interrupt.current.get().tick
             for rid in batch:
+                tick()
                 found = _recheck(view, rid, spec)
                 if found is not None:
                     view.delete(rid, found[0])
@@ -165,7 +167,9 @@ def update(
             view: CollectionWrites, batch: list[int] = batch
         ) -> tuple[int, int, StorageError | None]:
             n = changed = 0
+            tick = interrupt.current.get().tick
             for rid in batch:
+                tick()
                 found = _recheck(view, rid, spec)
                 if found is None:
                     continue

@@ -5,6 +5,7 @@ from ebbdb.server.commands import (  # noqa: F401
     aggregate,
     capped,
     catalog,
+    current_op,
     handshake,
     indexes,
     lifecycle,

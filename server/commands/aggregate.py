@@ -4,12 +4,14 @@ documents never enter a pipeline, whether read first or by $lookup or $unionWith
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.server import views
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
-from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.commands.current_op import current_op_pipeline
+from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from ebbdb.server.errors import CommandError, ErrorCode
@@ -80,7 +82,10 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     first = _batch_size(p.cursor)
     now = ctx.now()
     variables = command_variables(p.let, now)
-    pipeline = parse_pipeline(p.pipeline, defined=frozenset(p.let or {}))
+    stages = p.pipeline
+    if stages and isinstance(stages[0], Mapping) and next(iter(stages[0]), "") == "$currentOp":
+        stages = current_op_pipeline(ctx, collection, stages)
+    pipeline = parse_pipeline(stages, defined=frozenset(p.let or {}))
     coll = ctx.collection(collection) if collection is not None else None
     if coll is None and not p.collation:
         collation = views.read_collation(ctx, collection)  # a view's, if it is one
@@ -98,7 +103,9 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
     cid = 0
     if not run.exhausted:
-        cid = ctx.cursors.open(ns, run).id
+        cursor = ctx.cursors.open(ns, run)
+        cursor.time_left = time_left(ctx)
+        cid = cursor.id
     return cursor_reply(ns, cid, "firstBatch", docs)
 
 

@@ -23,7 +23,7 @@ from ebbdb.server.arguments import (
     extract,
 )
 from ebbdb.server.commands.aggregate import AggregateParams, aggregate
-from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
@@ -125,7 +125,9 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
         if tailable.keeps_cursor(ctx, coll) and not (limit and run.returned >= limit):
             cid = ctx.cursors.open(ns, run, p.no_cursor_timeout, tail).id
     elif not run.exhausted and not single_batch:
-        cid = ctx.cursors.open(ns, run, p.no_cursor_timeout).id
+        cursor = ctx.cursors.open(ns, run, p.no_cursor_timeout)
+        cursor.time_left = time_left(ctx)
+        cid = cursor.id
     return cursor_reply(ns, cid, "firstBatch", docs)
 
 
@@ -166,6 +168,12 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
+    op = ctx.client.op
+    if op is not None:
+        if cursor.tail is not None:
+            op.deadline = None  # an awaitData getMore's maxTimeMS is how long it waits
+        elif cursor.time_left is not None:
+            op.deadline = time.monotonic() + cursor.time_left
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
@@ -178,6 +186,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise
     finally:
         cursor.in_use = False
+    if cursor.time_left is not None:
+        cursor.time_left = time_left(ctx)
     if cursor.killed:
         raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
     cid = cursor.id

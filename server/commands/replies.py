@@ -1,11 +1,14 @@
 """Reply layouts several command modules share: the cursor reply (find, getMore, aggregate), whose
-batch is the stored BSON laid out by hand rather than encoded document by document."""
+batch is the stored BSON laid out by hand rather than encoded document by document; and what a
+cursor keeps of its command's time limit."""
 
 from __future__ import annotations
 
 import itertools
 import struct
 from typing import Any
+
+from ebbdb.server.context import CommandContext
 
 
 class RawDoc:
@@ -57,3 +60,9 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
         )
     )
     return {"cursor": RawDoc(_INT32.pack(len(cursor) + 5) + cursor + b"\x00"), "ok": 1.0}
+
+
+def time_left(ctx: CommandContext) -> float | None:
+    """What is left of the command's maxTimeMS, for its cursor's getMores (MongoDB counts a
+    find's or an aggregate's time limit over the getMores too, not the time between them)."""
+    return ctx.client.op.remaining() if ctx.client.op is not None else None

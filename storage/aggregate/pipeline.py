@@ -25,6 +25,7 @@ from ebbdb.storage.aggregate.stage import (
 )
 from ebbdb.storage.collation import Collation
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.interrupt import checkpoint
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
 # one in a wrong place gets MongoDB's position error, not NotImplemented.
@@ -174,5 +175,13 @@ def run_stages(
         docs = iter(()) if read.empty else source.documents(collection, read)
     ctx = Context(source, variables, collection, collation)
     for stage in stages:
-        docs = stage.run(docs, ctx)
+        docs = _checked(stage.run(docs, ctx))
     return docs
+
+
+def _checked(docs: Iterator[Doc]) -> Iterator[Doc]:
+    """A stage's output, counted against the running operation's interruption token (the
+    generators outlive the request that started them: each step reads the current token)."""
+    for doc in docs:
+        checkpoint()
+        yield doc

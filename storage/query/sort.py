@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ebbdb.storage import interrupt
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.paths import MISSING, leaves, split
@@ -77,7 +78,10 @@ def sort_documents(
         for d, p in docs
     ]
 
+    tick = interrupt.current.get().tick
+
     def cmp_rows(a: tuple[tuple[Any, ...], Any], b: tuple[tuple[Any, ...], Any]) -> int:
+        tick()
         for (va, vb), (_, direction) in zip(zip(a[0], b[0]), spec.keys):
             c = compare(va, vb)
             if c:

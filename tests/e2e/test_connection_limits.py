@@ -148,15 +148,15 @@ def test_a_truncated_message_times_out(launch: Any, loop: str) -> None:
 def test_a_slow_stream_of_whole_messages_is_not_a_slow_message(launch: Any) -> None:
     """The timeout is per message: a client that keeps sending whole ones, each split over
     packets, stays connected for longer than the timeout."""
-    proc = launch("uvloop", "--setParameter", "incomingMessageTimeoutSecs=1")
+    proc = launch("uvloop", "--setParameter", "incomingMessageTimeoutSecs=2")
     assert proc.port is not None
     sock = socket.create_connection(("127.0.0.1", proc.port), timeout=5)
     hello = _hello()
     for _ in range(6):
         sock.sendall(hello[:10])
-        time.sleep(0.2)
+        time.sleep(0.3)
         sock.sendall(hello[10:] + hello[:10])  # the next message begins at once
-        time.sleep(0.2)
+        time.sleep(0.3)
         sock.sendall(hello[10:])
         assert [_read_reply(sock)["ok"] for _ in range(2)] == [1.0, 1.0]
     sock.close()

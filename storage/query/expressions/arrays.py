@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ebbdb.storage import interrupt
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions.coerce import coerce_int, integral
 from ebbdb.storage.query.expressions.core import (
@@ -438,7 +439,9 @@ def _map(spec: Any, defined: frozenset[str], op: str) -> Expression:
             return None
         scope = dict(v)
         out = []
+        tick = interrupt.current.get().tick
         for element in x:
+            tick()
             scope[it.name] = element
             y = it.body(doc, scope)
             out.append(None if y is MISSING else y)
@@ -476,9 +479,11 @@ def _filter(spec: Any, defined: frozenset[str], op: str) -> Expression:
                 remaining = coerce_int(limit)
                 if remaining <= 0:
                     fail(327392, f"$filter: limit must be greater than 0: {show(limit)}")
+        tick = interrupt.current.get().tick
         scope = dict(v)
         out = []
         for element in x:
+            tick()
             scope[it.name] = element
             if truthy(it.body(doc, scope)):
                 out.append(element)
@@ -518,7 +523,9 @@ def _reduce(spec: Any, defined: frozenset[str], op: str) -> Expression:
             return None
         acc = initial_f(doc, v)
         scope = dict(v)
+        tick = interrupt.current.get().tick
         for element in x:
+            tick()
             scope["this"] = element
             scope["value"] = acc
             acc = in_f(doc, scope)
