@@ -64,6 +64,7 @@ class ErrorCode(enum.IntEnum):
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
     BSONObjectTooLarge = 10334
+    OutOfDiskSpace = 14031
     Location31253 = 31253
     Location31254 = 31254
     Location40414 = 40414
