@@ -15,7 +15,7 @@ from bson import Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.values import is_number, to_decimal, type_name
+from ebbdb.storage.values import is_number, render, to_decimal, type_name
 
 #: Fields every command may carry that the extractor lets through: sessions, concerns, read
 #: preference, API versioning, comments, server-side timeouts, driver metadata. The dispatcher acts
@@ -278,11 +278,18 @@ def _as_int(command: str, a: Arg, value: Any) -> Any:
         return int(value)
     if is_number(value):
         try:
-            return _to_int(value)
+            result = _to_int(value)
         except (ValueError, OverflowError):
             raise CommandError(
                 ErrorCode.BadValue, f"BSON field '{command}.{a.name}' must be a finite number"
             ) from None
+        if not -(2**63) <= result < 2**63:  # MongoDB's parseIntegerElementToLong
+            field = a.name if a.name != COMMAND_VALUE else command
+            raise CommandError(
+                ErrorCode.FailedToParse,
+                f"Cannot represent as a 64-bit integer: {field}: {render(value)}",
+            )
+        return result
     raise _wrong_type(command, a, value)
 
 
@@ -456,6 +463,9 @@ def _table(cls: type) -> _Table:
     return found
 
 
+_SENTINELS = frozenset({COMMAND_VALUE, REST})
+
+
 def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool = False) -> P:
     """Build `cls` from a command document (or, `nested`, from a document inside one, such as an
     update statement, where `command` is the path to it and no field is the command's own).
@@ -479,7 +489,8 @@ def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, 
                 values[entry[0]] = entry[2](command, entry[1], value)
             break
     for key, value in items:
-        entry = by_name.get(key)
+        # A client's field named like a sentinel ("$command", "*") is an ordinary field.
+        entry = None if key in _SENTINELS else by_name.get(key)
         if entry is None:
             if lenient or key in GENERIC_FIELDS:
                 continue

@@ -755,3 +755,21 @@ def test_coll_mod_index_is_extracted_with_the_command() -> None:
     assert raises(CollModParams, body, "collMod").message == (
         "BSON field 'collMod.index.hidden' is the wrong type, expected type 'bool'"
     )
+
+
+def test_fields_named_like_the_sentinels_are_ordinary_fields() -> None:
+    # Found by tests/e2e/test_fuzz_server.py: {setParameter: 1, "*": 3.5} gave the REST field
+    # the value 3.5 itself (an InternalError in the handler).
+    assert raises(CmdParams, cmd(**{"*": 3.5})).code is ErrorCode.Location40415
+    assert raises(CmdParams, cmd(**{COMMAND_VALUE: 1})).code is ErrorCode.Location40415
+    assert extract(RestParams, "cmd", cmd(**{"*": 3.5})).rest == {"*": 3.5}
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(1.5e308, "1.5e+308"), (2.0**63, "9.223372036854776e+18")]
+)
+def test_an_integer_out_of_the_int64_range(value: float, shown: str) -> None:
+    # Found by the fuzzer: dbStats {scale: 1e308} failed encoding scaleFactor (InternalError).
+    err = raises(CmdParams, cmd(count=value))
+    assert err.code is ErrorCode.FailedToParse
+    assert err.message == f"Cannot represent as a 64-bit integer: count: {shown}"
