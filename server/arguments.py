@@ -15,7 +15,7 @@ from bson import Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.values import is_number, render, to_decimal, type_name
+from ebbdb.storage.values import is_number, to_decimal, type_name
 
 #: Fields every command may carry that the extractor lets through: sessions, concerns, read
 #: preference, API versioning, comments, server-side timeouts, driver metadata. The dispatcher acts
@@ -283,13 +283,8 @@ def _as_int(command: str, a: Arg, value: Any) -> Any:
             raise CommandError(
                 ErrorCode.BadValue, f"BSON field '{command}.{a.name}' must be a finite number"
             ) from None
-        if not -(2**63) <= result < 2**63:  # MongoDB's parseIntegerElementToLong
-            field = a.name if a.name != COMMAND_VALUE else command
-            raise CommandError(
-                ErrorCode.FailedToParse,
-                f"Cannot represent as a 64-bit integer: {field}: {render(value)}",
-            )
-        return result
+        # Past the 64-bit range, MongoDB's safeNumberLong gives its nearest bound.
+        return min(max(result, -(2**63)), 2**63 - 1)
     raise _wrong_type(command, a, value)
 
 
