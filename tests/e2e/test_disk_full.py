@@ -37,14 +37,11 @@ def _limit_files() -> None:
 
 class LimitedServer:
     def __init__(self, dbpath: Path, log: Path) -> None:
+        # The server's log goes to `log` (under the limit too); its startup line to a pipe.
+        argv = [sys.executable, "-m", "ebbdb", "--port=0", f"--dbpath={dbpath}"]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ebbdb", "--port", "0", "--dbpath", str(dbpath)],
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                preexec_fn=_limit_files,
+                argv, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, preexec_fn=_limit_files
             )
         assert self.proc.stdout is not None
         match = _LISTENING.search(self.proc.stdout.readline())
