@@ -294,11 +294,13 @@ def _as_int(command: str, a: Arg, value: Any) -> Any:
         return int(value)
     if is_number(value):
         try:
-            return _to_int(value)
+            result = _to_int(value)
         except (ValueError, OverflowError):
             raise CommandError(
                 ErrorCode.BadValue, f"BSON field '{command}.{a.name}' must be a finite number"
             ) from None
+        # Past the 64-bit range, MongoDB's safeNumberLong gives its nearest bound.
+        return min(max(result, -(2**63)), 2**63 - 1)
     raise _wrong_type(command, a, value)
 
 
@@ -472,6 +474,9 @@ def _table(cls: type) -> _Table:
     return found
 
 
+_SENTINELS = frozenset({COMMAND_VALUE, REST})
+
+
 def extract(cls: type[P], command: str, body: Mapping[str, Any], *, nested: bool = False) -> P:
     """Build `cls` from a command document (or, `nested`, from a document inside one, such as an
     update statement, where `command` is the path to it and no field is the command's own).
@@ -495,7 +500,8 @@ def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, 
                 values[entry[0]] = entry[2](command, entry[1], value)
             break
     for key, value in items:
-        entry = by_name.get(key)
+        # A client's field named like a sentinel ("$command", "*") is an ordinary field.
+        entry = None if key in _SENTINELS else by_name.get(key)
         if entry is None:
             if lenient or key in GENERIC_FIELDS:
                 continue

@@ -60,6 +60,9 @@ async def serve(config: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(sys.argv[1:] if argv is None else argv)
+    # Past a file-size limit (ulimit -f) the kernel would kill the process with SIGXFSZ; ignored,
+    # the write fails with EFBIG and the storage engine answers OutOfDiskSpace instead.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         import uvloop
     except ImportError:

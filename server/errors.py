@@ -73,6 +73,7 @@ class ErrorCode(enum.IntEnum):
     InterruptedAtShutdown = 11600
     Interrupted = 11601
     BSONObjectTooLarge = 10334
+    OutOfDiskSpace = 14031
     Location31253 = 31253
     Location31254 = 31254
     Location40414 = 40414

@@ -24,7 +24,7 @@ from ebbdb.storage.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.entries import index_bodies
 from ebbdb.storage.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
-from ebbdb.storage.errors import StorageError
+from ebbdb.storage.errors import OutOfDiskSpace, StorageError
 from ebbdb.storage.reader import Reader
 from ebbdb.storage.records import CollectionWrites, Records
 from ebbdb.storage.sizes import CollectionSizes, collection_sizes
@@ -232,7 +232,13 @@ class Engine:
                 self._records.add_stats(txn, info.id, inserted - removed, size)
             return InsertResult(inserted, tuple(errors), created)
 
-        return self._writer.write(run)
+        try:
+            return self._writer.write(run)
+        except OutOfDiskSpace as exc:
+            # Low space refuses the whole write: each document failed (an ordered insert
+            # stops at the first), as MongoDB reports a storage error per document.
+            failed = range(1 if ordered else len(documents))
+            return InsertResult(0, tuple((i, exc) for i in failed), False)
 
     def modify(
         self,

@@ -20,6 +20,7 @@ from typing import TypeAlias
 import lmdb
 
 from ebbdb.storage.errors import StorageError
+from ebbdb.storage.space import DataFileSpace
 
 # lmdb's own stubs name the LMDB types. Values are `bytes`: ebbdb never opens a transaction with
 # buffers=True (the memoryview mode), and `lmdb.Environment.begin()` without it is typed
@@ -95,6 +96,9 @@ class Environment:
         self.commits = 0
         self.durable = 0
         self._page_size = env.stat()["psize"]
+        self._trees = (self.catalog, self.records, self.index, self.stats, self.meta, self.expiry)
+        #: The data file's headroom (storage/space.py).
+        self.space = DataFileSpace(os.path.join(path, "data.mdb"))
         self._sync_lock = threading.Lock()
         self._closed = False
 
@@ -118,7 +122,9 @@ class Environment:
             env = lmdb.open(path, map_size=map_size, max_dbs=8, subdir=True, lock=True, sync=False)
             if env.info()["map_size"] < map_size:
                 env.set_mapsize(map_size)
-            return cls(path, env, fd)
+            opened = cls(path, env, fd)
+            opened.make_room()  # the data file's headroom, before the first write
+            return opened
         except BaseException:
             os.close(fd)
             raise
@@ -144,16 +150,48 @@ class Environment:
         size = self.map_size
         self.gate.resize(lambda: self.env.set_mapsize(size * 2))
 
-    def needs_room(self) -> bool:
-        """Less than a quarter of the map is free."""
+    def _used(self) -> tuple[int, int]:
+        """(bytes of the file LMDB uses, the map size)."""
         info = self.env.info()
-        used = (info["last_pgno"] + 1) * self._page_size
-        return used > info["map_size"] * (1 - _MIN_FREE_SHARE)
+        return (info["last_pgno"] + 1) * self._page_size, info["map_size"]
+
+    def needs_room(self) -> bool:
+        """Less than a quarter of the map is free, or the data file's headroom needs topping up
+        (both are the writer's work, off the event loop)."""
+        used, map_size = self._used()
+        return used > map_size * (1 - _MIN_FREE_SHARE) or self.space.short(used)
 
     def make_room(self) -> None:
-        """Grow ahead of need (call with no write open)."""
-        if self.needs_room():
+        """Grow the map ahead of need and keep the data file's headroom (call with no write
+        open)."""
+        used, map_size = self._used()
+        if used > map_size * (1 - _MIN_FREE_SHARE):
             self.grow()
+        self.space.ensure(used, self.free_bytes)
+
+    def room_for(self, extra: int) -> bool:
+        """Allocate `extra` bytes past the headroom (for a group that grew the stored trees by
+        that much); False if the disk cannot give them (call with no write open)."""
+        return self.space.ensure(self._used()[0], self.free_bytes, extra)
+
+    def tree_pages(self, txn: Txn) -> int:
+        """Pages the sub-databases hold as `txn` sees them (free pages and LMDB's own tables
+        aside): what a write added or removed."""
+        total = 0
+        for db in self._trees:
+            st = txn.stat(db)
+            total += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        return total
+
+    def free_bytes(self) -> int:
+        """An estimate of the free pages inside the data file (pages in use that no tree holds:
+        LMDB's free list, which later writes reuse)."""
+        with self.env.begin() as txn:
+            used_pages = self.env.info()["last_pgno"] + 1
+            main = txn.stat()
+            held = self.tree_pages(txn) + main["branch_pages"] + main["leaf_pages"] + 2
+        # The free list's own pages are counted as free: a small overestimate.
+        return max(0, used_pages - held) * self._page_size
 
     def sync(self) -> int:
         """Flush every commit so far to disk; returns the commit count it covers. Syncs from
@@ -174,4 +212,5 @@ class Environment:
             self.env.sync(True)
             self.durable = self.commits
             self.env.close()
+            self.space.close()
             os.close(self._lock_fd)

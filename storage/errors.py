@@ -45,6 +45,13 @@ class DocumentTooLarge(StorageError):
     code_name = "BadValue"
 
 
+class OutOfDiskSpace(StorageError):
+    """The data file cannot grow (a full disk, a file-size limit, a quota): the write needs new
+    space and was not made (storage/space.py)."""
+
+    code_name = "OutOfDiskSpace"
+
+
 class InvalidBSON(StorageError):
     code_name = "InvalidBSON"
 

@@ -8,6 +8,11 @@ start with a nested transaction around every write, so that the failure undoes o
 A full map aborts the group, grows the map, and runs it again; so jobs must be re-runnable
 (functions of the stored state, no effects outside storage until they return).
 
+Disk space (storage/space.py): a commit the disk cannot take is undone and the group runs again,
+first measured (the file is extended by what the group grew the stored trees); if the disk cannot
+give that, or the space is low, jobs run one at a time, each of their writes committed alone and
+refused with OutOfDiskSpace if it grew the trees; deletes and drops go on and free pages.
+
 Readers see an immutable catalog (a dict never changed after it is published), replaced after each
 commit. The writer thread, inside a group, sees that catalog with the group's changes on top.
 A multi-document transaction can later commit as one job; several processes could later share the
@@ -26,6 +31,8 @@ import lmdb
 
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.environment import Environment, Txn
+from ebbdb.storage.errors import OutOfDiskSpace
+from ebbdb.storage.space import SPACE_ERRNOS
 
 T = TypeVar("T")
 CatalogKey = tuple[str, str]
@@ -34,13 +41,22 @@ CatalogChanges = dict[CatalogKey, CollectionInfo | None]
 Outcome = tuple[bool, Any]
 
 
-class _Redo(BaseException):
-    """A write failed without a savepoint (or the map filled): the group must run again. A
-    BaseException, so that no job's `except Exception` swallows it."""
+#: Why a group runs again: a write failed without savepoints, the map filled, the disk did.
+_SAVEPOINTS, _MAP_FULL, _NO_SPACE = "savepoints", "map full", "no space"
 
-    def __init__(self, map_full: bool) -> None:
+
+class _Redo(BaseException):
+    """The group must run again (`why`). A BaseException, so that no job's `except Exception`
+    swallows it."""
+
+    def __init__(self, why: str) -> None:
         super().__init__()
-        self.map_full = map_full
+        self.why = why
+
+
+def _no_space(exc: lmdb.Error) -> bool:
+    """An LMDB error that means the data file could not be written for lack of space."""
+    return getattr(exc, "code", None) in SPACE_ERRNOS
 
 
 @dataclass
@@ -73,6 +89,7 @@ class Writer:
         self._group: _Group | None = None
         self._thread = 0
         self._insert_listeners: list[Callable[[frozenset[int]], None]] = []
+        self._alone = 0  # the thread running a job whose writes commit one by one (low space)
 
     # -- the catalog ---------------------------------------------------------------------------
 
@@ -129,6 +146,8 @@ class Writer:
         elsewhere it is a group of its own, committed before this returns."""
         group = self._active()
         if group is None:
+            if self._alone == threading.get_ident():
+                return self._write_alone(fn)
             ok, value = self.run_batch([lambda: self.write(fn)])[0]
             if not ok:
                 raise value
@@ -137,19 +156,23 @@ class Writer:
             try:
                 return fn(group.txns[-1], group.layers[-1])
             except lmdb.MapFullError:
-                raise _Redo(map_full=True) from None
+                raise _Redo(_MAP_FULL) from None
             except _Redo:
                 raise
+            except lmdb.Error as exc:
+                raise _Redo(_NO_SPACE if _no_space(exc) else _SAVEPOINTS) from None
             except BaseException:
-                raise _Redo(map_full=False) from None
+                raise _Redo(_SAVEPOINTS) from None
         child = self._env.env.begin(write=True, parent=group.txns[-1])
         group.txns.append(child)
         group.layers.append({})
         try:
             result = fn(child, group.layers[-1])
         except lmdb.MapFullError:
-            raise _Redo(map_full=True) from None
-        except BaseException:
+            raise _Redo(_MAP_FULL) from None
+        except BaseException as exc:
+            if isinstance(exc, lmdb.Error) and _no_space(exc):
+                raise _Redo(_NO_SPACE) from None
             group.txns.pop()
             group.layers.pop()
             child.abort()
@@ -169,14 +192,18 @@ class Writer:
         with self._lock:
             if not jobs:
                 return []
-            savepoints = False
+            savepoints = measured = low = False
             while True:
                 self._env.make_room()
                 try:
-                    return self._attempt(jobs, savepoints, budget_seconds)
+                    if low or self._env.space.low:
+                        return [self._run_alone(jobs[0])]
+                    return self._attempt(jobs, savepoints, budget_seconds, measured)
                 except _Redo as redo:
-                    if redo.map_full:
+                    if redo.why == _MAP_FULL:
                         self._env.grow()
+                    elif redo.why == _NO_SPACE:
+                        low, measured = measured, True
                     else:
                         savepoints = True
 
@@ -193,36 +220,47 @@ class Writer:
                 try:
                     return self._attempt([job], savepoints, None)[0]
                 except _Redo as redo:
-                    if redo.map_full:
+                    if redo.why != _SAVEPOINTS:
                         return None
                     savepoints = True
         finally:
             self._lock.release()
 
     def _attempt(
-        self, jobs: Sequence[Callable[[], Any]], savepoints: bool, budget: float | None
+        self,
+        jobs: Sequence[Callable[[], Any]],
+        savepoints: bool,
+        budget: float | None,
+        measured: bool = False,
     ) -> list[Outcome]:
+        """Run the jobs in one transaction and commit. `measured` (after the disk refused this
+        group once): before the commit, allocate what the group grew the trees by (twice, for
+        the pages it copied), or give up with the disk's refusal."""
         started = time.perf_counter()
         txn = self._env.begin_write()
         group = _Group([txn], savepoints)
         self._group, self._thread = group, threading.get_ident()
         outcomes: list[Outcome] = []
         try:
+            before = self._env.tree_pages(txn) if measured else 0
             for job in jobs:
                 try:
                     outcomes.append((True, job()))
                 except _Redo:
                     raise
                 except lmdb.MapFullError:
-                    raise _Redo(map_full=True) from None
+                    raise _Redo(_MAP_FULL) from None
                 except BaseException as exc:  # noqa: BLE001 - the job's own outcome
+                    if isinstance(exc, lmdb.Error) and _no_space(exc):
+                        raise _Redo(_NO_SPACE) from None
                     outcomes.append((False, exc))
                 if budget is not None and time.perf_counter() - started > budget:
                     break
-            try:
-                txn.commit()
-            except lmdb.MapFullError:
-                raise _Redo(map_full=True) from None
+            if measured:
+                grown = max(0, self._env.tree_pages(txn) - before) * self._env.page_size
+                if not self._env.room_for(2 * grown):
+                    raise _Redo(_NO_SPACE)
+            self._commit(txn)
         except BaseException:
             txn.abort()
             raise
@@ -236,6 +274,60 @@ class Writer:
             for listener in self._insert_listeners:
                 listener(inserted)
         return outcomes
+
+    @staticmethod
+    def _commit(txn: Txn) -> None:
+        try:
+            txn.commit()
+        except lmdb.MapFullError:
+            raise _Redo(_MAP_FULL) from None
+        except lmdb.Error as exc:
+            if _no_space(exc):
+                raise _Redo(_NO_SPACE) from None
+            raise
+
+    def _run_alone(self, job: Callable[[], Any]) -> Outcome:
+        """Low space: run one job with each of its storage writes committed on its own
+        (`_write_alone`), so that a delete of many documents frees pages as it goes."""
+        self._alone = threading.get_ident()
+        try:
+            return (True, job())
+        except BaseException as exc:  # noqa: BLE001 - the job's own outcome
+            return (False, exc)
+        finally:
+            self._alone = 0
+
+    def _write_alone(self, fn: Callable[[Txn, CatalogChanges], T]) -> T:
+        """One storage write in its own transaction, refused with OutOfDiskSpace (and undone)
+        if it grew the trees or the disk would not take its commit."""
+        while True:
+            txn = self._env.begin_write()
+            group = _Group([txn], savepoints=True)
+            self._group, self._thread = group, threading.get_ident()
+            try:
+                before = self._env.tree_pages(txn)
+                result = fn(txn, group.layers[0])
+                if self._env.tree_pages(txn) > before:
+                    raise OutOfDiskSpace(self._env.space.message)
+                self._commit(txn)
+            except (_Redo, lmdb.Error) as exc:
+                txn.abort()
+                if isinstance(exc, lmdb.Error) and not _no_space(exc):
+                    if not isinstance(exc, lmdb.MapFullError):
+                        raise
+                elif not isinstance(exc, _Redo) or exc.why != _MAP_FULL:
+                    raise OutOfDiskSpace(self._env.space.message) from None
+            except BaseException:
+                txn.abort()
+                raise
+            else:
+                self._env.committed()
+                self._publish(group.layers[0])
+                return result
+            finally:
+                self._group = None
+                self._thread = 0
+            self._env.grow()
 
     def _publish(self, changes: CatalogChanges) -> None:
         if not changes:

@@ -776,3 +776,20 @@ def test_coll_mod_index_is_extracted_with_the_command() -> None:
     assert raises(CollModParams, body, "collMod").message == (
         "BSON field 'collMod.index.hidden' is the wrong type, expected type 'bool'"
     )
+
+
+def test_fields_named_like_the_sentinels_are_ordinary_fields() -> None:
+    # Found by tests/e2e/test_fuzz_server.py: {setParameter: 1, "*": 3.5} gave the REST field
+    # the value 3.5 itself (an InternalError in the handler).
+    assert raises(CmdParams, cmd(**{"*": 3.5})).code is ErrorCode.Location40415
+    assert raises(CmdParams, cmd(**{COMMAND_VALUE: 1})).code is ErrorCode.Location40415
+    assert extract(RestParams, "cmd", cmd(**{"*": 3.5})).rest == {"*": 3.5}
+
+
+@pytest.mark.parametrize(
+    ("value", "bound"), [(1.5e308, 2**63 - 1), (2.0**63, 2**63 - 1), (-1e19, -(2**63))]
+)
+def test_an_integer_past_the_int64_range_is_its_bound(value: float, bound: int) -> None:
+    # Found by the fuzzer: dbStats {scale: 1e308} failed encoding scaleFactor (InternalError);
+    # MongoDB's safeNumberLong gives the nearest 64-bit bound.
+    assert extract(CmdParams, "cmd", cmd(count=value)).count == bound
