@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
+from ebbdb.server.auth.state import ClientAuth
+from ebbdb.server.auth.users import UserStore
 from ebbdb.server.clock import ExpiryClock
 from ebbdb.server.config import Config
 from ebbdb.server.cursors import CursorManager
@@ -59,6 +61,8 @@ class Services:
     listener: Listener
     #: Profiling levels and the slow-operation log (a server that does not say gets one of its own).
     profiler: Profiler = field(default_factory=Profiler, kw_only=True)
+    #: The users of admin.system.users, cached with their privileges.
+    users: UserStore = field(default_factory=UserStore, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -68,7 +72,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("contexts", "id", "metadata", "op_run", "peer")
+    __slots__ = ("auth", "contexts", "id", "metadata", "op_run", "peer")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -80,6 +84,8 @@ class Client:
         #: The QueryRun the request running now read with (find and getMore set it), for the
         #: slow-query log and the profiler.
         self.op_run: object = None
+        #: The users logged in on this connection and a SASL conversation in progress.
+        self.auth = ClientAuth()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import bson
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply
 from ebbdb.server import write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
+from ebbdb.server.auth.check import authorize
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.log import debug_level, log_event
@@ -146,6 +147,11 @@ class Dispatcher:
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
+            if self.services.config.auth:
+                services = self.services
+                await authorize(
+                    services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
+                )
             refuse_transaction_fields(body)
             params: Any = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
             concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
@@ -162,6 +168,9 @@ class Dispatcher:
                     reply = await cmd.handler(ctx, params)
             finally:
                 self.services.stats.latency.record(cmd.name, db, body, started)
+                if cmd.writes and db == "admin":
+                    # A write to admin may have changed admin.system.users by hand.
+                    self.services.users.invalidate()
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).

@@ -24,15 +24,19 @@ class ErrorCode(enum.IntEnum):
     BadValue = 2
     NoSuchKey = 4
     FailedToParse = 9
+    UserNotFound = 11
     Unauthorized = 13
     TypeMismatch = 14
     Overflow = 15
     InvalidLength = 16
+    ProtocolError = 17
+    AuthenticationFailed = 18
     IllegalOperation = 20
     InvalidBSON = 22
     NamespaceNotFound = 26
     IndexNotFound = 27
     PathNotViable = 28
+    RoleNotFound = 31
     CannotBackfillArray = 34
     ConflictingUpdateOperators = 40
     CursorNotFound = 43
@@ -61,6 +65,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    MechanismUnavailable = 334
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
     BSONObjectTooLarge = 10334
@@ -69,6 +74,7 @@ class ErrorCode(enum.IntEnum):
     Location40414 = 40414
     Location40415 = 40415
     Location40571 = 40571
+    Location51003 = 51003
 
 
 class CommandError(Exception):
