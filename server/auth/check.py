@@ -77,3 +77,13 @@ async def client_privileges(store: UserStore, gateway: Gateway, auth: ClientAuth
     if not auth.users:
         return Privileges()
     return await store.privileges(gateway, list(auth.users))
+
+
+async def visible_databases(
+    enabled: bool, store: UserStore, gateway: Gateway, auth: ClientAuth
+) -> set[str] | None:
+    """The databases listDatabases shows the client: under --auth, those its roles name, unless
+    it may list them all (None: every database)."""
+    if not enabled:
+        return None
+    return (await client_privileges(store, gateway, auth)).databases()

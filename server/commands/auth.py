@@ -49,26 +49,39 @@ def _payload_bytes(payload: Any) -> bytes:
     raise CommandError(ErrorCode.TypeMismatch, "SASL payload must be BinData or a string")
 
 
+def _log_attempt(
+    ctx: CommandContext, mechanism: str, user: str, db: str, why: str | None = None
+) -> None:
+    """mongod's line for a login that worked (`why` None) or failed (never with a password)."""
+    attr: dict[str, Any] = {
+        "mechanism": mechanism,
+        "speculative": False,
+        "principalName": user,
+        "authenticationDatabase": db,
+        "remote": ctx.client.peer,
+        "extraInfo": {},
+    }
+    conn = f"conn{ctx.client.id}"
+    if why is None:
+        text = f"[{conn}] {user}@{db} logged in with {mechanism} from {ctx.client.peer}"
+        log_event(
+            log,
+            logging.INFO,
+            AUTH_SUCCEEDED_ID,
+            "Authentication succeeded",
+            attr,
+            ctx=conn,
+            text=text,
+        )
+        return
+    attr["error"] = why
+    text = f"[{conn}] authentication of {user}@{db} with {mechanism} from {ctx.client.peer} failed: {why}"
+    log_event(log, logging.INFO, AUTH_FAILED_ID, "Authentication failed", attr, ctx=conn, text=text)
+
+
 def _failed(ctx: CommandContext, mechanism: str, user: str, db: str, why: str) -> CommandError:
     """18 AuthenticationFailed (the client learns nothing more; the log says why)."""
-    log_event(
-        log,
-        logging.INFO,
-        AUTH_FAILED_ID,
-        "Authentication failed",
-        {
-            "mechanism": mechanism,
-            "speculative": False,
-            "principalName": user,
-            "authenticationDatabase": db,
-            "remote": ctx.client.peer,
-            "extraInfo": {},
-            "error": why,
-        },
-        ctx=f"conn{ctx.client.id}",
-        text=f"[conn{ctx.client.id}] authentication of {user}@{db} with {mechanism} from "
-        f"{ctx.client.peer} failed: {why}",
-    )
+    _log_attempt(ctx, mechanism, user, db, why)
     return CommandError(ErrorCode.AuthenticationFailed, AUTHENTICATION_FAILED)
 
 
@@ -112,22 +125,7 @@ def _logged_in(ctx: CommandContext, mechanism: str, user: str, db: str) -> None:
     auth = ctx.client.auth
     auth.users[user_id(user, db)] = (user, db)
     auth.conversation = auth.conversation_user = None
-    log_event(
-        log,
-        logging.INFO,
-        AUTH_SUCCEEDED_ID,
-        "Authentication succeeded",
-        {
-            "mechanism": mechanism,
-            "speculative": False,
-            "principalName": user,
-            "authenticationDatabase": db,
-            "remote": ctx.client.peer,
-            "extraInfo": {},
-        },
-        ctx=f"conn{ctx.client.id}",
-        text=f"[conn{ctx.client.id}] {user}@{db} logged in with {mechanism} from {ctx.client.peer}",
-    )
+    _log_attempt(ctx, mechanism, user, db)
 
 
 @dataclass(frozen=True)
@@ -281,14 +279,19 @@ _NO_RESTRICTIONS = Unsupported("ebbdb does not support authenticationRestriction
 
 
 @dataclass(frozen=True)
-class CreateUserParams:
+class UpdateUserParams:
     user: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     pwd: str | None = arg("pwd", Kind.STRING)
-    roles: list[Any] = arg("roles", Kind.ARRAY, required=True)
+    roles: list[Any] | None = arg("roles", Kind.ARRAY)
     custom_data: dict[str, Any] | None = arg("customData", Kind.DOC)
     mechanisms: list[Any] | None = arg("mechanisms", Kind.ARRAY)
     digest_password: bool = arg("digestPassword", Kind.BOOL, True)
     restrictions: Any = arg("authenticationRestrictions", Kind.ARRAY, check=_NO_RESTRICTIONS)
+
+
+@dataclass(frozen=True)
+class CreateUserParams(UpdateUserParams):
+    roles: list[Any] = arg("roles", Kind.ARRAY, required=True)
 
 
 @REGISTRY.command("createUser", params=CreateUserParams, writes=True)
@@ -333,17 +336,6 @@ async def _store(ctx: CommandContext, user: User) -> dict[str, Any]:
     if not await ctx.users.replace(ctx.gateway, user):
         raise _not_found(user.user, user.db)
     return {"ok": 1.0}
-
-
-@dataclass(frozen=True)
-class UpdateUserParams:
-    user: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
-    pwd: str | None = arg("pwd", Kind.STRING)
-    roles: list[Any] | None = arg("roles", Kind.ARRAY)
-    custom_data: dict[str, Any] | None = arg("customData", Kind.DOC)
-    mechanisms: list[Any] | None = arg("mechanisms", Kind.ARRAY)
-    digest_password: bool = arg("digestPassword", Kind.BOOL, True)
-    restrictions: Any = arg("authenticationRestrictions", Kind.ARRAY, check=_NO_RESTRICTIONS)
 
 
 @REGISTRY.command("updateUser", params=UpdateUserParams, writes=True)
@@ -421,13 +413,13 @@ async def revoke_roles(ctx: CommandContext, p: RolesChangeParams) -> dict[str, A
 @dataclass(frozen=True)
 class UsersInfoParams:
     which: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
-    show_credentials: bool = arg("showCredentials", Kind.BOOL, False)
-    show_custom_data: bool = arg("showCustomData", Kind.BOOL, True)
-    show_privileges: bool = arg("showPrivileges", Kind.BOOL, False)
-    show_restrictions: bool = arg("showAuthenticationRestrictions", Kind.BOOL, False)
     filter: dict[str, Any] | None = arg(
         "filter", Kind.DOC, check=Unsupported("ebbdb does not support usersInfo's filter", (None,))
     )
+    show_custom_data: bool = arg("showCustomData", Kind.BOOL, True)
+    show_credentials: bool = arg("showCredentials", Kind.BOOL, False)
+    show_privileges: bool = arg("showPrivileges", Kind.BOOL, False)
+    show_restrictions: bool = arg("showAuthenticationRestrictions", Kind.BOOL, False)
 
 
 def _wanted(ctx: CommandContext, which: Any) -> set[str] | None:
