@@ -3,6 +3,12 @@
 #   docker run -d -p 27017:27017 -v ebbdb-data:/data/db ebbdb
 # Extra flags go after the image name and replace CMD, so repeat the defaults:
 #   docker run ... ebbdb --bind_ip_all --port 27017 --dbpath /data/db --setParameter ttlMonitorSleepSecs=5
+# As the `mongo` image: with MONGO_INITDB_ROOT_USERNAME and MONGO_INITDB_ROOT_PASSWORD (or their
+# *_FILE forms, for Docker secrets) set, ebbdb creates that root user in admin if it is missing and
+# runs with --auth (it reads the variables itself, so this works whatever CMD is; the password is
+# never logged):
+#   docker run -d -p 27017:27017 -e MONGO_INITDB_ROOT_USERNAME=admin \
+#       -e MONGO_INITDB_ROOT_PASSWORD=secret ebbdb
 # tests/test_docker.py lints this file, and runs its install RUN line and its ENTRYPOINT + CMD in a
 # fresh virtual environment, so keep the install in one RUN line naming /tmp/ebbdb-src.
 FROM python:3.11-slim

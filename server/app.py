@@ -15,6 +15,7 @@ from typing import Any
 
 import ebbdb.server.commands  # noqa: F401  (registers every command)
 from ebbdb.server import log as logsetup
+from ebbdb.server.auth import startup as auth_startup
 from ebbdb.server.clock import ExpiryClock
 from ebbdb.server.config import Config
 from ebbdb.server.connection import Connection
@@ -165,6 +166,7 @@ class App:
                 ),
                 operations=self.operations,
             )
+            await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
         except BaseException:
             await self._close_storage()

@@ -4,7 +4,8 @@ given with --config (flags override the file)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,45 @@ DEFAULT_DBPATH = "./ebbdb-data"
 DEFAULT_MAX_CONNECTIONS = 1_000_000
 #: mongod's operationProfiling.slowOpThresholdMs default.
 DEFAULT_SLOWMS = 100
+
+
+@dataclass(frozen=True)
+class RootUser:
+    """The root user the `mongo` image's MONGO_INITDB_ROOT_USERNAME and _PASSWORD ask for (the
+    password is never shown: not in repr, not in getCmdLineOpts, not in the log)."""
+
+    name: str
+    password: str = field(repr=False)
+
+
+#: The `mongo` image's variables: both set, the server creates this root user (if missing) and
+#: runs with --auth. The *_FILE forms name a file holding the value (Docker secrets).
+ROOT_USER_VARIABLES = ("MONGO_INITDB_ROOT_USERNAME", "MONGO_INITDB_ROOT_PASSWORD")
+
+
+def root_user_from(environ: Mapping[str, str]) -> RootUser | None:
+    """The root user the environment asks for; None if it asks for none. Raises ValueError when
+    only one of the two is given."""
+    values: list[str] = []
+    for name in ROOT_USER_VARIABLES:
+        value = environ.get(name, "")
+        path = environ.get(f"{name}_FILE", "")
+        if not value and path:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    value = f.read().rstrip("\n")
+            except OSError as exc:
+                raise ValueError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from exc
+        values.append(value)
+    name_value, password = values
+    if not name_value and not password:
+        return None
+    if not name_value or not password:
+        raise ValueError(
+            "missing 'MONGO_INITDB_ROOT_USERNAME' or 'MONGO_INITDB_ROOT_PASSWORD': both must be "
+            "specified for a user to be created"
+        )
+    return RootUser(name_value, password)
 
 
 @dataclass(frozen=True)
@@ -57,6 +97,11 @@ class Config:
     ipv6: bool = False
     #: --tlsMode and the other --tls* options.
     tls: TLSSettings = field(default_factory=TLSSettings)
+    #: --auth / security.authorization: enabled: clients log in, and commands are checked
+    #: against their roles.
+    auth: bool = False
+    #: MONGO_INITDB_ROOT_USERNAME and _PASSWORD: created at start if missing (implies `auth`).
+    root_user: RootUser | None = None
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
@@ -83,6 +128,8 @@ class Config:
         if profiling:
             out["operationProfiling"] = profiling
         out["storage"] = {"dbPath": self.dbpath}
+        if self.auth:
+            out["security"] = {"authorization": "enabled"}
         if self.parameters:
             out["setParameter"] = {k: str(v) for k, v in self.parameters.items()}
         system_log: dict[str, Any] = {}
@@ -148,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-f",
         "--config",
         metavar="FILE",
-        help="read options from a mongod.conf YAML file (net, storage, systemLog, "
+        help="read options from a mongod.conf YAML file (net, security, storage, systemLog, "
         "operationProfiling, setParameter); flags override it",
     )
     p.add_argument(
@@ -208,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="accept client certificates that do not verify against --tlsCAFile",
+    )
+    p.add_argument(
+        "--auth",
+        action="store_true",
+        default=None,
+        help="require clients to log in (SCRAM-SHA-256 or SCRAM-SHA-1) and check every command "
+        "against the user's roles",
     )
     p.add_argument(
         "--dbpath",
@@ -288,9 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str]) -> Config:
-    """Parse a command line (without the program name), reading --config first. Exits with
-    status 2 on bad input, the config file's included."""
+def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Config:
+    """Parse a command line (without the program name), reading --config first, and the `mongo`
+    image's root user variables from `environ` (default: the process's). Exits with status 2 on
+    bad input, the config file's included."""
     parser = build_parser()
     ns = parser.parse_args(argv)
     opts: dict[str, Any] = {}
@@ -357,6 +412,11 @@ def parse_args(argv: list[str]) -> Config:
     problem = tls.check()
     if problem is not None:
         parser.error(problem)
+    try:
+        root_user = root_user_from(os.environ if environ is None else environ)
+    except ValueError as exc:
+        parser.error(str(exc))
+    auth = pick(ns.auth, "security.authorization", "disabled") in (True, "enabled")
     profile = ns.profile
     if profile is None:
         profile = PROFILE_MODES.get(opts.get("operationProfiling.mode", "off"), 0)
@@ -380,4 +440,6 @@ def parse_args(argv: list[str]) -> Config:
         bind_ip_all=bind_ip_all,
         ipv6=ipv6,
         tls=tls,
+        auth=auth or root_user is not None,
+        root_user=root_user,
     )

@@ -90,6 +90,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "net.tls.CAFile": _text,
     "net.tls.allowConnectionsWithoutCertificates": _boolean,
     "net.tls.allowInvalidCertificates": _boolean,
+    "security.authorization": _one_of("enabled", "disabled"),
     "storage.dbPath": _text,
     "systemLog.destination": _log_destination,
     "systemLog.path": _text,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
+from ebbdb.server.auth.state import ClientAuth
+from ebbdb.server.auth.users import UserStore
 from ebbdb.server.clock import ExpiryClock
 from ebbdb.server.config import Config
 from ebbdb.server.cursors import CursorManager
@@ -65,6 +67,8 @@ class Services:
     fail_command: FailCommand = field(default_factory=FailCommand, kw_only=True)
     #: The operations in progress (currentOp, killOp, maxTimeMS, shutdown's interruption).
     operations: Operations = field(default_factory=Operations, kw_only=True)
+    #: The users of admin.system.users, cached with their privileges.
+    users: UserStore = field(default_factory=UserStore, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -74,7 +78,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("contexts", "id", "metadata", "op", "op_run", "peer")
+    __slots__ = ("auth", "contexts", "id", "metadata", "op", "op_run", "peer")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -88,6 +92,8 @@ class Client:
         self.op_run: object = None
         #: The operation of the request running now (set by the dispatcher).
         self.op: Operation | None = None
+        #: The users logged in on this connection and a SASL conversation in progress.
+        self.auth = ClientAuth()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import bson
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply
 from ebbdb.server import views, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
+from ebbdb.server.auth.check import authorize
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
@@ -152,6 +153,11 @@ class Dispatcher:
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
+            if self.services.config.auth:
+                services = self.services
+                await authorize(
+                    services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
+                )
             refuse_transaction_fields(body)
             limit = body.get("maxTimeMS")
             max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
@@ -187,6 +193,9 @@ class Dispatcher:
                 self._operations.finish(op)
                 client.op = None
                 self.services.stats.latency.record(cmd.name, db, body, started)
+                if cmd.writes and db == "admin":
+                    # A write to admin may have changed admin.system.users by hand.
+                    self.services.users.invalidate()
             if concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).

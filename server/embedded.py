@@ -14,10 +14,15 @@ from ebbdb.server.config import Config
 
 class ServerThread:
     """`start()` returns once the server listens (re-raising its startup error); `stop()` shuts it
-    down gracefully and joins the thread."""
+    down gracefully and joins the thread. With `auth`, clients must log in (--auth)."""
 
     def __init__(
-        self, dbpath: str, parameters: dict[str, Any] | None = None, port: int = 0
+        self,
+        dbpath: str,
+        parameters: dict[str, Any] | None = None,
+        port: int = 0,
+        *,
+        auth: bool = False,
     ) -> None:
         self.config = Config(
             port=port,
@@ -25,6 +30,7 @@ class ServerThread:
             dbpath=dbpath,
             parameters=dict(parameters or {}),
             quiet=True,
+            auth=auth,
         )
         self.app: App | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

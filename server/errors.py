@@ -26,15 +26,19 @@ class ErrorCode(enum.IntEnum):
     GraphContainsCycle = 5
     NoSuchKey = 4
     FailedToParse = 9
+    UserNotFound = 11
     Unauthorized = 13
     TypeMismatch = 14
     Overflow = 15
     InvalidLength = 16
+    ProtocolError = 17
+    AuthenticationFailed = 18
     IllegalOperation = 20
     InvalidBSON = 22
     NamespaceNotFound = 26
     IndexNotFound = 27
     PathNotViable = 28
+    RoleNotFound = 31
     CannotBackfillArray = 34
     ConflictingUpdateOperators = 40
     CursorNotFound = 43
@@ -68,6 +72,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    MechanismUnavailable = 334
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
     InterruptedAtShutdown = 11600
@@ -79,6 +84,7 @@ class ErrorCode(enum.IntEnum):
     Location40414 = 40414
     Location40415 = 40415
     Location40571 = 40571
+    Location51003 = 51003
     Location51024 = 51024
 
 

@@ -96,10 +96,18 @@ def app_name(metadata: Mapping[str, Any] | None) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+#: Top-level command fields never logged, profiled or echoed in a message.
+_SECRETS = frozenset({"pwd", "payload"})
+
+
 def loggable_command(body: Mapping[str, Any], limit: int) -> dict[str, Any]:
     """The command as mongod logs and profiles it: the body without the OP_MSG document sequences
-    (mongod's CurOp keeps the body alone), as `{$truncated: "<toString>..."}` past `limit`."""
-    cmd = {k: v for k, v in body.items() if not isinstance(v, DocSequence)}
+    (mongod's CurOp keeps the body alone), as `{$truncated: "<toString>..."}` past `limit`.
+    Passwords (createUser's and updateUser's `pwd`) and SASL payloads read "xxx", as mongod
+    redacts them."""
+    cmd = {
+        k: "xxx" if k in _SECRETS else v for k, v in body.items() if not isinstance(v, DocSequence)
+    }
     try:
         size = len(bson.encode(cmd, codec_options=CODEC))
     except Exception:  # a value BSON cannot hold: say so rather than fail the report

@@ -3,6 +3,7 @@
 from ebbdb.server.commands import (  # noqa: F401
     admin,
     aggregate,
+    auth,
     capped,
     catalog,
     current_op,

@@ -10,6 +10,7 @@ from bson import Int64
 
 from ebbdb.server import arguments, views
 from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.auth.check import visible_databases
 from ebbdb.server.commands import capped, collection_kinds
 from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
 from ebbdb.server.commands.schema_options import (
@@ -44,7 +45,10 @@ async def list_databases(ctx: CommandContext, p: ListDatabasesParams) -> dict[st
     match = compile_filter(p.filter)
     entries = []
     total = 0
+    visible = await visible_databases(ctx.config.auth, ctx.users, ctx.gateway, ctx.client.auth)
     for db in ctx.gateway.engine.databases():
+        if visible is not None and db.name not in visible:
+            continue
         size = db.data_size + _PAGE * (db.collections + db.index_count)
         entry: dict[str, Any] = {"name": db.name}
         if not p.name_only:

@@ -9,6 +9,9 @@ from typing import Any
 
 from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
+from ebbdb.server.auth.check import client_privileges
+from ebbdb.server.auth.roles import privilege_documents
+from ebbdb.server.commands.auth import hello_fields
 from ebbdb.server.context import CommandContext
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import (
@@ -27,6 +30,8 @@ LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 class HelloParams:
     client: dict[str, Any] | None = arg("client", Kind.DOC)
     hello_ok: bool = arg("helloOk", Kind.BOOL, False)
+    speculative: dict[str, Any] | None = arg("speculativeAuthenticate", Kind.DOC)
+    sasl_supported_mechs: str | None = arg("saslSupportedMechs", Kind.STRING)
 
 
 @REGISTRY.command("hello", "isMaster", "ismaster", params=HelloParams, lenient=True)
@@ -35,6 +40,9 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     if p.client is not None and ctx.client.metadata is None:
         ctx.client.metadata = dict(p.client)
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
+    login: dict[str, Any] = {}
+    if p.speculative is not None or p.sasl_supported_mechs is not None:
+        login = await hello_fields(ctx, p.speculative, p.sasl_supported_mechs)
     return {
         primary_field: True,
         "helloOk": True,
@@ -47,6 +55,7 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         "minWireVersion": MIN_WIRE_VERSION,
         "maxWireVersion": MAX_WIRE_VERSION,
         "readOnly": False,
+        **login,
         "ok": 1.0,
     }
 
@@ -91,10 +100,17 @@ class ConnectionStatusParams:
 
 @REGISTRY.command("connectionStatus", params=ConnectionStatusParams, lenient=True)
 async def connection_status(ctx: CommandContext, p: ConnectionStatusParams) -> dict[str, Any]:
-    """Who is authenticated on this connection (nobody: ebbdb has no auth yet)."""
-    auth: dict[str, Any] = {"authenticatedUsers": [], "authenticatedUserRoles": []}
+    """Who is logged in on this connection, with their roles (and privileges)."""
+    users = await ctx.users.users(ctx.gateway) if ctx.client.auth.users else {}
+    names = [{"user": u, "db": d} for u, d in ctx.client.auth.users.values()]
+    roles: list[dict[str, str]] = []
+    for uid in ctx.client.auth.users:
+        if uid in users:
+            roles += [r for r in users[uid].role_documents() if r not in roles]
+    auth: dict[str, Any] = {"authenticatedUsers": names, "authenticatedUserRoles": roles}
     if p.show_privileges:
-        auth["authenticatedUserPrivileges"] = []
+        privileges = await client_privileges(ctx.users, ctx.gateway, ctx.client.auth)
+        auth["authenticatedUserPrivileges"] = privilege_documents(privileges)
     return {"authInfo": auth, "ok": 1.0}
 
 

@@ -153,7 +153,26 @@ async function transaction(client) {
   return { error, count: await orders.countDocuments({}) };
 }
 
-const scenarios = { crud, batches, ttl, duplicate, dbstats, transaction };
+async function login(client) {
+  // The URI carries the credentials: the driver logs in on connect (SCRAM, speculatively in its
+  // hello), then writes, reads and asks who it is.
+  const items = client.db('vault').collection('items');
+  await items.insertOne({ _id: 1, secret: 'kept' });
+  const status = await client.db('admin').command({ connectionStatus: 1 });
+  return { found: await items.find().toArray(), authInfo: status.authInfo };
+}
+
+async function refused(client) {
+  // Without credentials (or with wrong ones) the first read fails: report how.
+  try {
+    await client.db('vault').collection('items').findOne({});
+    return { error: null };
+  } catch (e) {
+    return { error: { name: e.name, code: e.code, codeName: e.codeName, message: e.message } };
+  }
+}
+
+const scenarios = { crud, batches, ttl, duplicate, dbstats, transaction, login, refused };
 
 async function main() {
   const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000, monitorCommands: true });

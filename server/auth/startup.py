@@ -1,0 +1,51 @@
+"""At start: the root user the `mongo` image's variables ask for, created if missing, and mongod's
+warning when the server listens beyond this machine without access control."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from ebbdb.server.auth.scram import MECHANISMS, make_credentials
+from ebbdb.server.auth.users import User, UserStore
+from ebbdb.server.config import Config
+from ebbdb.server.gateway import Gateway
+from ebbdb.server.log import log_event
+
+log = logging.getLogger("ebbdb.control")
+
+#: mongod's startup warning when access control is off.
+ACCESS_CONTROL_WARNING_ID = 22120
+ACCESS_CONTROL_WARNING = (
+    "Access control is not enabled for the database. Read and write access to data and "
+    "configuration is unrestricted"
+)
+
+
+async def prepare(config: Config, store: UserStore, gateway: Gateway) -> None:
+    """Create the configured root user if missing; warn about an open server."""
+    root = config.root_user
+    if root is not None and await store.get(gateway, root.name, "admin") is None:
+        credentials = await gateway.read(make_credentials, root.name, root.password, MECHANISMS)
+        await store.insert(gateway, User.new(root.name, "admin", (("root", "admin"),), credentials))
+        log.info("created the root user %s@admin (MONGO_INITDB_ROOT_USERNAME)", root.name)
+    if not config.auth and any(not _is_loopback(host) for host in config.bind_ip):
+        log_event(
+            log,
+            logging.WARNING,
+            ACCESS_CONTROL_WARNING_ID,
+            ACCESS_CONTROL_WARNING,
+            {"bindIp": ",".join(config.bind_ip)},
+            ctx="initandlisten",
+            text=f"{ACCESS_CONTROL_WARNING} (listening on {', '.join(config.bind_ip)}; start "
+            "with --auth and create users to require a login)",
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name or an interface: reachable from elsewhere
