@@ -68,6 +68,7 @@ class ErrorCode(enum.IntEnum):
     ConversionFailure = 241
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
+    MergeStageNoMatchingDocument = 13113
     BSONObjectTooLarge = 10334
     Location31253 = 31253
     Location31254 = 31254
