@@ -157,26 +157,20 @@ def _into(value: Any) -> tuple[str | None, str]:
 
 
 def _on(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        names = [value]
-    elif isinstance(value, list):
-        names = []
-        for v in value:
-            if not isinstance(v, str):
-                raise error(
-                    51134, f"$merge 'on' array elements must be strings, but found {type_name(v)}"
-                )
-            names.append(v)
-        if not names:
-            raise error(
-                51187, "If explicitly specifying $merge 'on', must include at least one field"
-            )
-    else:
+    if not isinstance(value, str | list):
         raise error(
             51186,
             "$merge 'on' field  must be either a string or an array of strings, but found"
             f" {type_name(value)}",
         )
+    names: list[Any] = [value] if isinstance(value, str) else value
+    wrong = [v for v in names if not isinstance(v, str)]
+    if wrong:
+        raise error(
+            51134, f"$merge 'on' array elements must be strings, but found {type_name(wrong[0])}"
+        )
+    if not names:
+        raise error(51187, "If explicitly specifying $merge 'on', must include at least one field")
     seen: list[str] = []
     for name in names:
         path = ".".join(field_path(name))
