@@ -170,7 +170,9 @@ class Dispatcher:
             params: Any = None
             if refused is None:
                 params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
-            concern = write_concern.parse(name, body.get("writeConcern"), cmd.writes)
+            concern = write_concern.parse(
+                name, body.get("writeConcern"), cmd.takes_write_concern(body)
+            )
             self.services.stats.count_command(cmd.name)
             ctx = client.contexts.get((db, name))
             if ctx is None:

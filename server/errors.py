@@ -75,6 +75,7 @@ class ErrorCode(enum.IntEnum):
     MechanismUnavailable = 334
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
+    MergeStageNoMatchingDocument = 13113
     InterruptedAtShutdown = 11600
     Interrupted = 11601
     BSONObjectTooLarge = 10334

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,12 @@ class Command:
     lenient: bool = False  # ignore unknown fields (handshake/diagnostics)
     test_only: bool = False  # exists only with enableTestCommands=1
     aliases: tuple[str, ...] = ()
-    writes: bool = False  # changes data: takes a writeConcern (others refuse one, as MongoDB)
+    #: Changes data: takes a writeConcern (others refuse one, as MongoDB); a function of the
+    #: command document for a command that writes only sometimes (aggregate with $out/$merge).
+    writes: bool | Callable[[Mapping[str, Any]], bool] = False
+
+    def takes_write_concern(self, body: Mapping[str, Any]) -> bool:
+        return self.writes(body) if callable(self.writes) else self.writes
 
 
 class Registry:
@@ -38,7 +43,7 @@ class Registry:
         admin_only: bool = False,
         lenient: bool = False,
         test_only: bool = False,
-        writes: bool = False,
+        writes: bool | Callable[[Mapping[str, Any]], bool] = False,
     ) -> Callable[[Handler], Handler]:
         """Register `async def handler(ctx, params) -> reply` under `name` and its aliases."""
 

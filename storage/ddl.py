@@ -171,13 +171,34 @@ class Ddl:
 
         return self._writer.write(run)
 
+    def empty_collection(self, db: str, name: str) -> CollectionInfo:
+        """Delete every document of `db.name` with its index and expiry entries, in one write,
+        keeping the collection, its ids, options and indexes: a reader that looked it up before
+        sees it as it was or as the rest of the write leaves it, never gone ($out's replacement).
+        Raises NamespaceNotFound."""
+
+        def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
+            info = self._writer.lookup((db, name))
+            if info is None:
+                raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+            self._delete_contents(txn, info)
+            indexes = tuple(replace(ix, multikey=False, long_keys=False) for ix in info.indexes)
+            info = changes[(db, name)] = info.with_indexes(indexes)
+            self._records.put_collection(txn, info)
+            return info
+
+        return self._writer.write(run)
+
     def _drop(self, txn: Txn, info: CollectionInfo) -> None:
+        self._delete_contents(txn, info)
+        txn.delete(info.ns.encode(), db=self._env.catalog)
+
+    def _delete_contents(self, txn: Txn, info: CollectionInfo) -> None:
         delete_prefix(txn, self._env.records, layout.collection_prefix(info.id))
         for ix in info.indexes:
             delete_prefix(txn, self._env.index, layout.index_prefix(ix.id))
             delete_prefix(txn, self._env.expiry, layout.index_prefix(ix.id))
         txn.delete(layout.stats_key(info.id), db=self._env.stats)
-        txn.delete(info.ns.encode(), db=self._env.catalog)
 
     # -- writes ----------------------------------------------------------------------------------
 

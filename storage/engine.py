@@ -76,6 +76,7 @@ class Engine:
         # raises), handed out as they are rather than declared a second time here.
         self.create_collection = ddl.create_collection
         self.drop_collection = ddl.drop_collection
+        self.empty_collection = ddl.empty_collection
         self.drop_database = ddl.drop_database
         self.create_indexes = ddl.create_indexes
         self.drop_indexes = ddl.drop_indexes
@@ -123,6 +124,11 @@ class Engine:
         """Group commit: run write jobs (functions calling this engine's write methods) in one
         write transaction; see storage/writer.py."""
         return self._writer.run_batch(jobs, budget_seconds)
+
+    def atomic(self, fn: Callable[[], T]) -> T:
+        """Run `fn`, which calls this engine's write methods, as one storage write: what it
+        writes commits together, or not at all if it raises ($out's replacement of a target)."""
+        return self._writer.write(lambda _txn, _changes: fn())
 
     def try_run(self, job: Callable[[], Any]) -> Outcome | None:
         """Run one write job at once if no other write is in progress (see Writer.try_run)."""

@@ -179,7 +179,10 @@ class Writer:
             raise
         child.commit()
         group.txns.pop()
-        group.layers[-1].update(group.layers.pop())
+        # Pop first: `layers[-1].update(layers.pop())` would update the popped layer with itself
+        # and lose the write's catalog changes.
+        done = group.layers.pop()
+        group.layers[-1].update(done)
         return result
 
     def run_batch(

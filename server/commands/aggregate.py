@@ -16,8 +16,10 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.latency import Facts
+from ebbdb.server.outputs import output_run, writes_output
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
+from ebbdb.storage.aggregate.output import writer_of
 from ebbdb.storage.catalog import validate_collection_name
 from ebbdb.storage.collation import resolve
 from ebbdb.storage.query.expressions import command_variables
@@ -39,6 +41,7 @@ class AggregateParams:
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
+    bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
 def _collection(target: Any) -> str | None:
@@ -67,7 +70,7 @@ def _batch_size(cursor: dict[str, Any]) -> int:
     return int(size)
 
 
-@REGISTRY.command("aggregate", params=AggregateParams)
+@REGISTRY.command("aggregate", params=AggregateParams, writes=writes_output)
 async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     """Run an aggregation pipeline; returns the first batch and a cursor id for the rest."""
     collection = _collection(p.target)
@@ -98,7 +101,13 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
         source.now_ms = now_ms
 
     results = run_pipeline(pipeline, source, collection, variables, collation)
-    run = PipelineRun(iter(results), set_now, ctx.gateway.read)
+    writer = writer_of(pipeline)
+    run: PipelineRun
+    if writer is not None:  # $out or $merge: the results are written, the cursor is empty
+        bypass = p.bypass_document_validation
+        run = output_run(ctx, writer, iter(results), set_now, variables, collation, bypass)
+    else:
+        run = PipelineRun(iter(results), set_now, ctx.gateway.read)
     docs = await run.fill(first, now) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
     cid = 0

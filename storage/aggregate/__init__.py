@@ -5,7 +5,8 @@ the query engine, so expired documents never enter a pipeline, whether read firs
 `stage` holds the Stage contract and the registry; `pipeline` parses and runs a whole pipeline;
 `source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
 on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
-$indexStats), and $documents in source.
+$indexStats), output ($out, $merge: they pass their input through; the server writes it),
+and $documents in source.
 """
 
 from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
@@ -13,6 +14,7 @@ from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registe
     filtering,
     grouping,
     ordering,
+    output,
     reshaping,
     source,
     subpipelines,

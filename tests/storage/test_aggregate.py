@@ -851,8 +851,16 @@ ERRORS: list[tuple[str, list[Any], str]] = [
     ("sample_no_size", [{"$sample": {}}], "Location28749"),
     ("documents_not_first", [{"$match": {}}, {"$documents": []}], "Location40602"),
     ("out_not_last", [{"$out": "x"}, {"$match": {}}], "Location40601"),
-    ("out_last", [{"$match": {}}, {"$out": "x"}], "NotImplemented"),
-    ("merge", [{"$merge": "x"}], "NotImplemented"),
+    (
+        "out_timeseries",
+        [{"$match": {}}, {"$out": {"db": "d", "coll": "x", "timeseries": {}}}],
+        "NotImplemented",
+    ),
+    (
+        "merge_modes",
+        [{"$merge": {"into": "x", "whenMatched": "fail", "whenNotMatched": "discard"}}],
+        "Location51181",
+    ),
     ("geo_near_not_first", [{"$match": {}}, {"$geoNear": {}}], "Location40602"),
     ("graph_lookup", [{"$graphLookup": {}}], "NotImplemented"),
     ("lookup_not_object", [{"$lookup": 1}], "FailedToParse"),
@@ -1060,4 +1068,4 @@ def test_a_stage_name_registers_once() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         registry.stage("$x")(lambda spec, defined: parse_pipeline([]).stages[0])
     assert STAGES.lookup("$match") is not None
-    assert STAGES.lookup("$out") is not None and STAGES.lookup("$out").parser is None
+    assert STAGES.lookup("$search") is not None and STAGES.lookup("$search").parser is None

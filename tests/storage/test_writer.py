@@ -167,3 +167,27 @@ def test_reopen_after_close_keeps_group_commits(tmp_path: Path, n: int) -> None:
         assert ids(again) == list(range(n))
     finally:
         again.close()
+
+
+def test_a_group_run_again_with_savepoints_publishes_its_catalog_changes(engine: Engine) -> None:
+    """A write that fails after changing something makes the group run again with a savepoint
+    around every write: the catalog changes of the writes that succeed are still published, the
+    failed write's are not (nested writes included)."""
+
+    def fails_after_creating() -> None:
+        def run() -> None:
+            engine.create_collection(DB, "gone")
+            raise ValueError("fails after creating")
+
+        engine.atomic(run)
+
+    def nested() -> None:
+        engine.atomic(lambda: engine.create_collection(DB, "inner"))
+
+    outcomes = engine.run_batch(
+        [lambda: engine.create_collection(DB, "kept"), fails_after_creating, nested]
+    )
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert engine.collection(DB, "kept") is not None
+    assert engine.collection(DB, "inner") is not None
+    assert engine.collection(DB, "gone") is None
