@@ -41,7 +41,7 @@ STAGES.unsupported(
 )
 STAGES.unsupported(
     ANYWHERE,
-    *"$graphLookup $setWindowFields $densify $fill $bucketAuto $changeStreamSplitLargeEvent".split(),
+    "$changeStreamSplitLargeEvent",
 )
 
 
