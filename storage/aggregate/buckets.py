@@ -107,17 +107,24 @@ def _series_down(series: tuple[float, ...], number: float) -> float:
 
 
 def _power_of_two(value: Any, up: bool) -> Any:
-    """POWERSOF2: the next power of two above (or below) the value; integers stay integers."""
-    if isinstance(value, (int, Int64)) and not isinstance(value, bool):
-        n = int(value)
-        result = 1 << n.bit_length() if up else 1 << ((n - 1).bit_length() - 1)
-        return result if result <= INT32_MAX else Int64(result)
-    mantissa, exponent = math.frexp(_roundable(value))
-    if up:
-        result = math.ldexp(1.0, exponent)
+    """POWERSOF2: 2 to the power just above (or below) the value's base-2 logarithm, computed as
+    MongoDB's $pow(2, exp) does: an integer for a non-negative exponent, else a double; a decimal
+    for a decimal value."""
+    if isinstance(value, (float, Decimal128)):
+        log = math.log2(to_float(value))
+        exp = int(math.floor(log) + 1) if up else int(math.ceil(log) - 1)
     else:
-        result = math.ldexp(1.0, exponent - 2 if mantissa == 0.5 else exponent - 1)
-    return Decimal128(decimal.Decimal(result)) if isinstance(value, Decimal128) else result
+        n = int(value)
+        if up:
+            exp = n.bit_length()
+        else:
+            exp = n.bit_length() - (2 if n & (n - 1) == 0 else 1)
+    if isinstance(value, Decimal128):
+        return Decimal128(decimal.Decimal(2) ** exp)
+    if exp < 0:
+        return 2.0**exp
+    result = 1 << exp
+    return result if result <= INT32_MAX else Int64(result)
 
 
 def round_granularity(name: str, value: Any, up: bool) -> Any:
