@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.server import views
-from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
+from ebbdb.server.commands.aggregate_explain import Explained, explain_pipeline
 from ebbdb.server.commands.replies import cursor_reply
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
@@ -27,19 +28,14 @@ class AggregateParams:
     target: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
     pipeline: list[Any] = arg("pipeline", Kind.ARRAY, required=True)
     cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
-    explain: bool = arg(
-        "explain",
-        Kind.BOOL,
-        False,
-        check=RefusedUnlessDefault("explain of aggregate is not supported"),
-    )
+    explain: bool = arg("explain", Kind.BOOL, False)
     allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
 
 
-def _collection(target: Any) -> str | None:
+def collection_of(target: Any) -> str | None:
     """The collection named by `aggregate` (None for a collection-less `aggregate: 1`)."""
     if isinstance(target, str):
         return target
@@ -68,7 +64,9 @@ def _batch_size(cursor: dict[str, Any]) -> int:
 @REGISTRY.command("aggregate", params=AggregateParams)
 async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     """Run an aggregation pipeline; returns the first batch and a cursor id for the rest."""
-    collection = _collection(p.target)
+    if p.explain:
+        return await explain_aggregate(ctx, p, "queryPlanner", _command(p))
+    collection = collection_of(p.target)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
     if p.cursor is None:
@@ -91,7 +89,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms
 
-    results = run_pipeline(pipeline, source, collection, variables, collation)
+    results = run_pipeline(pipeline, source, collection, variables, collation, p.hint)
     run = PipelineRun(iter(results), set_now, ctx.gateway.read)
     docs = await run.fill(first, now) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
@@ -99,6 +97,23 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     if not run.exhausted:
         cid = ctx.cursors.open(ns, run).id
     return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+async def explain_aggregate(
+    ctx: CommandContext, p: AggregateParams, verbosity: str, command: dict[str, Any]
+) -> dict[str, Any]:
+    """Explain of an aggregate (its `explain` flag, or the explain command around it)."""
+    read = Explained(collection_of(p.target), p.pipeline, p.let, p.collation, p.hint)
+    return await explain_pipeline(ctx, read, verbosity, command)
+
+
+def _command(p: AggregateParams) -> dict[str, Any]:
+    """The aggregate command as explain echoes it back."""
+    command: dict[str, Any] = {"aggregate": p.target, "pipeline": p.pipeline}
+    for name, value in (("collation", p.collation), ("hint", p.hint), ("let", p.let)):
+        if value is not None:
+            command[name] = value
+    return command
 
 
 @REGISTRY.command("mapReduce", lenient=True)

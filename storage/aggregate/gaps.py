@@ -56,6 +56,16 @@ def _wrong_type(field: str, value: Any, expected: str) -> QueryError:
     )
 
 
+_TYPES: dict[str, Any] = {"string": str, "array": list, "object": Mapping}
+
+
+def _typed(field: str, value: Any, expected: str) -> Any:
+    """`value`, if of the IDL type `expected`; else TypeMismatch naming `field`."""
+    if not isinstance(value, _TYPES[expected]):
+        raise _wrong_type(field, value, expected)
+    return value
+
+
 # -- $densify ----------------------------------------------------------------------------------------
 
 _FULL, _PARTITION = "full", "partition"
@@ -175,7 +185,8 @@ def _densify_bounds(bounds: Any, unit: str | None) -> Any:
     lower, upper = bounds
     if compare(lower, upper) > 0:
         raise error(
-            5733402, "A bounding array must be an ascending array of either two dates or two numbers"
+            5733402,
+            "A bounding array must be an ascending array of either two dates or two numbers",
         )
     if is_number(lower):
         if not is_number(upper):
@@ -196,32 +207,23 @@ def _densify_bounds(bounds: Any, unit: str | None) -> Any:
     raise error(5946800, "Explicit bounds must be numeric or dates")
 
 
-@STAGES.stage("$densify")
+@STAGES.stage(
+    "$densify",
+    document=("FailedToParse", "The $densify stage specification must be an object, found {type}"),
+)
 def _parse_densify(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise QueryError(
-            "FailedToParse",
-            f"The $densify stage specification must be an object, found {type_name(spec)}",
-        )
     field: str | None = None
     partition_fields: list[str] = []
     range_spec: Mapping[str, Any] | None = None
     for name, value in spec.items():
         if name == "field":
-            if not isinstance(value, str):
-                raise _wrong_type("$densify.field", value, "string")
-            field = value
+            field = _typed("$densify.field", value, "string")
         elif name == "partitionByFields":
-            if not isinstance(value, list):
-                raise _wrong_type("$densify.partitionByFields", value, "array")
-            for element in value:
-                if not isinstance(element, str):
-                    raise _wrong_type("$densify.partitionByFields", element, "string")
-            partition_fields = value
+            partition_fields = _typed("$densify.partitionByFields", value, "array")
+            for element in partition_fields:
+                _typed("$densify.partitionByFields", element, "string")
         elif name == "range":
-            if not isinstance(value, Mapping):
-                raise _wrong_type("$densify.range", value, "object")
-            range_spec = value
+            range_spec = _typed("$densify.range", value, "object")
         else:
             raise _unknown("$densify", name)
     if field is None:
@@ -235,9 +237,7 @@ def _parse_densify(spec: Any, defined: frozenset[str]) -> Stage:
         if name == "step":
             step = value
         elif name == "unit":
-            if not isinstance(value, str):
-                raise _wrong_type("$densify.range.unit", value, "string")
-            unit = value
+            unit = _typed("$densify.range.unit", value, "string")
         elif name == "bounds":
             bounds = value
         else:
@@ -371,13 +371,11 @@ class Fill(Stage, name="$fill"):
         return self.values.run(docs, ctx)
 
 
-@STAGES.stage("$fill")
+@STAGES.stage(
+    "$fill",
+    document=("FailedToParse", "The $fill stage specification must be an object, found {type}"),
+)
 def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise QueryError(
-            "FailedToParse",
-            f"The $fill stage specification must be an object, found {type_name(spec)}",
-        )
     partition: Expression | None = None
     partition_fields: list[str] | None = None
     sort: Sort | None = None
@@ -394,9 +392,7 @@ def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
         elif name == "sortBy":
             sort = parse_sort_by(value, "$fill", defined)
         elif name == "output":
-            if not isinstance(value, Mapping):
-                raise _wrong_type("$fill.output", value, "object")
-            output = value
+            output = _typed("$fill.output", value, "object")
         else:
             raise _unknown("$fill", name)
     if output is None:
@@ -412,8 +408,7 @@ def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
     values: list[tuple[tuple[str, ...], Expression]] = []
     for field, fill in output.items():
         path = field_path(field)
-        if not isinstance(fill, Mapping):
-            raise _wrong_type(f"$fill.output.{field}", fill, "object")
+        _typed(f"$fill.output.{field}", fill, "object")
         for name in fill:
             if name not in ("value", "method"):
                 raise _unknown(f"$fill.output.{field}", name)
@@ -437,4 +432,3 @@ def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
             raise error(6050201, "Method must be either locf or linear")
     windows = SetWindowFields(partition, sort, tuple(methods)) if methods else None
     return Fill(windows, _FillValues(tuple(values)))
-

@@ -22,7 +22,6 @@ from ebbdb.storage.aggregate.stage import (
     group_key,
     with_path,
 )
-from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.match import parse_filter
@@ -110,13 +109,14 @@ def _max_depth(value: Any) -> int:
     return int(number)
 
 
-@STAGES.stage("$graphLookup")
+@STAGES.stage(
+    "$graphLookup",
+    document=(
+        "FailedToParse",
+        "the $graphLookup stage specification must be an object, but found {type}",
+    ),
+)
 def _parse_graph_lookup(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise QueryError(
-            "FailedToParse",
-            f"the $graphLookup stage specification must be an object, but found {type_name(spec)}",
-        )
     strings: dict[str, str] = {}
     start: Expression | None = None
     restrict: dict[str, Any] | None = None

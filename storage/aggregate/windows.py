@@ -83,7 +83,7 @@ class Bounds:
 
     @property
     def whole(self) -> bool:
-        return self.lower == UNBOUNDED and self.upper == UNBOUNDED
+        return bool(self.lower == UNBOUNDED and self.upper == UNBOUNDED)
 
     def span(self, part: Partition, i: int) -> range:
         """The positions of the window around position `i`."""
@@ -92,7 +92,11 @@ class Bounds:
             return range(n)
         if self.documents:
             lo = 0 if self.lower == UNBOUNDED else i + (0 if self.lower == CURRENT else self.lower)
-            hi = n if self.upper == UNBOUNDED else i + 1 + (0 if self.upper == CURRENT else self.upper)
+            hi = (
+                n
+                if self.upper == UNBOUNDED
+                else i + 1 + (0 if self.upper == CURRENT else self.upper)
+            )
             return range(max(lo, 0), min(hi, n))
         base = self._range_value(part.sort_value(i))
         low = None if self.lower == UNBOUNDED else self._shift(base, self.lower)
@@ -283,78 +287,52 @@ class _Covariance(WindowFunction):
         return out
 
 
-def _xy(
-    part: Partition,
-    j: int,
-    y: Expression,
-    variables: Variables,
-    unit: str | None,
-    op: str,
-    codes: tuple[int, int],
-) -> tuple[float, Any]:
-    """A point of $derivative/$integral: the sortBy value (in `unit`s for dates) and the input."""
-    x = part.sort_value(j)
-    if unit is not None:
-        if rank(x) != RANK_DATE:
-            raise error(codes[0], f"{op} with unit expects the sortBy field to be a Date")
-        xv = date_ms(x) / _UNIT_MS[unit]
-    elif rank(x) == RANK_DATE:
-        raise error(codes[1], f"{op} where the sortBy is a Date requires an 'unit'")
-    else:
-        xv = to_float(x) if is_number(x) else math.nan
-    return xv, y(part.docs[j], variables)
-
-
 @dataclass(frozen=True)
-class _Derivative(WindowFunction):
-    """(y2 - y1) / (x2 - x1) between the window's first and last documents."""
+class _Calculus(WindowFunction):
+    """$derivative: (y2 - y1) / (x2 - x1) between the window's first and last documents;
+    $integral: the trapezoidal integral over the window. x is the sortBy value (in `unit`s for
+    dates), y the input."""
 
+    op: str
     input: Expression
     unit: str | None
     bounds: Bounds
 
     def values(self, part: Partition, variables: Variables) -> list[Any]:
         out: list[Any] = []
-        codes = (5624900, 5624901)
         for i in range(len(part.docs)):
-            span = self.bounds.span(part, i)
-            if len(span) < 2:
-                out.append(None)
+            points = [self._point(part, j, variables) for j in self.bounds.span(part, i)]
+            if self.op == "$derivative":
+                out.append(_slope(points))
                 continue
-            x1, y1 = _xy(part, span[0], self.input, variables, self.unit, "$derivative", codes)
-            x2, y2 = _xy(part, span[-1], self.input, variables, self.unit, "$derivative", codes)
-            if not (is_number(y1) and is_number(y2)) or x2 == x1:
-                out.append(None)
-                continue
-            out.append((to_float(y2) - to_float(y1)) / (x2 - x1))
-        return out
-
-
-@dataclass(frozen=True)
-class _Integral(WindowFunction):
-    """The trapezoidal integral of the input over the sortBy values of the window."""
-
-    input: Expression
-    unit: str | None
-    bounds: Bounds
-
-    def values(self, part: Partition, variables: Variables) -> list[Any]:
-        out: list[Any] = []
-        codes = (5423901, 5423902)
-        for i in range(len(part.docs)):
-            points = []
-            for j in self.bounds.span(part, i):
-                x, y = _xy(part, j, self.input, variables, self.unit, "$integral", codes)
-                if is_number(y):
-                    points.append((x, to_float(y)))
-            if not points:
-                out.append(None)
-                continue
+            numeric = [(x, to_float(y)) for x, y in points if is_number(y)]
             total = 0.0
-            for (xa, ya), (xb, yb) in zip(points, points[1:]):
+            for (xa, ya), (xb, yb) in zip(numeric, numeric[1:]):
                 total += (xb - xa) * (ya + yb) / 2
-            out.append(total)
+            out.append(total if numeric else None)
         return out
+
+    def _point(self, part: Partition, j: int, variables: Variables) -> tuple[float, Any]:
+        codes = (5624900, 5624901) if self.op == "$derivative" else (5423901, 5423902)
+        x = part.sort_value(j)
+        if self.unit is not None:
+            if rank(x) != RANK_DATE:
+                raise error(codes[0], f"{self.op} with unit expects the sortBy field to be a Date")
+            xv = date_ms(x) / _UNIT_MS[self.unit]
+        elif rank(x) == RANK_DATE:
+            raise error(codes[1], f"{self.op} where the sortBy is a Date requires an 'unit'")
+        else:
+            xv = to_float(x) if is_number(x) else math.nan
+        return xv, self.input(part.docs[j], variables)
+
+
+def _slope(points: list[tuple[float, Any]]) -> Any:
+    if len(points) < 2:
+        return None
+    (x1, y1), (x2, y2) = points[0], points[-1]
+    if not (is_number(y1) and is_number(y2)) or x2 == x1:
+        return None
+    return (to_float(y2) - to_float(y1)) / (x2 - x1)
 
 
 @dataclass(frozen=True)
@@ -596,9 +574,7 @@ def _parse_calculus(
             raise _parse_error(f"{op} got unexpected argument: {name}")
     if expr is None:
         raise _parse_error(f"{op} requires an 'input' expression")
-    if op == "$derivative":
-        return _Derivative(expr, unit, bounds)
-    return _Integral(expr, unit, bounds)
+    return _Calculus(op, expr, unit, bounds)
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -639,9 +615,9 @@ def partitions(
         keys.append((("p",), 1))
     if sort is not None:
         keys.extend((("d", *parts), d) for parts, d in sort.spec.keys)
-    ordered = sort_documents(rows, SortSpec(tuple(keys)), ctx.collation) if keys else [
-        d for _, d in rows
-    ]
+    ordered = (
+        sort_documents(rows, SortSpec(tuple(keys)), ctx.collation) if keys else [d for _, d in rows]
+    )
     single = sort.spec.keys[0][0] if sort is not None and len(sort.spec.keys) == 1 else None
     if by is None:
         return [Partition(ordered, single)] if ordered else []
@@ -659,8 +635,14 @@ def partitions(
 
 def parse_partition(value: Any, defined: frozenset[str]) -> Expression:
     """A partitionBy expression; a constant array is refused as MongoDB does."""
-    if isinstance(value, list) and is_constant(value) or (
-        isinstance(value, Mapping) and list(value) == ["$const"] and isinstance(value["$const"], list)
+    if (
+        isinstance(value, list)
+        and is_constant(value)
+        or (
+            isinstance(value, Mapping)
+            and list(value) == ["$const"]
+            and isinstance(value["$const"], list)
+        )
     ):
         raise QueryError(
             "TypeMismatch", "An expression used to partition cannot evaluate to value of type array"
@@ -682,12 +664,14 @@ def parse_sort_by(value: Any, stage: str, defined: frozenset[str]) -> Sort:
     return parsed
 
 
-@STAGES.stage("$setWindowFields")
+@STAGES.stage(
+    "$setWindowFields",
+    document=(
+        "FailedToParse",
+        "the $setWindowFields stage specification must be an object, found {type}",
+    ),
+)
 def _parse_set_window_fields(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, Mapping):
-        raise _parse_error(
-            f"the $setWindowFields stage specification must be an object, found {type_name(spec)}"
-        )
     partition: Expression | None = None
     sort: Sort | None = None
     output: Any = None

@@ -62,7 +62,9 @@ def test_graph_lookup_walks_the_chain(staff: Any) -> None:
         "Asya": [("Ron", 0), ("Eliot", 1), ("Dev", 2)],
         "Dev": [],
     }
-    got = next(staff.aggregate([{"$match": {"_id": 5}}, {"$graphLookup": {**CHAIN, "depthField": "d"}}]))
+    got = next(
+        staff.aggregate([{"$match": {"_id": 5}}, {"$graphLookup": {**CHAIN, "depthField": "d"}}])
+    )
     assert all(type(c["d"]) is Int64 for c in got["chain"])
 
 
@@ -121,13 +123,18 @@ def test_graph_lookup_errors(staff: Any, spec: Any, code: int) -> None:
 
 
 def _strip(rows: list[Any]) -> list[Any]:
-    return [{k: v for k, v in r.items() if k != "_id"} | ({"doc": True} if "_id" in r else {}) for r in rows]
+    return [
+        {k: v for k, v in r.items() if k != "_id"} | ({"doc": True} if "_id" in r else {})
+        for r in rows
+    ]
 
 
 def test_densify_full_and_explicit_bounds(client: Client) -> None:
     coll = client.gaps.readings
     coll.insert_many([{"_id": 1, "t": 4}, {"_id": 2, "t": 1}, {"_id": 3, "t": 6}, {"_id": 4}])
-    full = list(coll.aggregate([{"$densify": {"field": "t", "range": {"step": 1, "bounds": "full"}}}]))
+    full = list(
+        coll.aggregate([{"$densify": {"field": "t", "range": {"step": 1, "bounds": "full"}}}])
+    )
     assert _strip(full) == [
         {"doc": True},
         {"t": 1, "doc": True},
@@ -339,7 +346,9 @@ def test_bucket_auto_keeps_equal_values_together(client: Client) -> None:
 
 
 def test_bucket_auto_granularity(prices: Any) -> None:
-    out = prices.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "1-2-5"}}])
+    out = prices.aggregate(
+        [{"$bucketAuto": {"groupBy": "$p", "buckets": 2, "granularity": "1-2-5"}}]
+    )
     assert list(out) == [
         {"_id": {"min": 0.5, "max": 10.0}, "count": 9},
         {"_id": {"min": 10.0, "max": 20.0}, "count": 1},

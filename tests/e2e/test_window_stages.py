@@ -62,7 +62,14 @@ def test_whole_partition_accumulators(coll: Any) -> None:
         },
     )
     a, b = rows[0], rows[4]
-    assert (a["sum"], a["avg"], a["min"], a["max"], a["first"], a["last"]) == (20, 5.0, 2, 10, 2, 10)
+    assert (a["sum"], a["avg"], a["min"], a["max"], a["first"], a["last"]) == (
+        20,
+        5.0,
+        2,
+        10,
+        2,
+        10,
+    )
     assert a["pop"] == pytest.approx(3.0)
     assert (b["sum"], b["avg"], b["min"], b["max"], b["first"], b["last"]) == (4, 2.0, 1, 3, 1, 3)
     assert b["pop"] == 1.0
@@ -99,7 +106,14 @@ def test_range_windows(coll: Any) -> None:
     assert _column(rows, "n") == [1, 2, 2, 1, 1, 2]
     assert _column(rows, "recent") == [[2], [2, 4], [2, 4, 4], [4, 10], [1], [1, 3]]
     assert _column(rows, "ahead") == [20, 18, 14, 10, 4, 3]
-    assert [sorted(s) for s in _column(rows, "set")] == [[2, 4], [2, 4], [2, 4], [2, 4, 10], [1, 3], [1, 3]]
+    assert [sorted(s) for s in _column(rows, "set")] == [
+        [2, 4],
+        [2, 4],
+        [2, 4],
+        [2, 4, 10],
+        [1, 3],
+        [1, 3],
+    ]
 
 
 def test_date_range_with_unit(client: Client) -> None:
@@ -218,7 +232,10 @@ def _code(coll: Any, stage: dict[str, Any]) -> int | None:
         ),
         ({"output": {"s": {"$sum": "$v", "window": {"documents": [-1, 0]}}}}, 5339901),
         ({"output": {"s": {"$sum": "$v", "window": {"range": [-1, 0]}}}}, 5339902),
-        ({"sortBy": {"t": 1}, "output": {"s": {"$sum": "$v", "window": {"documents": [1, 0]}}}}, 5339900),
+        (
+            {"sortBy": {"t": 1}, "output": {"s": {"$sum": "$v", "window": {"documents": [1, 0]}}}},
+            5339900,
+        ),
         ({"sortBy": {"t": 1}, "output": {"s": {"$summ": "$v"}}}, 9),
         ({"sortBy": {"t": 1}, "output": {"s": {"$derivative": {"input": "$v"}}}}, 9),
         (
