@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.server import views
-from ebbdb.server.arguments import COMMAND_VALUE, Kind, RefusedUnlessDefault, arg
+from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
+from ebbdb.server.commands.aggregate_explain import Explained, explain_pipeline
 from ebbdb.server.commands.current_op import current_op_pipeline
 from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
@@ -31,12 +32,7 @@ class AggregateParams:
     target: Any = arg(COMMAND_VALUE, Kind.ANY, required=True)
     pipeline: list[Any] = arg("pipeline", Kind.ARRAY, required=True)
     cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
-    explain: bool = arg(
-        "explain",
-        Kind.BOOL,
-        False,
-        check=RefusedUnlessDefault("explain of aggregate is not supported"),
-    )
+    explain: bool = arg("explain", Kind.BOOL, False)
     allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
@@ -44,7 +40,7 @@ class AggregateParams:
     bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
-def _collection(target: Any) -> str | None:
+def collection_of(target: Any) -> str | None:
     """The collection named by `aggregate` (None for a collection-less `aggregate: 1`)."""
     if isinstance(target, str):
         return target
@@ -73,7 +69,9 @@ def _batch_size(cursor: dict[str, Any]) -> int:
 @REGISTRY.command("aggregate", params=AggregateParams, writes=writes_output)
 async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     """Run an aggregation pipeline; returns the first batch and a cursor id for the rest."""
-    collection = _collection(p.target)
+    if p.explain:
+        return await explain_aggregate(ctx, p, "queryPlanner", _command(p))
+    collection = collection_of(p.target)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
         await ctx.profiler.settle(collection)
@@ -100,7 +98,7 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms
 
-    results = run_pipeline(pipeline, source, collection, variables, collation)
+    results = run_pipeline(pipeline, source, collection, variables, collation, p.hint)
     writer = writer_of(pipeline)
     run: PipelineRun
     if writer is not None:  # $out or $merge: the results are written, the cursor is empty
@@ -116,6 +114,23 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
         cursor.time_left = time_left(ctx)
         cid = cursor.id
     return cursor_reply(ns, cid, "firstBatch", docs)
+
+
+async def explain_aggregate(
+    ctx: CommandContext, p: AggregateParams, verbosity: str, command: dict[str, Any]
+) -> dict[str, Any]:
+    """Explain of an aggregate (its `explain` flag, or the explain command around it)."""
+    read = Explained(collection_of(p.target), p.pipeline, p.let, p.collation, p.hint)
+    return await explain_pipeline(ctx, read, verbosity, command)
+
+
+def _command(p: AggregateParams) -> dict[str, Any]:
+    """The aggregate command as explain echoes it back."""
+    command: dict[str, Any] = {"aggregate": p.target, "pipeline": p.pipeline}
+    for name, value in (("collation", p.collation), ("hint", p.hint), ("let", p.let)):
+        if value is not None:
+            command[name] = value
+    return command
 
 
 @REGISTRY.command("mapReduce", lenient=True)

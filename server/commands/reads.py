@@ -22,20 +22,19 @@ from ebbdb.server.arguments import (
     arg,
     extract,
 )
-from ebbdb.server.commands.aggregate import AggregateParams, aggregate
+from ebbdb.server.commands.aggregate import AggregateParams, aggregate, explain_aggregate
+from ebbdb.server.commands.plans import execution_stats, finish_explain, winning_plan
 from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.server.version import MONGODB_VERSION
 from ebbdb.storage import keys
 from ebbdb.storage import views as storage_views
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.collation import Collation, resolve
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
-from ebbdb.storage.planner import CollScan, IndexScan, Plan
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING, leaves, split
@@ -344,41 +343,6 @@ async def distinct(ctx: CommandContext, p: DistinctParams) -> dict[str, Any]:
 # -- explain ---------------------------------------------------------------------------------------
 
 
-def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:
-    if isinstance(plan, CollScan):
-        return {"stage": "COLLSCAN", "direction": "backward" if plan.reverse else "forward"}
-    ix = plan.index
-    scan: dict[str, Any] = {
-        "stage": "IXSCAN",
-        "keyPattern": dict(ix.key),
-        "indexName": ix.name,
-        "isMultiKey": ix.multikey,
-        "isUnique": ix.unique,
-        "isSparse": ix.sparse,
-        "isPartial": ix.partial_filter is not None,
-        "direction": "backward" if plan.reverse else "forward",
-        "indexBounds": plan.bounds,
-    }
-    return {"stage": "FETCH", "inputStage": scan}
-
-
-def _winning_plan(spec: QuerySpec, plan: Plan) -> dict[str, Any]:
-    doc = _plan_doc(plan)
-    if (
-        spec.sort is not None
-        and spec.sort.keys
-        and not (isinstance(plan, IndexScan) and plan.provides_sort)
-    ):
-        doc = {
-            "stage": "SORT",
-            "sortPattern": {".".join(k): d for k, d in spec.sort.keys},
-            "inputStage": doc,
-        }
-    if spec.projection is not None:
-        doc = {"stage": "PROJECTION_DEFAULT", "inputStage": doc}
-    return doc
-
-
 @dataclass(frozen=True)
 class ExplainParams:
     command: dict[str, Any] = arg(COMMAND_VALUE, Kind.DOC, required=True)
@@ -412,6 +376,9 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
         dp = extract(DistinctParams, "distinct", inner)
         coll, spec = _distinct_spec(ctx, dp)
         ns = ctx.ns(dp.collection)
+    elif name == "aggregate":
+        ap = extract(AggregateParams, "aggregate", inner)
+        return await explain_aggregate(ctx, ap, p.verbosity, inner)
     else:
         raise CommandError(
             ErrorCode.CommandNotFound, f"Explain failed: command '{name}' cannot be explained"
@@ -423,7 +390,7 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
     planner: dict[str, Any] = {
         "namespace": ns,
         "parsedQuery": spec.filter,
-        "winningPlan": _winning_plan(spec, run.plan) if run else {"stage": "EOF"},
+        "winningPlan": winning_plan(spec, run.plan) if run else {"stage": "EOF"},
         "rejectedPlans": [],
     }
     reply: dict[str, Any] = {"explainVersion": "1", "queryPlanner": planner}
@@ -435,20 +402,5 @@ async def explain(ctx: CommandContext, p: ExplainParams) -> dict[str, Any]:
             else:
                 async for chunk in each_chunk(ctx.gateway, run, ctx.now()):
                     n += len(chunk)
-        reply["executionStats"] = {
-            "executionSuccess": True,
-            "nReturned": n,
-            "executionTimeMillis": int((time.perf_counter() - started) * 1000),
-            "totalKeysExamined": run.keys_examined if run else 0,
-            "totalDocsExamined": run.docs_examined if run else 0,
-            "executionStages": planner["winningPlan"],
-        }
-    reply["command"] = {**inner, "$db": ctx.db}
-    reply["serverInfo"] = {
-        "host": ctx.listener.host,
-        "port": ctx.listener.port,
-        "version": MONGODB_VERSION,
-        "gitVersion": "ebbdb",
-    }
-    reply["ok"] = 1.0
-    return reply
+        reply["executionStats"] = execution_stats(n, started, run, planner["winningPlan"])
+    return finish_explain(ctx, reply, inner)

@@ -6,18 +6,23 @@ the query engine, so expired documents never enter a pipeline, whether read firs
 `source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
 on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
 $indexStats), output ($out, $merge: they pass their input through; the server writes it),
+windows ($setWindowFields), graph ($graphLookup), gaps ($densify, $fill), buckets ($bucketAuto),
 and $documents in source.
 """
 
 from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
+    buckets,
     diagnostics,
     filtering,
+    gaps,
+    graph,
     grouping,
     ordering,
     output,
     reshaping,
     source,
     subpipelines,
+    windows,
 )
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
 from ebbdb.storage.aggregate.source import READ_CHUNK, EngineSource, ServerFacts

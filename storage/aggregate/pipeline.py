@@ -6,7 +6,7 @@ the leading stages push down) or over what a leading $documents makes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ebbdb.storage.aggregate.pushdown import plan_read
@@ -41,7 +41,7 @@ STAGES.unsupported(
 )
 STAGES.unsupported(
     ANYWHERE,
-    *"$graphLookup $setWindowFields $densify $fill $bucketAuto $changeStreamSplitLargeEvent".split(),
+    "$changeStreamSplitLargeEvent",
 )
 
 
@@ -125,12 +125,14 @@ def run_pipeline(
     collection: str | None,
     variables: Mapping[str, Any],
     collation: Collation | None = None,
+    hint: Any = None,
 ) -> Iterator[dict[str, Any]]:
     """The pipeline's results, lazily. `collection` None runs a collection-less pipeline (one that
     starts with $documents). `variables` maps user variable names (the command's `let`, "NOW") to
     values. Raises QueryError (InvalidNamespace) for a pipeline that does not fit `collection`, and,
     while iterating, for errors MongoDB raises at run time. `collation` is the one its stages
-    compare strings under (None: simple); the source reads under it too."""
+    compare strings under (None: simple); the source reads under it too. `hint` picks the index
+    of the first read of `collection` (None: the planner's choice)."""
     stages = pipeline.stages
     if collection is None:
         if not stages:
@@ -144,7 +146,7 @@ def run_pipeline(
             )
     elif pipeline.collectionless:
         raise QueryError("InvalidNamespace", "'$documents' can only be run with {aggregate: 1}")
-    return run_stages(stages, source, collection, variables, collation)
+    return run_stages(stages, source, collection, variables, collation, hint)
 
 
 def run_stages(
@@ -153,6 +155,7 @@ def run_stages(
     collection: str | None,
     variables: Variables,
     collation: Collation | None = None,
+    hint: Any = None,
 ) -> Iterator[Doc]:
     """Chain the stages over their input: nothing for a pipeline that starts with a stage that
     makes its own ($documents, $collStats, $indexStats), else a read of `collection` with what the
@@ -171,6 +174,8 @@ def run_stages(
             collection = view[0]
             stages = parse_stages(view[1], frozenset(), None).stages + stages
         read, stages = plan_read(stages, variables)
+        if hint is not None:
+            read = replace(read, hint=hint)
         docs = iter(()) if read.empty else source.documents(collection, read)
     ctx = Context(source, variables, collection, collation)
     for stage in stages:

@@ -98,7 +98,7 @@ class EngineSource:
     def documents(self, collection: str, read: Read) -> Iterator[Doc]:
         # Parsed here, not in the generator, so a bad filter fails when the read is set up.
         spec = QuerySpec.parse(
-            read.filter, None, read.sort, read.skip, read.limit, collation=self.collation
+            read.filter, None, read.sort, read.skip, read.limit, read.hint, collation=self.collation
         )
         return self._read(collection, spec)
 

@@ -40,13 +40,15 @@ def error(code: int, message: str) -> QueryError:
 class Read:
     """What the first read of a collection does for the stages: the documents matching `filter`, in
     `sort` order, after `skip`, at most `limit` (0: no limit). `empty` when the leading $skip and
-    $limit leave nothing; such a read is never asked of a Source."""
+    $limit leave nothing; such a read is never asked of a Source. `hint` (an index name or key
+    pattern) picks the index of the pipeline's first read (the aggregate command's `hint`)."""
 
     filter: dict[str, Any] | None = None
     sort: dict[str, Any] | None = None
     skip: int = 0
     limit: int = 0
     empty: bool = False
+    hint: Any = None
 
 
 class Source(Protocol):
@@ -133,11 +135,14 @@ class StageRegistry:
         self._kinds: dict[str, StageKind] = {}
 
     def stage(
-        self, name: str, placement: Placement = ANYWHERE, document: tuple[int, str] | None = None
+        self,
+        name: str,
+        placement: Placement = ANYWHERE,
+        document: tuple[int | str, str] | None = None,
     ) -> Callable[[_P], _P]:
-        """Register the decorated parser for the stage `name`. With `document` (a code and a
-        message, in which "{type}" stands for the specification's BSON type), a specification
-        that is not a document is that error before the parser sees it."""
+        """Register the decorated parser for the stage `name`. With `document` (a code, or a
+        codeName, and a message, in which "{type}" stands for the specification's BSON type), a
+        specification that is not a document is that error before the parser sees it."""
 
         def register(parser: _P) -> _P:
             run = parser if document is None else _document_first(parser, *document)
@@ -163,10 +168,11 @@ class StageRegistry:
         return list(self._kinds.values())
 
 
-def _document_first(parser: Parser, code: int, message: str) -> Parser:
+def _document_first(parser: Parser, code: int | str, message: str) -> Parser:
     def parse(spec: Any, defined: frozenset[str]) -> Stage:
         if not isinstance(spec, Mapping):
-            raise error(code, message.replace("{type}", type_name(spec)))
+            text = message.replace("{type}", type_name(spec))
+            raise error(code, text) if isinstance(code, int) else QueryError(code, text)
         return parser(spec, defined)
 
     return parse

@@ -683,13 +683,12 @@ def test_delete_limit_is_zero_or_one() -> None:
     )
 
 
-def test_aggregate_explain_is_not_implemented() -> None:
+def test_aggregate_explain_is_accepted() -> None:
+    # Explain of aggregate runs now (server/commands/aggregate_explain.py; tests/e2e/
+    # test_aggregate_explain.py has its shapes); the flag needs no cursor.
     body = {"aggregate": "c", "pipeline": [], "explain": True}
-    err = raises(AggregateParams, body, "aggregate")
-    assert (err.code, err.message) == (
-        ErrorCode.NotImplemented,
-        "explain of aggregate is not supported",
-    )
+    p = extract(AggregateParams, "aggregate", body)
+    assert (p.explain, p.cursor) == (True, None)
 
 
 def test_create_options() -> None:

@@ -862,7 +862,7 @@ ERRORS: list[tuple[str, list[Any], str]] = [
         "Location51181",
     ),
     ("geo_near_not_first", [{"$match": {}}, {"$geoNear": {}}], "Location40602"),
-    ("graph_lookup", [{"$graphLookup": {}}], "NotImplemented"),
+    ("graph_lookup", [{"$graphLookup": {}}], "Location40105"),
     ("lookup_not_object", [{"$lookup": 1}], "FailedToParse"),
     (
         "lookup_no_as",

@@ -1,0 +1,78 @@
+"""Explain's plan documents, shared by the explain of find, count and distinct and the explain of
+aggregate: the winning plan in MongoDB's stage shapes (COLLSCAN, FETCH over IXSCAN, SORT,
+PROJECTION_DEFAULT), executionStats, and the reply's closing fields."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ebbdb.server.context import CommandContext
+from ebbdb.server.version import MONGODB_VERSION
+from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.planner import CollScan, IndexScan, Plan
+
+
+def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:
+    if isinstance(plan, CollScan):
+        return {"stage": "COLLSCAN", "direction": "backward" if plan.reverse else "forward"}
+    ix = plan.index
+    scan: dict[str, Any] = {
+        "stage": "IXSCAN",
+        "keyPattern": dict(ix.key),
+        "indexName": ix.name,
+        "isMultiKey": ix.multikey,
+        "isUnique": ix.unique,
+        "isSparse": ix.sparse,
+        "isPartial": ix.partial_filter is not None,
+        "direction": "backward" if plan.reverse else "forward",
+        "indexBounds": plan.bounds,
+    }
+    return {"stage": "FETCH", "inputStage": scan}
+
+
+def winning_plan(spec: QuerySpec, plan: Plan) -> dict[str, Any]:
+    doc = _plan_doc(plan)
+    if (
+        spec.sort is not None
+        and spec.sort.keys
+        and not (isinstance(plan, IndexScan) and plan.provides_sort)
+    ):
+        doc = {
+            "stage": "SORT",
+            "sortPattern": {".".join(k): d for k, d in spec.sort.keys},
+            "inputStage": doc,
+        }
+    if spec.projection is not None:
+        doc = {"stage": "PROJECTION_DEFAULT", "inputStage": doc}
+    return doc
+
+
+def execution_stats(
+    n: int, started: float, run: QueryRun | None, winning: dict[str, Any]
+) -> dict[str, Any]:
+    """explain's `executionStats`: `n` returned by `run` (None: nothing read), timed from
+    `started` (a perf_counter reading)."""
+    return {
+        "executionSuccess": True,
+        "nReturned": n,
+        "executionTimeMillis": int((time.perf_counter() - started) * 1000),
+        "totalKeysExamined": run.keys_examined if run else 0,
+        "totalDocsExamined": run.docs_examined if run else 0,
+        "executionStages": winning,
+    }
+
+
+def finish_explain(
+    ctx: CommandContext, reply: dict[str, Any], command: dict[str, Any]
+) -> dict[str, Any]:
+    """An explain reply's closing fields: the command explained, the server, ok."""
+    reply["command"] = {**command, "$db": ctx.db}
+    reply["serverInfo"] = {
+        "host": ctx.listener.host,
+        "port": ctx.listener.port,
+        "version": MONGODB_VERSION,
+        "gitVersion": "ebbdb",
+    }
+    reply["ok"] = 1.0
+    return reply

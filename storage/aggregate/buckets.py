@@ -1,0 +1,296 @@
+"""$bucketAuto: documents sorted by a value and cut into about equal buckets, with boundaries
+rounded to a preferred-number series when a granularity is given (MongoDB's series and rounding).
+"""
+
+from __future__ import annotations
+
+import bisect
+import decimal
+import functools
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from bson import Decimal128, Int64
+
+from ebbdb.storage.aggregate.grouping import Accumulators, _group_output, _parse_accumulators
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
+from ebbdb.storage.query.compare import compare, is_nan, number_value
+from ebbdb.storage.query.expressions import Expression, compile_accumulator, compile_expression
+from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
+
+# -- granularity -------------------------------------------------------------------------------------
+
+# The preferred-number series MongoDB rounds to (Renard, 1-2-5 and E series), one decade each.
+_SERIES_TEXT = {
+    "R5": "10 16 25 40 63",
+    "R10": "100 125 160 200 250 315 400 500 630 800",
+    "R20": "100 112 125 140 160 180 200 224 250 280 315 355 400 450 500 560 630 710 800 900",
+    "R40": (
+        "100 106 112 118 125 132 140 150 160 170 180 190 200 212 224 236 250 265 280 300 315 335 "
+        "355 375 400 425 450 475 500 530 560 600 630 670 710 750 800 850 900 950"
+    ),
+    "R80": (
+        "103 109 115 122 128 136 145 155 165 175 185 195 206 218 230 243 258 272 290 307 325 345 "
+        "365 387 412 437 462 487 515 545 575 615 650 690 730 775 825 875 925 975"
+    ),
+    "1-2-5": "10 20 50",
+    "E6": "10 15 22 33 47 68",
+    "E12": "10 12 15 18 22 27 33 39 47 56 68 82",
+    "E24": "10 11 12 13 15 16 18 20 22 24 27 30 33 36 39 43 47 51 56 62 68 75 82 91",
+    "E48": (
+        "100 105 110 115 121 127 133 140 147 154 162 169 178 187 196 205 215 226 237 249 261 274 "
+        "287 301 316 332 348 365 383 402 422 442 464 487 511 536 562 590 619 649 681 715 750 787 "
+        "825 866 909 953"
+    ),
+    "E96": (
+        "100 102 105 107 110 113 115 118 121 124 127 130 133 137 140 143 147 150 154 158 162 165 "
+        "169 174 178 182 187 191 196 200 205 210 215 221 226 232 237 243 249 255 261 267 274 280 "
+        "287 294 301 309 316 324 332 340 348 357 365 374 383 392 402 412 422 432 442 453 464 475 "
+        "487 499 511 523 536 549 562 576 590 604 619 634 649 665 681 698 715 732 750 768 787 806 "
+        "825 845 866 887 909 931 953 976"
+    ),
+    "E192": (
+        "100 101 102 104 105 106 107 109 110 111 113 114 115 117 118 120 121 123 124 126 127 129 "
+        "130 132 133 135 137 138 140 142 143 145 147 149 150 152 154 156 158 160 162 164 165 167 "
+        "169 172 174 176 178 180 182 184 187 189 191 193 196 198 200 203 205 208 210 213 215 218 "
+        "221 223 226 229 232 234 237 240 243 246 249 252 255 258 261 264 267 271 274 277 280 284 "
+        "287 291 294 298 301 305 309 312 316 320 324 328 332 336 340 344 348 352 357 361 365 370 "
+        "374 379 383 388 392 397 402 407 412 417 422 427 432 437 442 448 453 459 464 470 475 481 "
+        "487 493 499 505 511 517 523 530 536 542 549 556 562 569 576 583 590 597 604 612 619 626 "
+        "634 642 649 657 665 673 681 690 698 706 715 723 732 741 750 759 768 777 787 796 806 816 "
+        "825 835 845 856 866 876 887 898 909 920 931 942 953 965 976 988"
+    ),
+}
+_SERIES = {name: tuple(float(n) for n in text.split()) for name, text in _SERIES_TEXT.items()}
+GRANULARITIES = (*_SERIES, "POWERSOF2")
+
+
+def _roundable(value: Any) -> float:
+    if not is_number(value):
+        raise error(
+            40262,
+            f"A granularity rounder can only round numeric values, but found type: {type_name(value)}",
+        )
+    number = to_float(value)
+    if math.isnan(number):
+        raise error(40263, "A granularity rounder cannot round NaN")
+    if number < 0:
+        raise error(40268, "A granularity rounder can only round non-negative numbers")
+    return number
+
+
+def _series_up(series: tuple[float, ...], number: float) -> float:
+    """The smallest number of the series (scaled by a power of ten) greater than `number`."""
+    multiplier = 1.0
+    while number >= series[-1] * multiplier:
+        multiplier *= 10.0
+    while number < series[0] * multiplier:
+        previous_min = series[0] * multiplier
+        multiplier /= 10.0
+        if number >= series[-1] * multiplier:
+            return previous_min
+    i = bisect.bisect_right([s * multiplier for s in series], number)
+    return series[i] * multiplier
+
+
+def _series_down(series: tuple[float, ...], number: float) -> float:
+    """The largest number of the series (scaled by a power of ten) less than `number`."""
+    multiplier = 1.0
+    while number <= series[0] * multiplier:
+        multiplier /= 10.0
+    while number > series[-1] * multiplier:
+        previous_max = series[-1] * multiplier
+        multiplier *= 10.0
+        if number <= series[0] * multiplier:
+            return previous_max
+    i = bisect.bisect_left([s * multiplier for s in series], number)
+    return series[i - 1] * multiplier
+
+
+def _power_of_two(value: Any, up: bool) -> Any:
+    """POWERSOF2: 2 to the power just above (or below) the value's base-2 logarithm, computed as
+    MongoDB's $pow(2, exp) does: an integer for a non-negative exponent, else a double; a decimal
+    for a decimal value."""
+    if isinstance(value, (float, Decimal128)):
+        log = math.log2(to_float(value))
+        exp = int(math.floor(log) + 1) if up else int(math.ceil(log) - 1)
+    else:
+        n = int(value)
+        if up:
+            exp = n.bit_length()
+        else:
+            exp = n.bit_length() - (2 if n & (n - 1) == 0 else 1)
+    if isinstance(value, Decimal128):
+        return Decimal128(decimal.Decimal(2) ** exp)
+    if exp < 0:
+        return 2.0**exp
+    result = 1 << exp
+    return result if result <= INT32_MAX else Int64(result)
+
+
+def round_granularity(name: str, value: Any, up: bool) -> Any:
+    """`value` rounded up or down to the granularity `name`; 0 stays itself."""
+    number = _roundable(value)
+    if number == 0.0:
+        return value
+    if name == "POWERSOF2":
+        return _power_of_two(value, up)
+    series = _SERIES[name]
+    rounded = _series_up(series, number) if up else _series_down(series, number)
+    return Decimal128(decimal.Decimal(rounded)) if isinstance(value, Decimal128) else rounded
+
+
+# -- the stage ---------------------------------------------------------------------------------------
+
+
+class BucketAuto(Stage, name="$bucketAuto"):
+    group_by: Expression
+    buckets: int
+    fields: Accumulators
+    granularity: str | None
+
+    def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        keyed: list[tuple[Any, Doc]] = [(self._key(d, ctx), d) for d in docs]
+        if not keyed:
+            return
+        collation = ctx.collation
+
+        def order(a: tuple[Any, Doc], b: tuple[Any, Doc]) -> int:
+            if collation is None:
+                return compare(a[0], b[0])
+            return compare(collation.collate(a[0]), collation.collate(b[0]))
+
+        keyed.sort(key=functools.cmp_to_key(order))
+        # MongoDB's std::round (halves away from zero), and at least one document a bucket.
+        size = max(math.floor(len(keyed) / self.buckets + 0.5), 1)
+        i = 0
+        previous_max: Any = MISSING
+        for number in range(1, self.buckets + 1):
+            if i >= len(keyed):
+                return
+            start = i
+            last = number == self.buckets
+            i += 1
+            while i < len(keyed) and (i - start < size or last):
+                i += 1
+            low, high = keyed[start][0], keyed[i - 1][0]
+            if self.granularity is not None:
+                low = (
+                    round_granularity(self.granularity, low, False)
+                    if previous_max is MISSING
+                    else previous_max
+                )
+                boundary = round_granularity(self.granularity, high, True)
+                while i < len(keyed) and (
+                    compare(boundary, keyed[i][0]) > 0 or compare(high, keyed[i][0]) == 0
+                ):
+                    high = keyed[i][0]
+                    i += 1
+                if to_float(boundary) == 0.0 and i < len(keyed):
+                    high = round_granularity(self.granularity, keyed[i][0], False)
+                else:
+                    high = boundary
+            else:
+                while i < len(keyed) and compare(high, keyed[i][0]) == 0:
+                    i += 1
+                if i < len(keyed):
+                    high = keyed[i][0]
+            previous_max = high
+            accs = [factory() for _, factory in self.fields]
+            for _, doc in keyed[start:i]:
+                for acc in accs:
+                    acc.add(doc, ctx.variables)
+            out = _group_output({"min": low, "max": high}, accs, self.fields)
+            yield out
+
+    def _key(self, doc: Doc, ctx: Context) -> Any:
+        key = self.group_by(doc, ctx.variables)
+        if self.granularity is not None:
+            if not is_number(key):
+                raise error(
+                    40258,
+                    "$bucketAuto can specify a 'granularity' with numeric boundaries only, but"
+                    f" found a value with type: {type_name(key)}",
+                )
+            if is_nan(key):
+                raise error(
+                    40259,
+                    "$bucketAuto can specify a 'granularity' with numeric boundaries only, but"
+                    " found a NaN",
+                )
+            if number_value(key) < 0:
+                raise error(
+                    40260,
+                    "$bucketAuto can specify a 'granularity' with non-negative numbers only, but"
+                    " found a negative number",
+                )
+        return None if key is MISSING else key
+
+
+@STAGES.stage(
+    "$bucketAuto",
+    document=(40240, "The argument to $bucketAuto must be an object, but found type: {type}"),
+)
+def _parse_bucket_auto(spec: Any, defined: frozenset[str]) -> Stage:
+    group_by: Expression | None = None
+    buckets: int | None = None
+    fields: Accumulators = ()
+    granularity: str | None = None
+    for name, value in spec.items():
+        if name == "groupBy":
+            is_expr = (
+                isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")
+            )
+            if not (is_expr or (isinstance(value, str) and len(value) > 1 and value[0] == "$")):
+                raise error(
+                    40239,
+                    "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an"
+                    f" expression object, but found: {render(value)}",
+                )
+            group_by = compile_expression(value, defined)
+        elif name == "buckets":
+            if not is_number(value):
+                raise error(
+                    40241,
+                    "The $bucketAuto 'buckets' field must be a numeric value, but found type:"
+                    f" {type_name(value)}",
+                )
+            number = to_float(value)
+            if number != math.floor(number) or not INT32_MIN <= number <= INT32_MAX:
+                raise error(
+                    40242,
+                    "The $bucketAuto 'buckets' field must be representable as a 32-bit integer,"
+                    f" but found {render(number)}",
+                )
+            buckets = int(number)
+        elif name == "output":
+            if not isinstance(value, Mapping):
+                raise error(
+                    40244,
+                    "The $bucketAuto 'output' field must be an object, but found type:"
+                    f" {type_name(value)}",
+                )
+            fields = _parse_accumulators(value, defined, skip_id=False)
+        elif name == "granularity":
+            if not isinstance(value, str):
+                raise error(
+                    40261,
+                    "The $bucketAuto 'granularity' field must be a string, but found type:"
+                    f" {type_name(value)}",
+                )
+            if value not in GRANULARITIES:
+                raise error(40257, f"Unknown rounding granularity '{value}'")
+            granularity = value
+        else:
+            raise error(40245, f"Unrecognized option to $bucketAuto: {name}")
+    if group_by is None or buckets is None:
+        raise error(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
+    if buckets <= 0:
+        raise error(
+            40243, f"The $bucketAuto 'buckets' field must be greater than 0, but found: {buckets}"
+        )
+    if not fields:
+        fields = (("count", compile_accumulator("$sum", 1)),)
+    return BucketAuto(group_by, buckets, fields, granularity)
