@@ -24,6 +24,7 @@ from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggab
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
+from ebbdb.storage.limits import check_bson_depth
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
@@ -137,6 +138,7 @@ class Dispatcher:
         client.op_run = None
         db: Any = body.get("$db")
         try:
+            check_bson_depth(body)  # as mongod refuses a message nested past 200 levels
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")

@@ -66,6 +66,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
     BSONObjectTooLarge = 10334
@@ -138,6 +139,11 @@ def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, StorageError):
         code, name = _code_of(exc.code_name)
         return code, name, exc.message, {}
+    if isinstance(exc, RecursionError):
+        # A value nested too deeply for ebbdb to walk (see storage/limits.py): MongoDB's
+        # Overflow, never an InternalError.
+        overflow = ErrorCode.Overflow
+        return int(overflow), overflow.name, "exceeded maximum nesting depth", {}
     internal = ErrorCode.InternalError
     return int(internal), internal.name, f"internal error: {type(exc).__name__}", {}
 
