@@ -7,9 +7,12 @@ depth checks (200 levels for any BSON the server takes, 180 for a document it st
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import bson
+from bson.codec_options import CodecOptions, DatetimeConversion
 
 from ebbdb.storage.errors import QueryError
 
@@ -202,6 +205,26 @@ def check_bson_depth(doc: Any) -> None:
         raise QueryError(
             "Overflow", f"BSONObj exceeded maximum nested object depth: {MAX_BSON_DEPTH}"
         )
+
+
+#: The fewest bytes a level of nesting takes in BSON (type, empty name, length, terminator).
+_LEVEL_BYTES = 7
+#: Decoding only to measure depth: any date decodes (storage/documents.py's CODEC imports this).
+_ANY_DATE: CodecOptions[dict[str, Any]] = CodecOptions(
+    datetime_conversion=DatetimeConversion.DATETIME_MS
+)
+
+
+def check_sequence_depth(raws: Iterable[bytes]) -> None:
+    """check_bson_depth for raw BSON documents (a document sequence's); those too short to nest
+    past the limit are not decoded."""
+    for raw in raws:
+        if len(raw) > _LEVEL_BYTES * MAX_BSON_DEPTH:
+            try:
+                doc = bson.decode(raw, _ANY_DATE)
+            except Exception:  # the command reports invalid BSON where it reads it
+                continue
+            check_bson_depth(doc)
 
 
 def check_insert_depth(doc: Any) -> None:
