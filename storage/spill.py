@@ -18,6 +18,9 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, Generic, TypeVar
 
+import bson
+
+from ebbdb.storage.documents import CODEC
 from ebbdb.storage.limits import MemoryLimits, approximate_size, group_exceeded, sort_exceeded
 
 P = TypeVar("P")  # what is sorted: stored BSON (find) or documents (pipelines)
@@ -72,6 +75,17 @@ def _read_records(path: str) -> Iterator[bytes]:
             yield head + f.read(length - 4)
 
 
+def dump_document(doc: dict[str, Any]) -> bytes:
+    """A document as BSON, for a spill file."""
+    return bson.encode(doc, codec_options=CODEC)
+
+
+def load_document(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A spilled document back, as a Sorter's `load` gives it: (the document, the document)."""
+    doc = bson.decode(raw, CODEC)
+    return doc, doc
+
+
 # -- sorting -----------------------------------------------------------------------------------------
 
 
@@ -92,11 +106,8 @@ class Sorter(Generic[P]):
         load: Callable[[bytes], tuple[Any, P]],
         keep: int = 0,
     ) -> None:
-        self._key = key
-        self._limits = limits
-        self._dump = dump
-        self._load = load
-        self._keep = keep
+        self._key, self._limits, self._keep = key, limits, keep
+        self._dump, self._load = dump, load  # for the runs on disk
         self._rows: list[tuple[Any, P, int]] = []  # key, payload, size, in arrival order
         self._memory = 0
         self._runs: list[str] = []

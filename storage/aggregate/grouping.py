@@ -15,8 +15,6 @@ from ebbdb.storage.aggregate.stage import (
     Context,
     Doc,
     Stage,
-    decode_doc,
-    encode_doc,
     error,
     group_key,
 )
@@ -86,13 +84,13 @@ def _grouped(
         for acc in accs:
             acc.add(doc, variables)
 
-    groups = spill.group(docs, key_of, new_state, add, ctx.limits, encode_doc, _decoded)
+    groups = spill.group(docs, key_of, new_state, add, ctx.limits, spill.dump_document, _decoded)
     for key_value, accs in groups:
         yield _group_output(key_value, accs, fields)
 
 
 def _decoded(raw: bytes) -> Doc:
-    return decode_doc(raw)[0]
+    return spill.load_document(raw)[0]
 
 
 def _group_output(key_value: Any, accs: list[Accumulator], fields: Accumulators) -> Doc:
@@ -110,10 +108,8 @@ class _Group(Stage, name="$group"):
     fields: Accumulators
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        id_expr, variables = self.id_expr, ctx.variables
-
         def key_value_of(doc: Doc) -> Any:
-            key_value = id_expr(doc, variables)
+            key_value = self.id_expr(doc, ctx.variables)
             return None if key_value is MISSING else key_value  # a missing _id groups as null
 
         yield from _grouped(docs, key_value_of, self.fields, ctx)

@@ -14,8 +14,6 @@ from ebbdb.storage.aggregate.stage import (
     Context,
     Doc,
     Stage,
-    decode_doc,
-    encode_doc,
     error,
     field_path,
 )
@@ -24,7 +22,7 @@ from ebbdb.storage.limits import approximate_size
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.projection import render_value as render
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_key
-from ebbdb.storage.spill import Sorter
+from ebbdb.storage.spill import Sorter, dump_document, load_document
 from ebbdb.storage.values import INT64_MAX, INT64_MIN, is_number
 
 # -- $sort ------------------------------------------------------------------------------------------
@@ -42,7 +40,9 @@ def sort_docs(docs: Iterator[Doc], spec: SortSpec, ctx: Context) -> Iterator[Doc
     """`docs` in `spec`'s order, stably, under the operation's memory limit for a blocking sort
     (past it: spilled to disk, or 292 without disk use)."""
     limits = ctx.limits
-    sorter: Sorter[Doc] = Sorter(sort_key(spec, ctx.collation), limits, encode_doc, decode_doc)
+    sorter: Sorter[Doc] = Sorter(
+        sort_key(spec, ctx.collation), limits, dump_document, load_document
+    )
     for doc in docs:
         sorter.add(doc, doc, approximate_size(doc, limits.sort_bytes))
     return sorter.result()

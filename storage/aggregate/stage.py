@@ -232,20 +232,6 @@ def without_path(doc: Doc, parts: tuple[str, ...]) -> Doc:
     return out
 
 
-# -- documents in spill files -----------------------------------------------------------------------
-
-
-def encode_doc(doc: Doc) -> bytes:
-    """A document as BSON, for a spill file."""
-    return bson.encode(doc, codec_options=CODEC)
-
-
-def decode_doc(raw: bytes) -> tuple[Doc, Doc]:
-    """A spilled document back, as (the document, the document)."""
-    doc = bson.decode(raw, CODEC)
-    return doc, doc
-
-
 # -- values as grouping sees them --------------------------------------------------------------------
 
 

@@ -63,6 +63,14 @@ def _code(exc: OperationFailure) -> tuple[int, str | None, str]:
     return exc.code or 0, details.get("codeName"), str(details.get("errmsg"))
 
 
+def _refused_then_spilled(coll: Collection[Doc], pipeline: list[Doc], message: str) -> list[Doc]:
+    """The pipeline fails with 292 and `message` without disk use; its results with disk use."""
+    with pytest.raises(OperationFailure) as exc:
+        list(coll.aggregate(pipeline, allowDiskUse=False))
+    assert _code(exc.value) == (292, "QueryExceededMemoryLimitNoDiskUseAllowed", message)
+    return list(coll.aggregate(pipeline, allowDiskUse=True))
+
+
 # -- parameters ----------------------------------------------------------------------------------------
 
 
@@ -186,37 +194,28 @@ def test_aggregate_sort_stage_past_the_limit(
     ]
     in_memory = list(db.c.aggregate(pipeline))
     _set(client, internalQueryMaxBlockingSortMemoryUsageBytes=SORT_LIMIT)
-    with pytest.raises(OperationFailure) as exc:
-        list(db.c.aggregate(pipeline, allowDiskUse=False))
-    assert _code(exc.value) == (292, "QueryExceededMemoryLimitNoDiskUseAllowed", SORT_MESSAGE)
-    assert list(db.c.aggregate(pipeline, allowDiskUse=True)) == in_memory
+    assert _refused_then_spilled(db.c, pipeline, SORT_MESSAGE) == in_memory
     assert _spill_files(server) == []
 
 
 # -- $group and the stages built on it -----------------------------------------------------------------
 
 
+#: One group per document, with accumulators whose results show every document was seen.
+GROUP_BY_I: list[Doc] = [
+    {"$group": {"_id": "$i", "n": {"$sum": 1}, "first": {"$first": "$k"}, "ks": {"$push": "$k"}}}
+]
+
+
 def test_group_past_the_limit(
     client: MongoClient[Doc], db: Database[Doc], server: ServerThread
 ) -> None:
     _fill(db.c)
-    pipeline: list[Doc] = [
-        {
-            "$group": {
-                "_id": "$i",
-                "n": {"$sum": 1},
-                "first": {"$first": "$k"},
-                "ks": {"$push": "$k"},
-            }
-        },
-    ]
+    pipeline = GROUP_BY_I
     in_memory = sorted(db.c.aggregate(pipeline), key=lambda d: d["_id"])
     _set(client, internalDocumentSourceGroupMaxMemoryBytes=5000)
-    with pytest.raises(OperationFailure) as exc:
-        list(db.c.aggregate(pipeline, allowDiskUse=False))
-    assert _code(exc.value) == (292, "QueryExceededMemoryLimitNoDiskUseAllowed", GROUP_MESSAGE)
-    spilled = sorted(db.c.aggregate(pipeline, allowDiskUse=True), key=lambda d: d["_id"])
-    assert spilled == in_memory
+    spilled = _refused_then_spilled(db.c, pipeline, GROUP_MESSAGE)
+    assert sorted(spilled, key=lambda d: d["_id"]) == in_memory
     # Few groups fit whatever the documents: no spill, no error.
     few = list(db.c.aggregate([{"$group": {"_id": None, "n": {"$sum": 1}}}], allowDiskUse=False))
     assert few == [{"_id": None, "n": 300}]
@@ -240,43 +239,28 @@ def test_sort_by_count_and_bucket_past_the_group_limit(
     client: MongoClient[Doc], db: Database[Doc]
 ) -> None:
     _fill(db.c)
-    by_count = list(db.c.aggregate([{"$sortByCount": "$i"}]))
-    buckets = list(
-        db.c.aggregate([{"$bucket": {"groupBy": "$i", "boundaries": list(range(0, 301, 2))}}])
-    )
+    by_count: list[Doc] = [{"$sortByCount": "$i"}]
+    bucket: list[Doc] = [{"$bucket": {"groupBy": "$i", "boundaries": list(range(0, 301, 2))}}]
+    counts = list(db.c.aggregate(by_count))
+    buckets = list(db.c.aggregate(bucket))
+    assert buckets[0] == {"_id": 0, "count": 2} and len(buckets) == 150
     _set(client, internalDocumentSourceGroupMaxMemoryBytes=2000)
-    for pipeline in (
-        [{"$sortByCount": "$i"}],
-        [{"$bucket": {"groupBy": "$i", "boundaries": list(range(0, 301, 2))}}],
-    ):
-        with pytest.raises(OperationFailure) as exc:
-            list(db.c.aggregate(pipeline, allowDiskUse=False))
-        assert _code(exc.value) == (292, "QueryExceededMemoryLimitNoDiskUseAllowed", GROUP_MESSAGE)
-    counted = list(db.c.aggregate([{"$sortByCount": "$i"}], allowDiskUse=True))
+    counted = _refused_then_spilled(db.c, by_count, GROUP_MESSAGE)
     # Ties (every count is 1 here) come in no particular order, in MongoDB as here.
     assert sorted(counted, key=lambda d: (-d["count"], d["_id"])) == sorted(
-        by_count, key=lambda d: (-d["count"], d["_id"])
+        counts, key=lambda d: (-d["count"], d["_id"])
     )
-    assert buckets[0] == {"_id": 0, "count": 2} and len(buckets) == 150
-    assert (
-        list(
-            db.c.aggregate(
-                [{"$bucket": {"groupBy": "$i", "boundaries": list(range(0, 301, 2))}}],
-                allowDiskUse=True,
-            )
-        )
-        == buckets
-    )
+    assert _refused_then_spilled(db.c, bucket, GROUP_MESSAGE) == buckets
+
+
+def _doubled_string(times: int) -> Doc:
+    """An expression for a string of 2**times bytes, made on the server by doubling "a"."""
+    doubling = {"$concat": ["$$value", "$$value"]}
+    return {"$reduce": {"input": {"$range": [0, times]}, "initialValue": "a", "in": doubling}}
 
 
 def test_push_past_its_limit_is_146(db: Database[Doc]) -> None:
-    big = {
-        "$reduce": {
-            "input": {"$range": [0, 23]},
-            "initialValue": "a",
-            "in": {"$concat": ["$$value", "$$value"]},
-        }
-    }  # an 8 MB string, made on the server
+    big = _doubled_string(23)  # 8 MB
     pipeline: list[Doc] = [
         {"$documents": {"$map": {"input": {"$range": [0, 14]}, "in": {"i": "$$this"}}}},
         {"$group": {"_id": None, "all": {"$push": big}}},
@@ -360,13 +344,7 @@ def test_reduce_doubling_a_shared_document_is_measured_whole(db: Database[Doc]) 
 
 
 def test_string_past_16mb_is_16493(db: Database[Doc]) -> None:
-    bomb = {
-        "$reduce": {
-            "input": {"$range": [0, 30]},
-            "initialValue": "a",
-            "in": {"$concat": ["$$value", "$$value"]},
-        }
-    }
+    bomb = _doubled_string(30)
     with pytest.raises(OperationFailure) as exc:
         list(db.aggregate([{"$documents": [{}]}, {"$project": {"r": bomb}}]))
     assert _code(exc.value) == (16493, "Location16493", "Tried to create string longer than 16MB")
