@@ -24,6 +24,7 @@ from ebbdb.server.cursors import CursorManager
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.listener import InputBudget, Listener, listen
+from ebbdb.server.memory import spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
@@ -31,7 +32,7 @@ from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
-from ebbdb.storage import interrupt
+from ebbdb.storage import interrupt, spill
 from ebbdb.storage.engine import Engine
 
 log = logging.getLogger("ebbdb.control")
@@ -143,6 +144,7 @@ class App:
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
+            spill.clear(spill_dir(config.dbpath))  # what a killed server's operations left
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
             self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)

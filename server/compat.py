@@ -31,6 +31,9 @@ from ebbdb.storage.query.update_parse import UPDATE_OPERATORS
 #: `high` None for no upper bound. tests/test_compat_table.py probes each parameter's validator
 #: at these bounds, so the words cannot drift from the code.
 PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
+    "allowDiskUseByDefault": ("boolean", None, None),
+    "internalDocumentSourceGroupMaxMemoryBytes": ("integer", 1, None),
+    "internalQueryMaxBlockingSortMemoryUsageBytes": ("integer", 1, None),
     "cursorTimeoutMillis": ("integer", 1, None),
     "enableTestCommands": ("boolean", None, None),
     "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
@@ -42,6 +45,13 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
 
 #: What each server parameter does, for the table.
 PARAMETER_NOTES: dict[str, str] = {
+    "allowDiskUseByDefault": "a find or aggregate that does not give `allowDiskUse` may spill "
+    "blocking sorts and groups to disk (see Limits)",
+    "internalDocumentSourceGroupMaxMemoryBytes": "bytes the groups of a `$group` (and "
+    "`$bucket`, `$sortByCount`) may hold before spilling to disk, or failing with 292 without "
+    "disk use (see Limits)",
+    "internalQueryMaxBlockingSortMemoryUsageBytes": "bytes a blocking sort (find, `$sort`) "
+    "may hold before spilling to disk, or failing with 292 without disk use (see Limits)",
     "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
     "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to live)",
     "incomingMessageTimeoutSecs": "ebbdb's own: a client's message must arrive whole within "

@@ -28,6 +28,7 @@ from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.interrupt import Interrupted
 from ebbdb.storage.interrupt import current as current_op
+from ebbdb.storage.limits import check_bson_depth, check_sequence_depth
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
@@ -142,6 +143,7 @@ class Dispatcher:
         client.op_run = None
         db: Any = body.get("$db")
         try:
+            _check_depth(body)
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
@@ -258,6 +260,16 @@ class Dispatcher:
         ctx = CommandContext.of(self.services, client, db, command)
         client.contexts[db, command] = ctx
         return ctx
+
+
+def _check_depth(body: dict[str, Any]) -> None:
+    """15 Overflow for a message nested past 200 levels, as mongod refuses one: the body, and
+    the statements of its document sequences (inserted documents are checked as they are
+    prepared, against the lower limit for storage)."""
+    check_bson_depth(body)
+    for ident, value in body.items():
+        if type(value) is DocSequence and ident != "documents":
+            check_sequence_depth(value)
 
 
 def _log_failure(

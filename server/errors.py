@@ -72,6 +72,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292
     MechanismUnavailable = 334
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
@@ -150,6 +151,11 @@ def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
     if isinstance(exc, StorageError | Interrupted):
         code, name = _code_of(exc.code_name)
         return code, name, exc.message, {}
+    if isinstance(exc, RecursionError):
+        # A value nested too deeply for ebbdb to walk (see storage/limits.py): MongoDB's
+        # Overflow, never an InternalError.
+        overflow = ErrorCode.Overflow
+        return int(overflow), overflow.name, "exceeded maximum nesting depth", {}
     internal = ErrorCode.InternalError
     return int(internal), internal.name, f"internal error: {type(exc).__name__}", {}
 

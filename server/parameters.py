@@ -89,6 +89,18 @@ PARAMETERS: dict[str, ParameterDef] = {
             float,
             _in_range("incomingMessageTimeoutSecs", 0.1, 86_400, False),
         ),
+        # Memory limits (storage/limits.py, storage/spill.py): a blocking sort and a $group past
+        # theirs spill to disk when the operation allows it, else fail with 292.
+        ParameterDef(
+            "internalQueryMaxBlockingSortMemoryUsageBytes", 104_857_600, int, _positive_int
+        ),
+        ParameterDef(
+            "internalDocumentSourceGroupMaxMemoryBytes",
+            Int64(104_857_600),
+            lambda t: Int64(int(t)),
+            lambda v: Int64(_positive_int(v)),
+        ),
+        ParameterDef("allowDiskUseByDefault", True, _parse_bool, _bool),
         ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),

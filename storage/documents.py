@@ -12,6 +12,7 @@ from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions, DatetimeConversion
 
 from ebbdb.storage.errors import DocumentTooLarge, InvalidBSON, InvalidIdField, QueryError
+from ebbdb.storage.limits import check_insert_depth
 
 #: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
 #: decoded document re-encodes to the same bytes.
@@ -30,6 +31,7 @@ def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
         doc = bson.decode(raw, CODEC)
     except Exception as exc:  # bson raises several types for corrupt input
         raise InvalidBSON(f"invalid BSON document: {exc}") from None
+    check_insert_depth(doc)
     if "_id" not in doc:
         oid = ObjectId()
         # Splice one ObjectId element in front of the original elements, so every other value

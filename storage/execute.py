@@ -6,6 +6,7 @@ be served in batches across any number of requests while other clients write.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,11 +19,13 @@ from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.collation import Collation, collate_filter
 from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
 from ebbdb.storage.query.projection import Projection, parse_projection
-from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
+from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents, sort_key
+from ebbdb.storage.spill import Sorter
 
 #: How many records (or index entries) one chunk may examine before handing control back.
 DEFAULT_BUDGET = 2000
@@ -96,10 +99,18 @@ def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
 class QueryRun:
     """The state of one query between chunks: a resume position and the skip/limit counts left.
 
-    Mutable on purpose: it is the one object a cursor owns and advances."""
+    Mutable on purpose: it is the one object a cursor owns and advances. `limits` bound the
+    memory a blocking sort may hold (storage/spill.py sorts past them, or refuses)."""
 
-    def __init__(self, coll: CollectionInfo, spec: QuerySpec, plan: Plan | None = None) -> None:
+    def __init__(
+        self,
+        coll: CollectionInfo,
+        spec: QuerySpec,
+        plan: Plan | None = None,
+        limits: MemoryLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.coll = coll
+        self.limits = limits
         self.spec = spec
         self._predicate = spec.query.predicate
         self.plan = plan if plan is not None else choose_plan(coll, spec)
@@ -118,8 +129,9 @@ class QueryRun:
             and bool(spec.sort.keys)
             and not (isinstance(self.plan, IndexScan) and self.plan.provides_sort)
         )
-        self._collected: list[tuple[dict[str, Any], bytes]] = []
-        self._sorted: list[bytes] | None = None
+        self._sorter: Sorter[bytes] | None = None
+        self._sorted: Iterator[bytes] | None = None
+        self._held: bytes | None = None  # the next sorted document, read ahead
         # Records already returned through a multikey index (a document has several entries).
         self._seen: set[int] | None = (
             set() if isinstance(self.plan, IndexScan) and self.plan.index.multikey else None
@@ -354,6 +366,12 @@ class QueryRun:
             self._seen.add(rid)
 
     def _collect(self, reader: Reader, budget: int) -> None:
+        spec = self.spec
+        assert spec.sort is not None
+        if self._sorter is None:
+            keep = spec.skip + spec.limit if spec.limit else 0
+            key = sort_key(spec.sort, spec.collation)
+            self._sorter = Sorter(key, self.limits, _same, _decoded, keep)
         examined = 0
         for pos, rid, raw in self._candidates(reader):
             examined += 1
@@ -361,36 +379,47 @@ class QueryRun:
             self._consume(pos, rid)
             ok, doc = self._decode_and_match(raw)
             if ok and doc is not None:
-                self._collected.append((doc, raw))
+                self._sorter.add(doc, raw, len(raw))  # the stored BSON's size: cheap, and close
             if examined >= budget:
                 return
-        assert self.spec.sort is not None
-        ordered = sort_documents(self._collected, self.spec.sort, self.spec.collation)
-        self._collected = []
-        self._sorted = ordered[self.spec.skip :]
+        ordered = self._sorter.result()
+        self._sorter = None
+        self._sorted = itertools.islice(ordered, spec.skip, None)
         self._skip_left = 0
 
     def _take_sorted(self, max_docs: int, max_bytes: int, first: bool) -> list[bytes]:
         assert self._sorted is not None
         out: list[bytes] = []
         size = 0
-        pending = self._sorted
-        i = 0
-        while i < len(pending) and len(out) < max_docs:
-            raw = pending[i]
+        while len(out) < max_docs:
+            stored = self._held if self._held is not None else next(self._sorted, None)
+            self._held = None
+            if stored is None:
+                self.exhausted = True
+                return out
+            raw = stored
             if self.spec.projection is not None:
                 doc = bson.decode(raw, CODEC)
                 raw = bson.encode(self.spec.projection.apply(doc), codec_options=CODEC)
             if (out or not first) and size + len(raw) > max_bytes:
                 self.size_limited = True
-                break
+                self._held = stored
+                return out
             out.append(raw)
             size += len(raw)
-            i += 1
-        self._sorted = pending[i:]
-        if not self._sorted:
+        # Read one ahead, so a batch that takes the last document says the cursor is done.
+        self._held = next(self._sorted, None)
+        if self._held is None:
             self.exhausted = True
         return out
+
+
+def _same(raw: bytes) -> bytes:
+    return raw
+
+
+def _decoded(raw: bytes) -> tuple[dict[str, Any], bytes]:
+    return bson.decode(raw, CODEC), raw
 
 
 def count_documents(engine: Engine, coll: CollectionInfo, now_ms: int | None = None) -> int:

@@ -18,6 +18,7 @@ from ebbdb.storage import interrupt, ttl
 from ebbdb.storage.engine import CODEC, CollectionWrites, Engine
 from ebbdb.storage.errors import StorageError
 from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.limits import check_update_depth
 from ebbdb.storage.planner import id_point
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import Projection
@@ -124,6 +125,7 @@ def _store(
     """Write the new version; True if the document changed. An update that changes nothing is
     no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
     it is still a write that refreshes the last-modified time (spec/ttl.md section 2)."""
+    check_update_depth(new_doc)
     raw = bson.encode(new_doc, codec_options=CODEC)
     changed = raw != ttl.body(value)
     assert view.info is not None

@@ -17,6 +17,7 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, PipelineRun
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.latency import Facts
+from ebbdb.server.memory import memory_limits
 from ebbdb.server.outputs import output_run, writes_output
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
@@ -33,7 +34,7 @@ class AggregateParams:
     pipeline: list[Any] = arg("pipeline", Kind.ARRAY, required=True)
     cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
     explain: bool = arg("explain", Kind.BOOL, False)
-    allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
+    allow_disk_use: bool | None = arg("allowDiskUse", Kind.BOOL)  # None: allowDiskUseByDefault
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
@@ -93,7 +94,8 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     else:
         collation = resolve(p.collation, coll)
     facts = Facts(ctx.listener, ctx.stats.latency)
-    source = EngineSource(ctx.gateway.engine, ctx.db, now, facts, collation)
+    limits = memory_limits(ctx.parameters, ctx.gateway.engine.path, p.allow_disk_use)
+    source = EngineSource(ctx.gateway.engine, ctx.db, now, facts, collation, limits)
 
     def set_now(now_ms: int) -> None:
         source.now_ms = now_ms

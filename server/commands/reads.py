@@ -28,6 +28,7 @@ from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.memory import memory_limits
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage import keys
 from ebbdb.storage import views as storage_views
@@ -35,6 +36,7 @@ from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.collation import Collation, resolve
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.limits import MemoryLimits
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING, leaves, split
@@ -54,7 +56,7 @@ class FindParams:
     single_batch: bool = arg("singleBatch", Kind.BOOL, False)
     no_cursor_timeout: bool = arg("noCursorTimeout", Kind.BOOL, False)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
-    allow_disk_use: bool = arg("allowDiskUse", Kind.BOOL, True)
+    allow_disk_use: bool | None = arg("allowDiskUse", Kind.BOOL)  # None: allowDiskUseByDefault
     let: dict[str, Any] | None = arg("let", Kind.DOC)
     allow_partial_results: bool = arg("allowPartialResults", Kind.BOOL, False)
     # Checked in this order, the one a find with several of these faults is answered by.
@@ -110,7 +112,7 @@ async def find(ctx: CommandContext, p: FindParams) -> dict[str, Any]:
             return await _find_on_view(ctx, p, limit)
         return cursor_reply(ns, 0, "firstBatch", [])
     run = (
-        QueryRun(coll, spec)
+        QueryRun(coll, spec, limits=_limits(ctx, p.allow_disk_use))
         if tail is None
         else tailable.tail_run(coll, spec, ns, p.sort, p.projection)
     )
@@ -136,9 +138,19 @@ async def _find_on_view(ctx: CommandContext, p: FindParams, limit: int) -> dict[
     stages = views.find_stages(p.filter, p.sort, p.skip, limit, p.projection)
     cursor = {} if p.batch_size is None else {"batchSize": p.batch_size}
     params = AggregateParams(
-        p.collection, stages, cursor, collation=p.collation, hint=p.hint, let=p.let
+        p.collection,
+        stages,
+        cursor,
+        collation=p.collation,
+        hint=p.hint,
+        let=p.let,
+        allow_disk_use=p.allow_disk_use,
     )
     return await aggregate(ctx, params)
+
+
+def _limits(ctx: CommandContext, allow_disk_use: bool | None) -> MemoryLimits:
+    return memory_limits(ctx.parameters, ctx.gateway.engine.path, allow_disk_use)
 
 
 @dataclass(frozen=True)

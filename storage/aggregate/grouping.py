@@ -4,11 +4,20 @@ boundaries) and $count.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
-from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error, group_key
-from ebbdb.storage.collation import Collation
+from ebbdb.storage import spill
+from ebbdb.storage.aggregate.ordering import sort_docs
+from ebbdb.storage.aggregate.stage import (
+    STAGES,
+    Context,
+    Doc,
+    Stage,
+    error,
+    group_key,
+)
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import compare, rank
 from ebbdb.storage.query.expressions import (
@@ -19,7 +28,7 @@ from ebbdb.storage.query.expressions import (
 )
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import render_value as render
-from ebbdb.storage.query.sort import parse_sort, sort_documents
+from ebbdb.storage.query.sort import SortSpec, parse_sort
 from ebbdb.storage.values import is_constant, type_name
 
 # -- $group ------------------------------------------------------------------------------------------
@@ -50,21 +59,38 @@ def _parse_accumulators(
     return tuple(fields)
 
 
-def _accumulate(
-    groups: dict[Any, tuple[Any, list[Accumulator]]],
-    key_value: Any,
-    doc: Doc,
+def _grouped(
+    docs: Iterator[Doc],
+    key_value_of: Callable[[Doc], Any],
     fields: Accumulators,
-    variables: Variables,
-    collation: Collation | None = None,
-) -> None:
-    # Under a collation, keys it finds equal are one group, reported with the first key met.
-    key = group_key(key_value if collation is None else collation.collate(key_value))
-    group = groups.get(key)
-    if group is None:
-        group = groups[key] = (key_value, [factory() for _, factory in fields])
-    for acc in group[1]:
-        acc.add(doc, variables)
+    ctx: Context,
+    collate: bool = True,
+) -> Iterator[Doc]:
+    """The output of grouping `docs` by `key_value_of(doc)` with the accumulators `fields`, under
+    the operation's memory limit for $group (storage/spill.py)."""
+    variables, collation = ctx.variables, ctx.collation if collate else None
+
+    def key_of(doc: Doc) -> tuple[Any, Any]:
+        key_value = key_value_of(doc)
+        # Under a collation, keys it finds equal are one group, reported with the first key met.
+        return group_key(
+            key_value if collation is None else collation.collate(key_value)
+        ), key_value
+
+    def new_state() -> list[Accumulator]:
+        return [factory() for _, factory in fields]
+
+    def add(accs: list[Accumulator], doc: Doc) -> None:
+        for acc in accs:
+            acc.add(doc, variables)
+
+    groups = spill.group(docs, key_of, new_state, add, ctx.limits, spill.dump_document, _decoded)
+    for key_value, accs in groups:
+        yield _group_output(key_value, accs, fields)
+
+
+def _decoded(raw: bytes) -> Doc:
+    return spill.load_document(raw)[0]
 
 
 def _group_output(key_value: Any, accs: list[Accumulator], fields: Accumulators) -> Doc:
@@ -82,21 +108,11 @@ class _Group(Stage, name="$group"):
     fields: Accumulators
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        variables = ctx.variables
-        groups: dict[Any, tuple[Any, list[Accumulator]]] = {}
-        for doc in docs:
-            key_value = self.id_expr(doc, variables)
-            # A missing _id groups with null and is reported as null.
-            _accumulate(
-                groups,
-                None if key_value is MISSING else key_value,
-                doc,
-                self.fields,
-                variables,
-                ctx.collation,
-            )
-        for key_value, accs in groups.values():
-            yield _group_output(key_value, accs, self.fields)
+        def key_value_of(doc: Doc) -> Any:
+            key_value = self.id_expr(doc, ctx.variables)
+            return None if key_value is MISSING else key_value  # a missing _id groups as null
+
+        yield from _grouped(docs, key_value_of, self.fields, ctx)
 
 
 @STAGES.stage("$group", document=(15947, "a group's fields must be specified in an object"))
@@ -107,6 +123,20 @@ def _parse_group(spec: Any, defined: frozenset[str]) -> Stage:
     return _Group(id_expr, _parse_accumulators(spec, defined, skip_id=True))
 
 
+#: {count: {$sum: 1}}, the output of $sortByCount and of a $bucket without `output`.
+_COUNT: Accumulators = (("count", compile_accumulator("$sum", 1)),)
+
+
+def _sort_spec(spec: dict[str, Any]) -> SortSpec:
+    parsed = parse_sort(spec)
+    assert parsed is not None
+    return parsed
+
+
+_BY_COUNT = _sort_spec({"count": -1})
+_BY_ID = _sort_spec({"_id": 1})
+
+
 # -- $sortByCount ------------------------------------------------------------------------------------
 
 
@@ -114,14 +144,15 @@ class _SortByCount(Stage, name="$sortByCount"):
     expr: Expression
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        counts: dict[Any, list[Any]] = {}
-        for doc in docs:
-            value = self.expr(doc, ctx.variables)
-            value = None if value is MISSING else value
-            entry = counts.setdefault(group_key(value), [value, 0])
-            entry[1] += 1
-        ordered = sorted(counts.values(), key=lambda e: -cast(int, e[1]))
-        return iter([{"_id": value, "count": n} for value, n in ordered])
+        # MongoDB's own desugaring: {$group: {_id: expr, count: {$sum: 1}}}, {$sort: {count: -1}}.
+        expr, variables = self.expr, ctx.variables
+
+        def key_value_of(doc: Doc) -> Any:
+            value = expr(doc, variables)
+            return None if value is MISSING else value
+
+        counted = _grouped(docs, key_value_of, _COUNT, ctx, collate=False)
+        yield from sort_docs(counted, _BY_COUNT, ctx)
 
 
 @STAGES.stage("$sortByCount")
@@ -155,27 +186,14 @@ class _Bucket(Stage, name="$bucket"):
     fields: Accumulators | None  # None: {count: {$sum: 1}}
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        fields = self.fields or ()
-        groups: dict[Any, tuple[Any, list[Accumulator]]] = {}
-        counts: dict[Any, int] = {}
-        for doc in docs:
-            bucket = self._bucket_of(self.group_by(doc, ctx.variables))
-            if self.fields is None:
-                key = group_key(bucket)
-                counts[key] = counts.get(key, 0) + 1
-                groups.setdefault(key, (bucket, []))
-            else:
-                _accumulate(groups, bucket, doc, fields, ctx.variables)
-        rows = []
-        for key, (bucket, accs) in groups.items():
-            if self.fields is None:
-                rows.append({"_id": bucket, "count": counts[key]})
-            else:
-                rows.append(_group_output(bucket, accs, fields))
+        group_by, variables = self.group_by, ctx.variables
+
+        def key_value_of(doc: Doc) -> Any:
+            return self._bucket_of(group_by(doc, variables))
+
         # $bucket is a $group on the bucket's lower bound followed by a $sort on _id.
-        spec = parse_sort({"_id": 1})
-        assert spec is not None
-        return iter(sort_documents([(r, r) for r in rows], spec))
+        rows = _grouped(docs, key_value_of, self.fields or _COUNT, ctx, collate=False)
+        yield from sort_docs(rows, _BY_ID, dataclasses.replace(ctx, collation=None))
 
     def _bucket_of(self, value: Any) -> Any:
         value = None if value is MISSING else value

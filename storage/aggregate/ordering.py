@@ -9,11 +9,20 @@ from typing import Any
 
 from bson import Decimal128
 
-from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error, field_path
+from ebbdb.storage.aggregate.stage import (
+    STAGES,
+    Context,
+    Doc,
+    Stage,
+    error,
+    field_path,
+)
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.limits import approximate_size
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.projection import render_value as render
-from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
+from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_key
+from ebbdb.storage.spill import Sorter, dump_document, load_document
 from ebbdb.storage.values import INT64_MAX, INT64_MIN, is_number
 
 # -- $sort ------------------------------------------------------------------------------------------
@@ -24,8 +33,19 @@ class Sort(Stage, name="$sort"):
     spec: SortSpec
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        rows = [(d, d) for d in docs]
-        return iter(sort_documents(rows, self.spec, ctx.collation))
+        yield from sort_docs(docs, self.spec, ctx)
+
+
+def sort_docs(docs: Iterator[Doc], spec: SortSpec, ctx: Context) -> Iterator[Doc]:
+    """`docs` in `spec`'s order, stably, under the operation's memory limit for a blocking sort
+    (past it: spilled to disk, or 292 without disk use)."""
+    limits = ctx.limits
+    sorter: Sorter[Doc] = Sorter(
+        sort_key(spec, ctx.collation), limits, dump_document, load_document
+    )
+    for doc in docs:
+        sorter.add(doc, doc, approximate_size(doc, limits.sort_bytes))
+    return sorter.result()
 
 
 @STAGES.stage("$sort", document=(15973, "the $sort key specification must be an object"))

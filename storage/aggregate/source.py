@@ -30,6 +30,7 @@ from ebbdb.storage.collation import Collation
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.engine import Engine
 from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import Plan
 from ebbdb.storage.query.expressions import Expression, compile_expression
 
@@ -85,8 +86,10 @@ class EngineSource:
         now_ms: int,
         server: ServerFacts | None = None,
         collation: Collation | None = None,
+        limits: MemoryLimits = DEFAULT_LIMITS,
     ) -> None:
         self.engine = engine
+        self.limits = limits  # what blocking stages and sorted reads may hold in memory
         self.db = db
         self.now_ms = now_ms
         self.server: ServerFacts = server if server is not None else _NoServer()
@@ -112,7 +115,7 @@ class EngineSource:
         coll = self.engine.collection(self.db, collection)
         if coll is None:
             return
-        run = QueryRun(coll, spec)
+        run = QueryRun(coll, spec, limits=self.limits)
         self.plans[collection] = run.plan
         buffered: deque[Doc] = deque()
         read_at = self.now_ms

@@ -14,6 +14,7 @@ import bson
 from ebbdb.storage.collation import Collation
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.limits import MemoryLimits
 from ebbdb.storage.query.compare import (
     RANK_DATE,
     RANK_NUMBER,
@@ -57,6 +58,11 @@ class Source(Protocol):
 
     def documents(self, collection: str, read: Read) -> Iterator[Doc]: ...
 
+    @property
+    def limits(self) -> MemoryLimits:
+        """The memory the operation's blocking stages may hold, and whether they may spill."""
+        ...
+
     def view(self, collection: str) -> tuple[str, list[Mapping[str, Any]]] | None:
         """If `collection` is a view: the collection it reads and the stages in front of every
         read of it (None: not a view). Raises QueryError for a chain of views too deep."""
@@ -73,6 +79,10 @@ class Context:
     collection: str | None = None
     #: The collation strings compare under in $match, $sort and grouping (None: simple).
     collation: Collation | None = None
+
+    @property
+    def limits(self) -> MemoryLimits:
+        return self.source.limits
 
 
 @dataclass_transform(frozen_default=True)

@@ -4,6 +4,7 @@ smallest element, descending by its largest."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -61,6 +62,27 @@ def _sort_value(doc: dict[str, Any], parts: tuple[str, ...], direction: int) -> 
         return None
     pick = min if direction > 0 else max
     return pick(present, key=functools.cmp_to_key(compare))
+
+
+def sort_key(spec: SortSpec, collation: Collating | None = None) -> Callable[[Any], Any]:
+    """A key function for `spec` (which has keys): a document -> an object that orders as the
+    document sorts (what sort_documents compares; for heapq.merge and sorted)."""
+
+    def cmp_keys(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+        for va, vb, (_, direction) in zip(a, b, spec.keys):
+            c = compare(va, vb)
+            if c:
+                return c * direction
+        return 0
+
+    wrap = functools.cmp_to_key(cmp_keys)
+
+    def key(doc: Any) -> Any:
+        if collation is not None:
+            doc = collation.collate(doc)
+        return wrap(tuple(_sort_value(doc, parts, direction) for parts, direction in spec.keys))
+
+    return key
 
 
 def sort_documents(

@@ -13,6 +13,7 @@ from typing import Any
 import bson
 from bson import DBRef, Decimal128, Int64, ObjectId
 
+from ebbdb.storage.limits import Tracked
 from ebbdb.storage.query.compare import UNDEFINED, compare, date_ms
 from ebbdb.storage.query.expressions.arrays import SORT_CLAUSE_MESSAGE, sort_direction
 from ebbdb.storage.query.expressions.coerce import (
@@ -253,29 +254,35 @@ class _Last(_State):
 
 
 class _Push(_State):
-    """$push: every value, missing ones left out."""
+    """$push: every value, missing ones left out (146 past 100 MB of them)."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
 
     def initial(self) -> Any:
+        self.held = Tracked("$push")
         return []
 
     def feed(self, x: Any) -> None:
         if x is not MISSING:
+            self.held.add(x)
             self.acc.append(x)
 
 
 class _AddToSet(_State):
     """$addToSet: distinct values by BSON equality, in first-seen order."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
 
     def initial(self) -> Any:
+        self.held = Tracked("$addToSet")
         return {}
 
     def feed(self, x: Any) -> None:
         if x is not MISSING:
-            self.acc.setdefault(_hash_key(x), x)
+            key = _hash_key(x)
+            if key not in self.acc:
+                self.held.add(x)
+                self.acc[key] = x
 
     def value(self) -> Any:
         return list(self.acc.values())

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, Protocol
 from bson import DBRef, Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import values
+from ebbdb.storage import limits, values
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.paths import MISSING, split
@@ -442,7 +442,8 @@ def compile_expression(spec: Any, defined: frozenset[str] = frozenset()) -> Expr
             compiler = OPERATORS.get(first)
             if compiler is None:
                 fail("InvalidPipelineOperator", f"Unrecognized expression '{first}'")
-            return compiler(spec[first], defined, first)
+            # An operator that can grow values is held to MongoDB's limits on what it builds.
+            return limits.guarded(first, compiler(spec[first], defined, first))
         return _compile_object(spec, defined)
     return const(spec)
 
