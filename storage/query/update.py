@@ -5,10 +5,11 @@ query's tree)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ebbdb.storage.documents import check_id
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_leaves import is_regex
@@ -30,7 +31,6 @@ from ebbdb.storage.query.projection import KeyLeaf, key_leaves, match_key
 from ebbdb.storage.query.update_apply import (
     Ctx,
     apply_modifiers,
-    check_id,
     fill,
     index_of,
     put_past_end,
@@ -55,6 +55,11 @@ class Update:
     _root: ObjNode | None = field(default=None, repr=False, compare=False)
     _positional: bool = field(default=False, repr=False, compare=False)
     _filters: Mapping[str, Predicate] = field(default_factory=dict, repr=False, compare=False)
+    #: A pipeline-style update: the document its stages make of the one they are given (built by
+    #: storage/aggregate/updates.py, which owns the stages).
+    _pipeline: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
     # (query, its compiled positional conditions) for the query seen last: a multi-update calls
     # apply once per document with the same query. One tuple, so a reader never mixes two.
     _keys: list[tuple[object, tuple[KeyLeaf, ...]]] = field(
@@ -76,7 +81,11 @@ class Update:
         is what $currentDate (and a replacement's empty timestamps) record.
         Raises QueryError (ImmutableField, PathNotViable, TypeMismatch, BadValue, ...) or
         InvalidIdField as MongoDB would for this document."""
-        if self._document is not None:
+        if self._pipeline is not None:
+            # As MongoDB's PipelineExecutor: the stages' result replaces the document (its `_id`
+            # kept when they dropped it, refused when they changed it; no timestamps filled in).
+            out = replace(doc, self._pipeline(doc), now_ms, stamp=False)
+        elif self._document is not None:
             out = replace(doc, self._document, now_ms)
         else:
             assert self._root is not None
@@ -86,7 +95,7 @@ class Update:
                 matched = self._matched_index(query, doc)
             apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
         if "_id" in out:
-            if inserting or self._document is not None:
+            if inserting or self._document is not None or self._pipeline is not None:
                 check_id(out["_id"])
             if next(iter(out)) != "_id":
                 out = {"_id": out.pop("_id"), **out}
