@@ -66,6 +66,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    NoQueryExecutionPlans = 291
     UnsupportedOpQueryCommand = 352
     DuplicateKey = 11000
     BSONObjectTooLarge = 10334
