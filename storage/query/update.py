@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
+
 from ebbdb.storage.documents import check_id
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match import parse_filter
@@ -43,7 +45,7 @@ from ebbdb.storage.query.update_parse import (
     parse_array_filters,
     parse_modifiers,
 )
-from ebbdb.storage.values import render_element
+from ebbdb.storage.values import DBREF_FIELDS, render_element
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class Update:
             if self._positional and query is not None and not inserting:
                 matched = self._matched_index(query, doc)
             apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
+            if not inserting:
+                _check_top_level_dollars(doc, out)
         if "_id" in out:
             if inserting or self._document is not None or self._pipeline is not None:
                 check_id(out["_id"])
@@ -111,6 +115,29 @@ class Update:
             self._keys[:] = [entry]
         index = match_key(entry[1], doc)
         return None if index is None else str(index)
+
+
+def _check_top_level_dollars(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """MongoDB 5.0+ keeps `$`-prefixed top-level fields, but an update operator may not create
+    or change one (DollarPrefixedFieldName; a DBRef's $ref/$id/$db excepted); an upsert's insert
+    may, as an insert may, and $unset and pipelines may remove or set them."""
+    names = list(after)
+    for i, name in enumerate(names):
+        if not name.startswith("$") or (name in before and _same(before[name], after[name])):
+            continue
+        if name in DBREF_FIELDS and "$ref" in names:
+            ref = names.index("$ref")
+            if names[ref + 1 : ref + 2] == ["$id"] and i in (ref, ref + 1, ref + 2):
+                continue
+        raise QueryError(
+            "DollarPrefixedFieldName",
+            f"The dollar ($) prefixed field '{name}' in '{name}' {DOLLAR_HINT}",
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values are the same BSON (an update that leaves a field so is a no-op)."""
+    return bson.encode({"": a}) == bson.encode({"": b})
 
 
 def parse_update(spec: dict[str, Any], array_filters: list[Any] | None = None) -> Update:

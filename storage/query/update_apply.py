@@ -21,7 +21,6 @@ from ebbdb.storage.query.compare import compare, equal
 from ebbdb.storage.query.match_tree import Predicate
 from ebbdb.storage.query.paths import MISSING, get
 from ebbdb.storage.query.update_parse import (
-    DOLLAR_HINT,
     ArrNode,
     Leaf,
     Node,
@@ -242,11 +241,6 @@ def _create(ctx: Ctx, at: _At, value: Any) -> None:
             raise _not_viable_create(parts[0], at)
         put_past_end(container, index, parts[1:], value)
     elif type(container) is dict:
-        if not at.taken and parts[0].startswith("$"):
-            raise QueryError(
-                "DollarPrefixedFieldName",
-                f"The dollar ($) prefixed field '{parts[0]}' in '{parts[0]}' {DOLLAR_HINT}",
-            )
         fill(container, parts, value)
     else:
         raise _not_viable_create(parts[0], at)
