@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ebbdb.storage.aggregate.pipeline import pipeline_array
-from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Read, Stage, error
+from ebbdb.storage.aggregate.pipeline import pipeline_array, stage_kind
+from ebbdb.storage.aggregate.stage import Context, Doc, Read, Stage
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.expressions.core import check_variable_name
 from ebbdb.storage.query.update import Update
@@ -51,14 +51,8 @@ def parse_pipeline_update(
     stages: list[Stage] = []
     refused: str | None = None
     for stage_spec in pipeline_array(spec):
-        if len(stage_spec) != 1:
-            raise error(
-                40323, "A pipeline stage specification object must contain exactly one field."
-            )
-        name, arg = next(iter(stage_spec.items()))
-        kind = STAGES.lookup(name)
-        if kind is None:
-            raise error(40324, f"Unrecognized pipeline stage name: '{name}'")
+        kind, arg = stage_kind(stage_spec)
+        name = kind.name
         # MongoDB parses the whole pipeline before it looks at which stages an update may hold.
         stage = kind.parser(arg, defined) if kind.parser is not None else None
         if name not in UPDATE_STAGES:
