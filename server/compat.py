@@ -139,8 +139,9 @@ def language_table() -> str:
         "Update operators",
         dict.fromkeys(UPDATE_OPERATORS, True),
         "; `$push` with `$each`, `$slice`, `$sort`, `$position`; `$addToSet` with `$each`; "
-        "positional `$`, `$[]` and `$[<identifier>]` with `arrayFilters`",
-        "pipeline-style updates (an array of stages)",
+        "positional `$`, `$[]` and `$[<identifier>]` with `arrayFilters`; pipeline-style "
+        "updates (`$set`/`$addFields`, `$project`, `$unset`, `$replaceRoot`/`$replaceWith`, with "
+        "`let` and a statement's `c`)",
     )
     family("Expression operators", expressions)
     family("`$group` accumulators", dict.fromkeys(ACCUMULATORS, True))

@@ -72,6 +72,7 @@ class ErrorCode(enum.IntEnum):
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     ConversionFailure = 241
+    NoQueryExecutionPlans = 291
     QueryExceededMemoryLimitNoDiskUseAllowed = 292
     MechanismUnavailable = 334
     UnsupportedOpQueryCommand = 352

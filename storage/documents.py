@@ -3,7 +3,9 @@ that gives every document a valid `_id` as its first field."""
 
 from __future__ import annotations
 
+import re
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 import bson
@@ -39,7 +41,7 @@ def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
         raw = struct.pack("<i", len(raw) + 17) + b"\x07_id\x00" + oid.binary + raw[4:]
         doc = {"_id": oid, **doc}
     else:
-        _check_id(doc["_id"])
+        check_id(doc["_id"])
         if next(iter(doc)) != "_id":
             doc = {"_id": doc["_id"], **doc}
             raw = bson.encode(doc, codec_options=CODEC)
@@ -50,8 +52,33 @@ def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
     return raw, doc
 
 
-def _check_id(value: Any) -> None:
+def check_id(value: Any) -> None:
+    """MongoDB's storage rules for an `_id` (storageValidIdField), for inserts, replacements,
+    pipeline updates and upserts alike: not an array or a regular expression (InvalidIdField),
+    and, since MongoDB 5.0, no `$`-prefixed field anywhere inside a document `_id`
+    (DollarPrefixedFieldName; a well-formed DBRef decodes to a DBRef, which is allowed)."""
     if isinstance(value, list):
         raise InvalidIdField("The '_id' value cannot be of type array")
-    if isinstance(value, Regex):
-        raise QueryError("BadValue", "can't use a regex for _id")
+    if isinstance(value, Regex | re.Pattern):
+        raise InvalidIdField("The '_id' value cannot be of type regex")
+    if isinstance(value, Mapping):
+        name = _dollar_field(value)
+        if name is not None:
+            raise QueryError(
+                "DollarPrefixedFieldName",
+                f"_id fields may not contain '$'-prefixed fields: {name} is not valid for storage.",
+            )
+
+
+def _dollar_field(value: Any) -> str | None:
+    """The first `$`-prefixed field name inside a document or array (BSONObj's
+    storageValidEmbedded), or None."""
+    items = value.items() if isinstance(value, Mapping) else enumerate(value)
+    for name, child in items:
+        if isinstance(name, str) and name.startswith("$"):
+            return name
+        if isinstance(child, Mapping | list):
+            found = _dollar_field(child)
+            if found is not None:
+                return found
+    return None

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import bson
+from bson import Int64
 
-from ebbdb.storage import interrupt, ttl
+from ebbdb.storage import interrupt, keys, layout, ttl
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.collation import Collation, collate_filter
 from ebbdb.storage.engine import CODEC, Engine, Reader
+from ebbdb.storage.entries import index_bodies
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
@@ -49,6 +51,12 @@ class QuerySpec:
     hint: Any = None
     #: The collation strings compare under (None: the simple one); the predicate already has it.
     collation: Collation | None = None
+    #: find's `min` and `max`: bounds on the hinted index (see plan_query).
+    min_key: Mapping[str, Any] | None = None
+    max_key: Mapping[str, Any] | None = None
+    #: find's `returnKey` (each result is the index key that found it) and `showRecordId`.
+    return_key: bool = False
+    show_record_id: bool = False
 
     @property
     def filter(self) -> Mapping[str, Any]:
@@ -70,10 +78,16 @@ class QuerySpec:
         hint: Any = None,
         variables: Mapping[str, Any] | None = None,
         collation: Collation | None = None,
+        *,
+        min_key: Mapping[str, Any] | None = None,
+        max_key: Mapping[str, Any] | None = None,
+        return_key: bool = False,
+        show_record_id: bool = False,
     ) -> QuerySpec:
         """Raises QueryError for a malformed filter, projection, sort, skip or limit.
         `variables` are the command's `let` (for `$expr`); `collation` is the one strings
-        compare under (None: the simple one, and nothing here changes)."""
+        compare under (None: the simple one, and nothing here changes). The keywords are find's
+        options of the same names."""
         if skip < 0:
             raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
@@ -89,11 +103,17 @@ class QuerySpec:
             limit,
             hint,
             collation,
+            min_key,
+            max_key,
+            return_key,
+            show_record_id,
         )
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
-    return plan_query(coll, spec.query, spec.sort, spec.hint, spec.collation)
+    return plan_query(
+        coll, spec.query, spec.sort, spec.hint, spec.collation, spec.min_key, spec.max_key
+    )
 
 
 class QueryRun:
@@ -139,12 +159,15 @@ class QueryRun:
         #: Its chunks may take long: each document may cost much (regular expressions, $expr),
         #: or all are sorted in memory. The server runs such chunks off its event loop.
         self.offload = self._sorting or unbounded(spec.query.tree)
+        # returnKey and showRecordId reshape every result (and need the document to).
+        self._extras = spec.return_key or spec.show_record_id
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)
             and not spec.filter
             and spec.projection is None
             and not self._sorting
+            and not self._extras
         )
 
     @property
@@ -331,7 +354,7 @@ class QueryRun:
         out = []
         size = 0
         examined = 0
-        needs_doc = bool(self.spec.filter) or self.spec.projection is not None
+        needs_doc = bool(self.spec.filter) or self.spec.projection is not None or self._extras
         for pos, rid, raw in self._candidates(reader):
             examined += 1
             self.docs_examined += 1
@@ -347,7 +370,9 @@ class QueryRun:
                 self._skip_left -= 1
                 self._consume(pos, rid)
                 continue
-            if self.spec.projection is not None:
+            if self._extras:
+                raw = self._shape(doc or {}, pos, rid)
+            elif self.spec.projection is not None:
                 raw = bson.encode(self.spec.projection.apply(doc or {}), codec_options=CODEC)
             if (out or not first) and size + len(raw) > max_bytes:
                 self.size_limited = True  # leave it for the next batch
@@ -359,6 +384,36 @@ class QueryRun:
                 return out
         self.exhausted = True
         return out
+
+    def _shape(self, doc: dict[str, Any], pos: Position, rid: int) -> bytes:
+        """A result under returnKey (the index key that found it: {} from a collection scan)
+        and showRecordId (`$recordId`, a long, last), or else the projection."""
+        out: dict[str, Any]
+        if self.spec.return_key:
+            out = self._index_key(doc, pos)
+        elif self.spec.projection is not None:
+            out = self.spec.projection.apply(doc)
+        else:
+            out = doc
+        if self.spec.show_record_id:
+            out = {**out, "$recordId": Int64(rid)}
+        # Encoded as a value, so `_id` stays where the index key has it (a top-level encode
+        # would move it first): the element's header is 7 bytes, its value ends before the NUL.
+        return bson.encode({"k": out}, codec_options=CODEC)[7:-1]
+
+    def _index_key(self, doc: dict[str, Any], pos: Position) -> dict[str, Any]:
+        plan = self.plan
+        if not isinstance(plan, IndexScan) or not isinstance(pos, tuple):
+            return {}
+        ix = plan.index
+        entries, _ = index_bodies(ix, doc)
+        # The entry key is the index's prefix, the key body (shortened if long), a record id.
+        found = pos[1][len(layout.index_prefix(ix.id)) :]
+        values = next(
+            (v for body, v in entries if found.startswith(body[: keys.BODY_KEEP])),
+            entries[0][1] if entries else {},
+        )
+        return {path: values.get(path) for path in ix.fields}
 
     def _consume(self, pos: Position, rid: int) -> None:
         self._pos = pos
@@ -379,7 +434,10 @@ class QueryRun:
             self._consume(pos, rid)
             ok, doc = self._decode_and_match(raw)
             if ok and doc is not None:
-                self._sorter.add(doc, raw, len(raw))  # the stored BSON's size: cheap, and close
+                # What the index found a document by is known only now: shape it here (the
+                # sort key is the document's; the stored BSON's size is cheap, and close).
+                shaped = self._shape(doc, pos, rid) if self._extras else raw
+                self._sorter.add(doc, shaped, len(raw))
             if examined >= budget:
                 return
         ordered = self._sorter.result()
@@ -398,7 +456,7 @@ class QueryRun:
                 self.exhausted = True
                 return out
             raw = stored
-            if self.spec.projection is not None:
+            if self.spec.projection is not None and not self._extras:
                 doc = bson.decode(raw, CODEC)
                 raw = bson.encode(self.spec.projection.apply(doc), codec_options=CODEC)
             if (out or not first) and size + len(raw) > max_bytes:

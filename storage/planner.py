@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bson
-from bson import Decimal128, Int64, ObjectId
+from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId
 from bson.binary import Binary
 
 from ebbdb.storage import keys
@@ -379,11 +379,16 @@ def plan_query(
     sort: SortSpec | None = None,
     hint: Any = None,
     collation: Collation | None = None,
+    min_key: Mapping[str, Any] | None = None,
+    max_key: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Choose how to read the candidates for a filter (parsed, or a document to parse) under a
     collation (None: the simple one). An index with another collation than the query's takes no
-    bounds on strings and delivers no sort. Raises QueryError for a bad hint (or a malformed
-    filter document)."""
+    bounds on strings and delivers no sort. `min_key`/`max_key` are find's `min` and `max`: the
+    hinted index's scan from the one (inclusive) to the other (exclusive). Raises QueryError for
+    a bad hint, min or max (or a malformed filter document)."""
+    if min_key or max_key:
+        return _min_max_scan(coll, hint, min_key or {}, max_key or {}, sort, collation)
     plan = _plan_query(coll, query, sort, hint, collation)
     if isinstance(plan, CollScan) and is_clustered(coll):
         # A clustered collection's natural order is its `_id` order: its scan is the `_id`
@@ -396,6 +401,63 @@ def plan_query(
             {"_id": ["[MinKey, MaxKey]"]},
         )
     return plan
+
+
+def _min_max_scan(
+    coll: CollectionInfo,
+    hint: Any,
+    low: Mapping[str, Any],
+    high: Mapping[str, Any],
+    sort: SortSpec | None,
+    collation: Collation | None,
+) -> IndexScan:
+    """find's `min` and `max` as MongoDB 7.0 plans them: only over the hinted index, whose key
+    pattern both must name (fields in order), min before max in the index's order."""
+    if low and high and list(low) != list(high):
+        raise QueryError("Location51176", "min and max must have the same field names")
+    if hint is None or hint == {} or hint == "":
+        raise QueryError(
+            "Location51173", "When using min()/max() a hint of which index to use must be provided"
+        )
+    hinted = find_hinted(coll, hint)
+    if hinted == "natural":
+        raise QueryError("NoQueryExecutionPlans", "min and max are incompatible with $natural")
+    assert isinstance(hinted, IndexInfo)
+    for bound in (low, high):
+        # Strings in the bounds compare as the index orders them only under its own collation.
+        if bound and (
+            list(bound) != list(hinted.fields)
+            or (hinted.collation != collation and any(has_string(v) for v in bound.values()))
+        ):
+            raise QueryError("Location51174", "The index chosen is not compatible with min/max")
+    lo, hi = _bound_key(hinted, low, True), _bound_key(hinted, high, False)
+    if lo >= hi:
+        raise QueryError(
+            "Location51175",
+            "The value provided for min() does not come before the value provided for max() in "
+            "the hinted index",
+        )
+    reverse = _sort_direction(hinted, 0, sort)
+    shown = {
+        path: [f"[{render(low.get(path, MinKey()))}, {render(high.get(path, MaxKey()))})"]
+        for path in hinted.fields
+    }
+    interval = Interval(
+        (_clip(lo, upper=False) or lo) if low else b"",
+        _clip(hi, upper=True) if high else None,
+    )
+    return IndexScan(hinted, (interval,), bool(reverse), reverse is not None, shown)
+
+
+def _bound_key(ix: IndexInfo, bound: Mapping[str, Any], low: bool) -> bytes:
+    """A min or max as an index key body; an empty one is the index's first (last) key."""
+    if bound:
+        values = list(bound.values())
+        if ix.collation is not None:
+            values = [ix.collation.collate(v) for v in values]
+    else:
+        values = [MinKey() if (d > 0) == low else MaxKey() for d in ix.directions]
+    return keys.encode_compound(tuple(values), ix.directions)
 
 
 def _plan_query(

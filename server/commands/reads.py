@@ -18,7 +18,6 @@ from ebbdb.server.arguments import (
     TERSE_MISMATCH,
     Kind,
     NonNegative,
-    RefusedUnlessDefault,
     arg,
     extract,
 )
@@ -41,8 +40,6 @@ from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING, leaves, split
 
-#: The find options ebbdb does not implement, accepted only with their default value.
-_FIND_UNSUPPORTED = RefusedUnlessDefault("find option '{field}' is not supported")
 _BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {value}")
 
 
@@ -63,10 +60,10 @@ class FindParams:
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     tailable: bool = arg("tailable", Kind.BOOL, False)
     await_data: bool = arg("awaitData", Kind.BOOL, False)
-    return_key: bool = arg("returnKey", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
-    show_record_id: bool = arg("showRecordId", Kind.BOOL, False, check=_FIND_UNSUPPORTED)
-    min: dict[str, Any] | None = arg("min", Kind.DOC, check=_FIND_UNSUPPORTED)
-    max: dict[str, Any] | None = arg("max", Kind.DOC, check=_FIND_UNSUPPORTED)
+    return_key: bool = arg("returnKey", Kind.BOOL, False)
+    show_record_id: bool = arg("showRecordId", Kind.BOOL, False)
+    min: dict[str, Any] | None = arg("min", Kind.DOC)
+    max: dict[str, Any] | None = arg("max", Kind.DOC)
     batch_size: int | None = arg("batchSize", Kind.INT, check=_BATCH_SIZE)
     skip: int = arg(
         "skip",
@@ -95,7 +92,18 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
     coll = ctx.collection(p.collection)
     collation = resolve(p.collation, coll)
     spec = QuerySpec.parse(
-        p.filter, p.projection, p.sort, p.skip, limit, p.hint, variables, collation
+        p.filter,
+        p.projection,
+        p.sort,
+        p.skip,
+        limit,
+        p.hint,
+        variables,
+        collation,
+        min_key=p.min,
+        max_key=p.max,
+        return_key=p.return_key,
+        show_record_id=p.show_record_id,
     )
     return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
 

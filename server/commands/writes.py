@@ -13,9 +13,10 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage import timeseries, writes
+from ebbdb.storage.aggregate.updates import parse_pipeline_update
 from ebbdb.storage.catalog import validate_collection_name
 from ebbdb.storage.collation import resolve
-from ebbdb.storage.errors import StorageError
+from ebbdb.storage.errors import QueryError, StorageError
 from ebbdb.storage.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING
@@ -94,17 +95,41 @@ def by_id(q: dict[str, Any] | None) -> bool:
     return writes.id_point(q) is not MISSING
 
 
-def _parse_change(u: Any, array_filters: list[Any] | None, multi: bool) -> Update:
-    """An update statement's `u`: an update or replacement document (pipelines are not yet
-    supported). Raises StorageError (reported per statement) for a malformed one."""
+def _parse_change(
+    u: Any,
+    array_filters: list[Any] | None,
+    multi: bool,
+    variables: dict[str, Any],
+    constants: dict[str, Any] | None = None,
+) -> Update:
+    """An update statement's `u`: an update or replacement document, or a pipeline (run with the
+    command's `variables` and the statement's `constants`). Raises StorageError (reported per
+    statement) for a malformed one."""
     if isinstance(u, list):
-        raise CommandError(ErrorCode.NotImplemented, "pipeline-style updates are not supported")
+        return parse_pipeline_update(u, variables, constants, array_filters)
+    if constants is not None:
+        raise QueryError(
+            "Location51198", "Constant values may only be specified for pipeline updates"
+        )
     change = parse_update(u, array_filters)
     if change.replacement and multi:
         raise CommandError(
             ErrorCode.FailedToParse, "multi update is not supported for replacement-style update"
         )
     return change
+
+
+def _check_update_argument(u: Any) -> None:
+    """An update statement's `u` as the command parser checks it (a command error, not a
+    statement's): a document, or an array of stage documents."""
+    if not isinstance(u, dict | list):
+        raise CommandError(
+            ErrorCode.FailedToParse, "Update argument must be either an object or an array"
+        )
+    if isinstance(u, list) and not all(isinstance(stage, dict) for stage in u):
+        raise CommandError(
+            ErrorCode.TypeMismatch, "Each element of the 'pipeline' array must be an object"
+        )
 
 
 # -- insert ----------------------------------------------------------------------------------------
@@ -156,6 +181,8 @@ class UpdateStatement:
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)
     upsert_supplied: bool = arg("upsertSupplied", Kind.BOOL, False)
+    #: Constants a pipeline update's stages read as `$$name` (MongoDB's per-statement `c`).
+    c: dict[str, Any] | None = arg("c", Kind.DOC)
 
 
 @dataclass(frozen=True)
@@ -171,11 +198,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     statements = p.updates
     for s in statements:
-        if not isinstance(s.u, dict | list):
-            raise CommandError(
-                ErrorCode.FailedToParse,
-                "Update argument must be either an object or an array",
-            )
+        _check_update_argument(s.u)
     variables = command_variables(p.let, ctx.now())
     engine = ctx.gateway.engine
 
@@ -193,7 +216,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
                 variables=variables,
                 collation=resolve(s.collation, ctx.collection(p.collection)),
             ),
-            _parse_change(s.u, s.array_filters, s.multi),
+            _parse_change(s.u, s.array_filters, s.multi, variables, s.c),
             s.multi,
             s.upsert,
             now_ms,
@@ -303,10 +326,8 @@ def _check_find_and_modify(p: FindAndModifyParams) -> None:
             "Cannot specify both new=true and remove=true; 'remove' always returns the deleted "
             "document",
         )
-    if p.update is not None and not isinstance(p.update, dict | list):
-        raise CommandError(
-            ErrorCode.FailedToParse, "Update argument must be either an object or an array"
-        )
+    if p.update is not None:
+        _check_update_argument(p.update)
 
 
 @REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams, writes=True)
@@ -324,7 +345,7 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     spec = QuerySpec.parse(
         p.query, sort=p.sort, hint=p.hint, variables=variables, collation=collation
     )
-    change = None if p.remove else _parse_change(p.update, p.array_filters, False)
+    change = None if p.remove else _parse_change(p.update, p.array_filters, False, variables)
     fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
     gateway = ctx.gateway
     result = await (gateway.write_small if by_id(p.query) else gateway.write_stamped)(

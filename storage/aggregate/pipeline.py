@@ -79,6 +79,17 @@ def pipeline_array(value: Any) -> list[Mapping[str, Any]]:
     return value
 
 
+def stage_kind(spec: Mapping[str, Any]) -> tuple[StageKind, Any]:
+    """A stage document's kind and argument, with MongoDB's errors for a malformed one."""
+    if len(spec) != 1:
+        raise error(40323, "A pipeline stage specification object must contain exactly one field.")
+    name, arg = next(iter(spec.items()))
+    kind = STAGES.lookup(name)
+    if kind is None:
+        raise error(40324, f"Unrecognized pipeline stage name: '{name}'")
+    return kind, arg
+
+
 def parse_stages(raw: Any, defined: frozenset[str], within: str | None) -> Pipeline:
     """Parse a pipeline; `within` names the enclosing stage of a sub-pipeline ($facet, $lookup,
     $unionWith), which restricts what it may hold."""
@@ -86,14 +97,7 @@ def parse_stages(raw: Any, defined: frozenset[str], within: str | None) -> Pipel
     kinds: list[StageKind] = []
     stages: list[Stage | None] = []
     for spec in specs:
-        if len(spec) != 1:
-            raise error(
-                40323, "A pipeline stage specification object must contain exactly one field."
-            )
-        name, arg = next(iter(spec.items()))
-        kind = STAGES.lookup(name)
-        if kind is None:
-            raise error(40324, f"Unrecognized pipeline stage name: '{name}'")
+        kind, arg = stage_kind(spec)
         kinds.append(kind)
         # A stage ebbdb does not run is reported once the pipeline's shape is known to be valid.
         stages.append(kind.parser(arg, defined) if kind.parser is not None else None)

@@ -5,10 +5,13 @@ query's tree)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
+
+from ebbdb.storage.documents import check_id
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_leaves import is_regex
@@ -30,7 +33,6 @@ from ebbdb.storage.query.projection import KeyLeaf, key_leaves, match_key
 from ebbdb.storage.query.update_apply import (
     Ctx,
     apply_modifiers,
-    check_id,
     fill,
     index_of,
     put_past_end,
@@ -43,7 +45,7 @@ from ebbdb.storage.query.update_parse import (
     parse_array_filters,
     parse_modifiers,
 )
-from ebbdb.storage.values import render_element
+from ebbdb.storage.values import DBREF_FIELDS, render_element
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class Update:
     _root: ObjNode | None = field(default=None, repr=False, compare=False)
     _positional: bool = field(default=False, repr=False, compare=False)
     _filters: Mapping[str, Predicate] = field(default_factory=dict, repr=False, compare=False)
+    #: A pipeline-style update: the document its stages make of the one they are given (built by
+    #: storage/aggregate/updates.py, which owns the stages).
+    _pipeline: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
     # (query, its compiled positional conditions) for the query seen last: a multi-update calls
     # apply once per document with the same query. One tuple, so a reader never mixes two.
     _keys: list[tuple[object, tuple[KeyLeaf, ...]]] = field(
@@ -76,7 +83,11 @@ class Update:
         is what $currentDate (and a replacement's empty timestamps) record.
         Raises QueryError (ImmutableField, PathNotViable, TypeMismatch, BadValue, ...) or
         InvalidIdField as MongoDB would for this document."""
-        if self._document is not None:
+        if self._pipeline is not None:
+            # As MongoDB's PipelineExecutor: the stages' result replaces the document (its `_id`
+            # kept when they dropped it, refused when they changed it; no timestamps filled in).
+            out = replace(doc, self._pipeline(doc), now_ms, stamp=False)
+        elif self._document is not None:
             out = replace(doc, self._document, now_ms)
         else:
             assert self._root is not None
@@ -85,8 +96,10 @@ class Update:
             if self._positional and query is not None and not inserting:
                 matched = self._matched_index(query, doc)
             apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
+            if not inserting:
+                _check_top_level_dollars(doc, out)
         if "_id" in out:
-            if inserting or self._document is not None:
+            if inserting or self._document is not None or self._pipeline is not None:
                 check_id(out["_id"])
             if next(iter(out)) != "_id":
                 out = {"_id": out.pop("_id"), **out}
@@ -102,6 +115,29 @@ class Update:
             self._keys[:] = [entry]
         index = match_key(entry[1], doc)
         return None if index is None else str(index)
+
+
+def _check_top_level_dollars(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """MongoDB 5.0+ keeps `$`-prefixed top-level fields, but an update operator may not create
+    or change one (DollarPrefixedFieldName; a DBRef's $ref/$id/$db excepted); an upsert's insert
+    may, as an insert may, and $unset and pipelines may remove or set them."""
+    names = list(after)
+    for i, name in enumerate(names):
+        if not name.startswith("$") or (name in before and _same(before[name], after[name])):
+            continue
+        if name in DBREF_FIELDS and "$ref" in names:
+            ref = names.index("$ref")
+            if names[ref + 1 : ref + 2] == ["$id"] and i in (ref, ref + 1, ref + 2):
+                continue
+        raise QueryError(
+            "DollarPrefixedFieldName",
+            f"The dollar ($) prefixed field '{name}' in '{name}' {DOLLAR_HINT}",
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values are the same BSON (an update that leaves a field so is a no-op)."""
+    return bson.encode({"": a}) == bson.encode({"": b})
 
 
 def parse_update(spec: dict[str, Any], array_filters: list[Any] | None = None) -> Update:

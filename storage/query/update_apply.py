@@ -8,21 +8,19 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bson import Decimal128, Int64, Regex, Timestamp
+from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 from bson.decimal128 import create_decimal128_context
 
-from ebbdb.storage.errors import InvalidIdField, QueryError
+from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import compare, equal
 from ebbdb.storage.query.match_tree import Predicate
 from ebbdb.storage.query.paths import MISSING, get
 from ebbdb.storage.query.update_parse import (
-    DOLLAR_HINT,
     ArrNode,
     Leaf,
     Node,
@@ -243,11 +241,6 @@ def _create(ctx: Ctx, at: _At, value: Any) -> None:
             raise _not_viable_create(parts[0], at)
         put_past_end(container, index, parts[1:], value)
     elif type(container) is dict:
-        if not at.taken and parts[0].startswith("$"):
-            raise QueryError(
-                "DollarPrefixedFieldName",
-                f"The dollar ($) prefixed field '{parts[0]}' in '{parts[0]}' {DOLLAR_HINT}",
-            )
         fill(container, parts, value)
     else:
         raise _not_viable_create(parts[0], at)
@@ -581,7 +574,11 @@ def _refuse_array_element(chain: list[tuple[Any, str]], side: str, path: str, ct
 # -- replacement ------------------------------------------------------------------------------------
 
 
-def replace(doc: dict[str, Any], replacement: dict[str, Any], now_ms: int) -> dict[str, Any]:
+def replace(
+    doc: dict[str, Any], replacement: dict[str, Any], now_ms: int, stamp: bool = True
+) -> dict[str, Any]:
+    """`doc` replaced by `replacement`, keeping its `_id` (ImmutableField if the replacement has
+    another); with `stamp`, empty top-level timestamps record `now_ms` as an insert's do."""
     out: dict[str, Any] = {}
     if "_id" in replacement:
         new_id = replacement["_id"]
@@ -598,20 +595,12 @@ def replace(doc: dict[str, Any], replacement: dict[str, Any], now_ms: int) -> di
     for name, value in replacement.items():
         if name == "_id":
             continue
-        if type(value) is Timestamp and value.time == 0 and value.inc == 0:
+        if stamp and type(value) is Timestamp and value.time == 0 and value.inc == 0:
             # Like an insert, a replacement's empty top-level timestamps record the current time.
             ticks += 1
             value = Timestamp(now_ms // 1000, ticks)
         out[name] = copy_value(value)
     return out
-
-
-def check_id(value: Any) -> None:
-    kind = (
-        "array" if type(value) is list else "regex" if isinstance(value, Regex | re.Pattern) else ""
-    )
-    if kind:
-        raise InvalidIdField(f"The '_id' value cannot be of type {kind}")
 
 
 # -- numbers ----------------------------------------------------------------------------------------

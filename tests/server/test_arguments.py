@@ -611,23 +611,10 @@ def test_batch_sizes_are_non_negative() -> None:
     assert raises(GetMoreParams, body, "getMore").message == message
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("returnKey", 1),
-        ("showRecordId", True),
-        ("min", {}),
-        ("max", {"a": 1}),
-    ],
-)
-def test_find_options_not_implemented(field: str, value: Any) -> None:
-    err = raises(FindParams, {"find": "c", field: value}, command="find")
-    assert (err.code, err.message) == (
-        ErrorCode.NotImplemented,
-        f"find option '{field}' is not supported",
-    )
-    if isinstance(value, bool):
-        extract(FindParams, "find", {"find": "c", field: False})
+def test_find_takes_min_max_return_key_and_show_record_id() -> None:
+    body = {"find": "c", "returnKey": 1, "showRecordId": True, "min": {}, "max": {"a": 1}}
+    p = extract(FindParams, "find", body)
+    assert (p.return_key, p.show_record_id, p.min, p.max) == (True, True, {}, {"a": 1})
 
 
 def test_find_takes_tailable_and_await_data() -> None:
@@ -638,7 +625,6 @@ def test_find_takes_tailable_and_await_data() -> None:
 
 def test_find_answers_several_faults_in_its_order() -> None:
     body: dict[str, Any] = {"find": "c", "skip": -1, "batchSize": -1, "max": {}, "returnKey": True}
-    assert raises(FindParams, body, "find").message == "find option 'returnKey' is not supported"
     body["collation"] = {"locale": "en", "strength": 0}
     assert raises(FindParams, body, "find").message == (
         "Field 'strength' must be an integer 1 through 5. Got: 0"

@@ -138,8 +138,19 @@ def test_array_id_is_rejected(engine: Engine, bad_id: list) -> None:
 
 
 def test_regex_id_is_rejected(engine: Engine) -> None:
+    # MongoDB 5.0+ checks an inserted _id with storageValidIdField, as updates do.
     result = engine.insert("db", "c", [enc({"_id": Regex("^a", "i")})])
-    one_error(result, 0, 0, QueryError, "BadValue")
+    exc = one_error(result, 0, 0, InvalidIdField, "InvalidIdField")
+    assert exc.message == "The '_id' value cannot be of type regex"
+
+
+def test_id_holding_a_dollar_field_is_rejected(engine: Engine) -> None:
+    result = engine.insert("db", "c", [enc({"_id": {"a": {"$b": 1}}})])
+    exc = one_error(result, 0, 0, QueryError, "DollarPrefixedFieldName")
+    assert (
+        exc.message
+        == "_id fields may not contain '$'-prefixed fields: $b is not valid for storage."
+    )
 
 
 def test_object_id_containing_an_array_is_allowed(engine: Engine) -> None:

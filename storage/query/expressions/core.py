@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from bson import DBRef, Decimal128, Int64, Timestamp
+from bson import DBRef, Decimal128, Int64
 from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage import limits, values
@@ -400,10 +400,17 @@ def var_path(name: str, parts: tuple[str, ...], defined: frozenset[str]) -> Expr
         return lambda doc, v: _walk(doc, parts, 0)
     if name == "REMOVE":
         return lambda doc, v: MISSING
-    if name in ("NOW", "CLUSTER_TIME"):
+    if name == "CLUSTER_TIME":
+        # ebbdb runs as a standalone server, where MongoDB has no cluster time to give.
+        def cluster_time(doc: Any, v: Variables) -> Any:
+            if name not in v:
+                fail(51144, "Builtin variable '$$CLUSTER_TIME' is not available")
+            return _walk(v[name], parts, 0) if parts else v[name]
+
+        return cluster_time
+    if name == "NOW":
         # Without a value from the caller, one instant for the whole statement.
-        now_ms = int(time.time() * 1000)
-        fallback = DatetimeMS(now_ms) if name == "NOW" else Timestamp(now_ms // 1000, 1)
+        fallback = DatetimeMS(int(time.time() * 1000))
         return lambda doc, v: (
             _walk(v.get(name, fallback), parts, 0) if parts else v.get(name, fallback)
         )
