@@ -158,19 +158,24 @@ def test_a_slow_stream_of_whole_messages_is_not_a_slow_message(launch: Any) -> N
         sock.sendall(hello[10:] + hello[:10])  # the next message begins at once
         time.sleep(0.3)
         sock.sendall(hello[10:])
-        assert [_read_reply(sock)["ok"] for _ in range(2)] == [1.0, 1.0]
+        assert [reply["ok"] for reply in _read_replies(sock, 2)] == [1.0, 1.0]
     sock.close()
 
 
-def _read_reply(sock: socket.socket) -> dict[str, Any]:
-    """One whole reply (OP_MSG with one body section) from `sock`."""
+def _read_replies(sock: socket.socket, n: int) -> list[dict[str, Any]]:
+    """`n` whole replies (OP_MSG, one body section each) from `sock`, however they arrive."""
     data = b""
-    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
-        data += chunk
-    assert len(data) == struct.unpack_from("<i", data)[0]  # one reply, nothing more
-    return bson.decode(data[21:])
+    replies: list[dict[str, Any]] = []
+    while len(replies) < n:
+        while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            data += chunk
+        length = struct.unpack_from("<i", data)[0]
+        replies.append(bson.decode(data[21:length]))
+        data = data[length:]
+    assert data == b""  # nothing more than the replies asked for
+    return replies
 
 
 def _peak_rss_mb(pid: int) -> float:
