@@ -240,7 +240,10 @@ class QueryRun:
         """(position after it, record id, stored BSON) of each candidate after the resume point."""
         plan = self.plan
         rules, now = self._rules, self._now
-        tick = interrupt.current.get().tick
+        token = interrupt.current.get()
+        # A filter whose cost per document has no small bound (regex, $expr) looks at the clock
+        # for every candidate; a cheap one every CHECK_EVERY candidates.
+        tick = token.check if self.offload else token.tick
         if isinstance(plan, CollScan):
             after_rid = self._pos if isinstance(self._pos, int) else None
             for rid, value in reader.scan(self.coll, after_rid, plan.reverse):

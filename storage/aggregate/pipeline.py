@@ -25,7 +25,7 @@ from ebbdb.storage.aggregate.stage import (
 )
 from ebbdb.storage.collation import Collation
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.interrupt import checkpoint
+from ebbdb.storage.interrupt import current
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
 # one in a wrong place gets MongoDB's position error, not NotImplemented.
@@ -188,8 +188,9 @@ def run_stages(
 
 
 def _checked(docs: Iterator[Doc]) -> Iterator[Doc]:
-    """A stage's output, counted against the running operation's interruption token (the
-    generators outlive the request that started them: each step reads the current token)."""
+    """A stage's output, checked against the running operation's interruption token at every
+    document (a stage may spend long on one; the generators outlive the request that started
+    them: each step reads the current token)."""
     for doc in docs:
-        checkpoint()
+        current.get().check()
         yield doc

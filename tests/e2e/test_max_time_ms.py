@@ -190,3 +190,27 @@ def test_zero_and_generous_limits_do_not_interrupt(
     assert len(list(mongo_db.c.find().batch_size(10).max_time_ms(60_000))) == 200
     assert mongo_db.command("count", "c", maxTimeMS=60_000)["n"] == 200
     assert mongo_client.admin.command("ping", maxTimeMS=1)["ok"] == 1.0
+
+
+#: Costly for each document (building a long array) with no loop of ebbdb's own inside.
+_PER_DOC = {"$gt": [{"$size": {"$range": [0, "$n"]}}, -1]}
+
+
+@pytest.mark.parametrize("command", ["find", "aggregate"])
+def test_a_few_costly_documents_still_end_at_the_limit(
+    mongo_db: Database[dict[str, Any]], command: str
+) -> None:
+    """Forty documents that each take a while: the limit is looked at for every document (not
+    only every so many), so the command ends soon after it, not after all forty."""
+    mongo_db.few.insert_many([{"_id": i, "n": 1_000_000} for i in range(40)])
+    run = {
+        "find": lambda: mongo_db.command("find", "few", filter={"$expr": _PER_DOC}, maxTimeMS=50),
+        "aggregate": lambda: mongo_db.command(
+            "aggregate", "few", pipeline=[{"$project": {"x": _PER_DOC}}], cursor={}, maxTimeMS=50
+        ),
+    }[command]
+    start = time.monotonic()
+    with pytest.raises(OperationFailure) as exc:
+        run()
+    _expired(exc.value)
+    assert time.monotonic() - start < BOUND_SECONDS
