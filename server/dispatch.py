@@ -28,7 +28,7 @@ from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.interrupt import Interrupted
 from ebbdb.storage.interrupt import current as current_op
-from ebbdb.storage.limits import check_bson_depth, check_sequence_depth
+from ebbdb.storage.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
@@ -87,7 +87,7 @@ class Dispatcher:
                     break
                 body[ident] = DocSequence(docs)
             else:
-                reply = await self.run(client, body, msg.request_id)
+                reply = await self.run(client, body, msg.request_id, len(msg.body))
         if msg.more_to_come:
             return None
         return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
@@ -134,16 +134,21 @@ class Dispatcher:
             return bson.encode(error_reply(exc))
 
     async def run(
-        self, client: Client, body: dict[str, Any], request_id: int = 0
+        self,
+        client: Client,
+        body: dict[str, Any],
+        request_id: int = 0,
+        size: int | None = None,
     ) -> dict[str, Any]:
         """Run one command document and return its reply document (never raises). A command
-        slower than the profiler's threshold is handed to the profiler afterwards."""
+        slower than the profiler's threshold is handed to the profiler afterwards. `size` is the
+        body's BSON length when known (a short body cannot nest too deep: not walked)."""
         name = next(iter(body), "")
         started = time.perf_counter_ns()
         client.op_run = None
         db: Any = body.get("$db")
         try:
-            _check_depth(body)
+            _check_depth(body, size)
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
@@ -262,11 +267,13 @@ class Dispatcher:
         return ctx
 
 
-def _check_depth(body: dict[str, Any]) -> None:
-    """15 Overflow for a message nested past 200 levels, as mongod refuses one: the body, and
-    the statements of its document sequences (inserted documents are checked as they are
-    prepared, against the lower limit for storage)."""
-    check_bson_depth(body)
+def _check_depth(body: dict[str, Any], size: int | None) -> None:
+    """15 Overflow for a message nested past 200 levels, as mongod refuses one: the body (unless
+    its BSON, `size` bytes, is too short to), and the statements of its document sequences
+    (inserted documents are checked as they are prepared, against the lower limit for
+    storage)."""
+    if size is None or may_nest_too_deep(size):
+        check_bson_depth(body)
     for ident, value in body.items():
         if type(value) is DocSequence and ident != "documents":
             check_sequence_depth(value)

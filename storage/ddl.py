@@ -155,21 +155,17 @@ class Ddl:
 
         return self._writer.write(run)
 
-    def set_collection_options(self, db: str, name: str, changes: dict[str, Any]) -> CollectionInfo:
+    def set_collection_options(
+        self, db: str, name: str, changes: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Set collection options (collMod's validator, validationLevel, ...); a None value
-        removes the option. Raises NamespaceNotFound."""
+        removes the option. Returns the new options. Raises NamespaceNotFound."""
 
-        def run(txn: Txn, changes_: CatalogChanges) -> CollectionInfo:
-            info = self._writer.lookup((db, name))
-            if info is None:
-                raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+        def merged(info: CollectionInfo) -> dict[str, Any]:
             options = {**info.options, **changes}
-            info = replace(info, options={k: v for k, v in options.items() if v is not None})
-            self._records.put_collection(txn, info)
-            changes_[(db, name)] = info
-            return info
+            return {k: v for k, v in options.items() if v is not None}
 
-        return self._writer.write(run)
+        return self.change_collection_options(db, name, merged)
 
     def empty_collection(self, db: str, name: str) -> CollectionInfo:
         """Delete every document of `db.name` with its index and expiry entries, in one write,

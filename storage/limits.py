@@ -215,11 +215,17 @@ _ANY_DATE: CodecOptions[dict[str, Any]] = CodecOptions(
 )
 
 
+def may_nest_too_deep(size: int) -> bool:
+    """Whether BSON of `size` bytes is long enough to nest past MAX_BSON_DEPTH at all (every
+    level takes at least _LEVEL_BYTES): shorter BSON needs no look."""
+    return size > _LEVEL_BYTES * MAX_BSON_DEPTH
+
+
 def check_sequence_depth(raws: Iterable[bytes]) -> None:
     """check_bson_depth for raw BSON documents (a document sequence's); those too short to nest
     past the limit are not decoded."""
     for raw in raws:
-        if len(raw) > _LEVEL_BYTES * MAX_BSON_DEPTH:
+        if may_nest_too_deep(len(raw)):
             try:
                 doc = bson.decode(raw, _ANY_DATE)
             except Exception:  # the command reports invalid BSON where it reads it

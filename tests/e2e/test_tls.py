@@ -64,6 +64,11 @@ def start(tmp_path: Path) -> Iterator[Any]:
         proc.kill()
 
 
+def _tls(certs: Certs, *more: str, mode: str = "requireTLS") -> list[str]:
+    """The flags of a TLS server with the test certificate, and `more`."""
+    return ["--tlsMode", mode, "--tlsCertificateKeyFile", str(certs.server_file), *more]
+
+
 def _client(port: int, **options: Any) -> MongoClient[dict[str, Any]]:
     return MongoClient(
         f"mongodb://127.0.0.1:{port}/?directConnection=true",
@@ -80,7 +85,7 @@ def _round_trip(client: MongoClient[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_require_tls_serves_tls_clients_and_refuses_plain_ones(certs: Certs, start: Any) -> None:
-    proc = start("--tlsMode", "requireTLS", "--tlsCertificateKeyFile", str(certs.server_file))
+    proc = start(*_tls(certs))
     assert proc.port is not None
     with _client(proc.port, tls=True, tlsCAFile=str(certs.ca_file)) as client:
         assert _round_trip(client) == [{"secret": "over TLS"}]
@@ -92,7 +97,7 @@ def test_require_tls_serves_tls_clients_and_refuses_plain_ones(certs: Certs, sta
 
 
 def test_a_client_that_does_not_trust_the_server_cannot_connect(certs: Certs, start: Any) -> None:
-    proc = start("--tlsMode", "requireTLS", "--tlsCertificateKeyFile", str(certs.server_file))
+    proc = start(*_tls(certs))
     assert proc.port is not None
     with _client(proc.port, tls=True) as client:  # the system's CAs: not our throwaway one
         with pytest.raises(ServerSelectionTimeoutError, match="CERTIFICATE_VERIFY_FAILED"):
@@ -103,7 +108,7 @@ def test_a_client_that_does_not_trust_the_server_cannot_connect(certs: Certs, st
 def test_allow_and_prefer_take_tls_and_plain_clients_on_one_port(
     certs: Certs, start: Any, mode: str
 ) -> None:
-    proc = start("--tlsMode", mode, "--tlsCertificateKeyFile", str(certs.server_file))
+    proc = start(*_tls(certs, mode=mode))
     assert proc.port is not None
     with (
         _client(proc.port, tls=True, tlsCAFile=str(certs.ca_file)) as secure,
@@ -117,14 +122,7 @@ def test_allow_and_prefer_take_tls_and_plain_clients_on_one_port(
 
 
 def test_ca_file_asks_clients_for_a_certificate_signed_by_it(certs: Certs, start: Any) -> None:
-    proc = start(
-        "--tlsMode",
-        "requireTLS",
-        "--tlsCertificateKeyFile",
-        str(certs.server_file),
-        "--tlsCAFile",
-        str(certs.ca_file),
-    )
+    proc = start(*_tls(certs, "--tlsCAFile", str(certs.ca_file)))
     assert proc.port is not None
     ca = str(certs.ca_file)
     with _client(
@@ -139,13 +137,7 @@ def test_ca_file_asks_clients_for_a_certificate_signed_by_it(certs: Certs, start
 
 def test_client_certificates_can_be_optional(certs: Certs, start: Any) -> None:
     proc = start(
-        "--tlsMode",
-        "requireTLS",
-        "--tlsCertificateKeyFile",
-        str(certs.server_file),
-        "--tlsCAFile",
-        str(certs.ca_file),
-        "--tlsAllowConnectionsWithoutCertificates",
+        *_tls(certs, "--tlsCAFile", str(certs.ca_file), "--tlsAllowConnectionsWithoutCertificates")
     )
     assert proc.port is not None
     ca = str(certs.ca_file)
@@ -184,14 +176,7 @@ def test_the_config_file_turns_tls_on(certs: Certs, start: Any, tmp_path: Path) 
 
 
 def test_startup_log_says_ssl_on(certs: Certs, start: Any) -> None:
-    proc = start(
-        "--tlsMode",
-        "requireTLS",
-        "--tlsCertificateKeyFile",
-        str(certs.server_file),
-        "--logFormat",
-        "json",
-    )
+    proc = start(*_tls(certs, "--logFormat", "json"))
     assert proc.port is not None
     with _client(proc.port, tls=True, tlsCAFile=str(certs.ca_file)) as client:
         client.admin.command("ping")
@@ -239,14 +224,7 @@ def test_an_unreadable_certificate_exits_2_naming_the_file(tmp_path: Path) -> No
 
 
 def test_mongosh_connects_with_tls(certs: Certs, start: Any, tmp_path: Path) -> None:
-    proc = start(
-        "--tlsMode",
-        "requireTLS",
-        "--tlsCertificateKeyFile",
-        str(certs.server_file),
-        "--tlsCAFile",
-        str(certs.ca_file),
-    )
+    proc = start(*_tls(certs, "--tlsCAFile", str(certs.ca_file)))
     uri = (
         f"mongodb://localhost:{proc.port}/tlsdb?directConnection=true&tls=true"
         f"&tlsCAFile={certs.ca_file}&tlsCertificateKeyFile={certs.client_file}"
@@ -264,7 +242,7 @@ def test_python_ssl_negotiates_tls_1_2_or_later(certs: Certs, start: Any) -> Non
     """The handshake itself, with the standard library as the client, on a port that takes both."""
     import socket
 
-    proc = start("--tlsMode", "preferTLS", "--tlsCertificateKeyFile", str(certs.server_file))
+    proc = start(*_tls(certs, mode="preferTLS"))
     assert proc.port is not None
     ctx = ssl.create_default_context(cafile=str(certs.ca_file))
     with socket.create_connection(("127.0.0.1", proc.port), timeout=5) as raw:
