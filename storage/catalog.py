@@ -17,6 +17,18 @@ MAX_DB_NAME_LEN = 63
 _DB_FORBIDDEN = set('/\\. "$\x00')
 
 
+def kind_name(key: tuple[tuple[str, Any], ...]) -> str | None:
+    """The index kind a key pattern names (storage/index_kinds): its first string value
+    ("hashed", "text", "2dsphere", ...), "wildcard" for a `$**` field, None for plain ascending
+    and descending keys."""
+    for field_name, direction in key:
+        if isinstance(direction, str):
+            return direction
+        if field_name == "$**" or field_name.endswith(".$**"):
+            return "wildcard"
+    return None
+
+
 @dataclass(frozen=True)
 class IndexInfo:
     """One index: `key` is ((path, direction), ...); `options` holds what listIndexes shows beyond
@@ -60,6 +72,11 @@ class IndexInfo:
         """The compiled partialFilterExpression (documents it rejects have no entries)."""
         pfe = self.partial_filter
         return None if pfe is None else compile_filter(pfe)
+
+    @cached_property
+    def kind(self) -> str | None:
+        """None for ascending/descending keys, else the kind's name (storage/index_kinds)."""
+        return kind_name(self.key)
 
     @cached_property
     def directions(self) -> tuple[int, ...]:

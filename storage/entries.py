@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ebbdb.storage import keys, ttl
+from ebbdb.storage import index_kinds, keys, ttl
 from ebbdb.storage.catalog import IndexInfo
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
@@ -33,18 +33,28 @@ def index_bodies(
         return [], False  # it indexes the server-kept last-modified time: expiry entries only
     if ix.partial_predicate is not None and not ix.partial_predicate(doc):
         return [], False
+    if ix.kind is not None:
+        kind = index_kinds.kind_named(ix.kind)
+        if kind is None:  # stored by a newer ebbdb: refuse rather than index it wrongly
+            raise QueryError("CannotCreateIndex", f"Unknown index plugin '{ix.kind}'")
+        if ix.collation is not None:
+            doc = ix.collation.collate(doc)
+        return kind.bodies(ix, doc, plain_bodies)
     if ix.collation is not None:
         # Its string keys are the collation's sort keys (a duplicate-key report shows them, as
         # MongoDB's does).
-        return _key_bodies(ix, ix.collation.collate(doc))
-    return _key_bodies(ix, doc)
+        return plain_bodies(ix, ix.collation.collate(doc))
+    return plain_bodies(ix, doc)
 
 
-def _key_bodies(
-    ix: IndexInfo, doc: dict[str, Any]
+def plain_bodies(
+    ix: IndexInfo, doc: dict[str, Any], leaf: index_kinds.Leaf | None = None
 ) -> tuple[list[tuple[bytes, dict[str, Any]]], bool]:
+    """The compound-key walk: one entry per combination of the fields' leaf values. `leaf`, when
+    given, maps (field, value) to the value encoded in its place (a kind's transform, e.g. a hash);
+    the entry's report values stay the document's own."""
     fields = ix.fields
-    if len(fields) == 1 and "." not in fields[0]:
+    if leaf is None and len(fields) == 1 and "." not in fields[0]:
         # One top-level field that holds no array: one entry, as the general path below gives.
         value = doc.get(fields[0], MISSING)
         if type(value) is not list:
@@ -80,7 +90,8 @@ def _key_bodies(
     directions = ix.directions
     out: dict[bytes, dict[str, Any]] = {}
     for combo in _product(per_field):
-        body = keys.encode_compound(tuple(combo), directions)
+        encoded = combo if leaf is None else [leaf(f, v) for f, v in zip(fields, combo)]
+        body = keys.encode_compound(tuple(encoded), directions)
         out.setdefault(body, dict(zip(fields, combo)))
     return list(out.items()), bool(arrays)
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.storage.catalog import IndexInfo
+from ebbdb.storage import index_kinds
+from ebbdb.storage.catalog import IndexInfo, kind_name
 from ebbdb.storage.collation import normalise
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match import compile_filter
@@ -33,7 +34,23 @@ _OPTIONS = frozenset(
     {"unique", "sparse", "partialFilterExpression", "hidden", "expireAfterSeconds", "collation"}
 )
 #: Public, for the README's compatibility table (server/compat.py).
-UNSUPPORTED_TYPES, OPTIONS = _SPECIAL_TYPES, _OPTIONS
+UNSUPPORTED_TYPES = _SPECIAL_TYPES - index_kinds.registered()
+OPTIONS = _OPTIONS
+#: Options of the special kinds (storage/index_kinds); those of a registered kind are its own.
+_KIND_OPTIONS = frozenset(
+    {
+        "weights",
+        "default_language",
+        "language_override",
+        "textIndexVersion",
+        "2dsphereIndexVersion",
+        "bits",
+        "min",
+        "max",
+        "bucketSize",
+        "wildcardProjection",
+    }
+)
 _IGNORED = frozenset({"v", "background", "ns", "storageEngine", "dropDups"})
 #: Options that make two indexes on the same key pattern different indexes rather than a conflict.
 _DISTINGUISHING = ("partialFilterExpression", "collation")
@@ -89,7 +106,10 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
     for field, d in key.items():
         if not field:
             raise QueryError("CannotCreateIndex", "Index keys cannot be an empty field.")
-        if field.startswith("$") or field.endswith("$**") or field == "$**":
+        wildcard = field == "$**" or field.endswith(".$**")
+        if wildcard and index_kinds.kind_named("wildcard") is not None:
+            pass  # the kind checks the rest of the pattern
+        elif field.startswith("$") or field.endswith("$**"):
             raise QueryError(
                 "NotImplemented", f"index key '{field}' (wildcard or $-prefixed) is not supported"
             )
@@ -98,9 +118,15 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
                 "CannotCreateIndex", f"Index key contains an illegal field name: '{field}'"
             )
         if isinstance(d, str):
+            if index_kinds.kind_named(d) is not None:
+                out.append((field, d))
+                continue
             if d in _SPECIAL_TYPES:
                 raise QueryError("NotImplemented", f"'{d}' indexes are not supported")
             raise QueryError("CannotCreateIndex", f"Unknown index plugin '{d}'")
+        if wildcard:
+            out.append((field, d))  # its direction is the kind's to check
+            continue
         if not is_number(d):
             raise QueryError(
                 "CannotCreateIndex",
@@ -158,6 +184,9 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
             "FailedToParse", "The 'key' field is a required property of an index specification"
         )
     key = _check_key(doc["key"])
+    kind = (
+        None if (name_of_kind := kind_name(key)) is None else index_kinds.kind_named(name_of_kind)
+    )
     inherits = True
     is_id = len(key) == 1 and key[0][0] == "_id"
     options: dict[str, Any] = {}
@@ -165,18 +194,10 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         if field in ("key", "name") or field in _IGNORED:
             continue
         if field not in _OPTIONS:
-            if field in (
-                "weights",
-                "default_language",
-                "language_override",
-                "textIndexVersion",
-                "2dsphereIndexVersion",
-                "bits",
-                "min",
-                "max",
-                "bucketSize",
-                "wildcardProjection",
-                "clustered",
+            if field in _KIND_OPTIONS and kind is not None and field in kind.options:
+                continue  # the kind checks it, below
+            if field == "clustered" or (
+                field in _KIND_OPTIONS and field not in index_kinds.kind_options()
             ):
                 raise QueryError("NotImplemented", f"index option '{field}' is not supported")
             raise QueryError(
@@ -219,6 +240,9 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         raise QueryError(
             "CannotCreateIndex", 'cannot mix "partialFilterExpression" and "sparse" options'
         )
+    if kind is not None:
+        # The kind sees every option (it may refuse a common one) and returns its own to store.
+        options.update(kind.check(key, {**doc, **options}))
     name = doc.get("name")
     if name is None:
         name = default_name(key)
