@@ -330,6 +330,14 @@ def _frame(request_id: int, response_to: int, op: OpCode, payload: bytes) -> byt
     return _HEADER.pack(length, request_id, response_to, op) + payload
 
 
+def msg_prefix(request_id: int, response_to: int, body_length: int) -> bytes:
+    """What comes before the body of an OP_MSG with no flags and no document sequences: the
+    frame is this, then the body's `body_length` bytes (a large reply is written in parts)."""
+    length = HEADER_SIZE + 5 + body_length
+    _check_length(length)
+    return _HEADER.pack(length, request_id, response_to, _OP_MSG) + _BODY_ONLY
+
+
 def encode_msg(
     request_id: int,
     response_to: int,
@@ -341,9 +349,7 @@ def encode_msg(
     iflags = int(flags)
     if not iflags and not sequences:
         # Nearly every reply: a body alone, no flags.
-        length = HEADER_SIZE + 5 + len(body)
-        _check_length(length)
-        return _HEADER.pack(length, request_id, response_to, _OP_MSG) + _BODY_ONLY + body
+        return msg_prefix(request_id, response_to, len(body)) + body
     parts = [_UINT32.pack(iflags), b"\x00", body]
     for ident, docs in sequences:
         ident_b = ident.encode("utf-8") + b"\x00"
@@ -416,6 +422,7 @@ __all__ = [
     "decode_message",
     "decode_reply",
     "encode_msg",
+    "msg_prefix",
     "encode_msg_from",
     "encode_query",
     "encode_reply",

@@ -11,7 +11,7 @@ import itertools
 import logging
 import types
 from asyncio import tasks
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Iterator
 from typing import Any, Protocol
 
 from ebbdb.protocol import FrameDecoder, ProtocolError
@@ -21,6 +21,7 @@ from ebbdb.server.failpoints import CloseConnection
 from ebbdb.server.listener import InputBudget
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
+from ebbdb.server.raw_reply import STREAM_BYTES, slices
 
 log = logging.getLogger("ebbdb.network")
 
@@ -36,7 +37,7 @@ _MAX_QUEUED = 64
 #: (every ordinary request is smaller: only large messages pay for the accounting).
 _FREE_INPUT = 64 * 1024
 
-_Request = Coroutine[Any, Any, bytes | None]
+_Request = Coroutine[Any, Any, bytes | list[bytes] | None]
 
 
 @types.coroutine
@@ -106,6 +107,9 @@ class Connection(asyncio.Protocol):
         self._context = contextvars.Context()
         self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
         self._write_paused = False
+        #: The slices of a large reply still to write (server/raw_reply.py); no other reply is
+        #: sent, and no request starts, until it is all written.
+        self._outgoing: Iterator[bytes] | None = None
         self._read_paused = False  # too many requests queued
         self._budget_blocked = False  # waiting for the input budget
         self._reading_stopped = False  # the transport's reading is paused (for either)
@@ -166,6 +170,7 @@ class Connection(asyncio.Protocol):
             self.closed.set()
             return
         self._transport = None
+        self._outgoing = None
         self._queue.clear()
         self._queued_bytes = self._running_bytes = 0
         self._decoder.clear()
@@ -313,7 +318,14 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._outgoing is not None:
+            self._write_out()
         self._pump()
+
+    @property
+    def _writing_blocked(self) -> bool:
+        """The client is not reading our replies fast enough, or a large reply is still going out."""
+        return self._write_paused or self._outgoing is not None
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -332,7 +344,7 @@ class Connection(asyncio.Protocol):
                 self._idle.clear()
                 self._handoff.set_result((self._next_request(), _NOT_STARTED))
             return
-        while self._queue and not self._write_paused and self._transport is not None:
+        while self._queue and not self._writing_blocked and self._transport is not None:
             request = self._next_request()
             self._idle.clear()
             # What an eager task does (asyncio.Task's eager_start, 3.12+): run the first step
@@ -395,7 +407,7 @@ class Connection(asyncio.Protocol):
                     else:
                         reply = await _resume(request, pending, thrown)
                     self._send(reply)
-                    while self._queue and not self._write_paused and self._transport is not None:
+                    while self._queue and not self._writing_blocked and self._transport is not None:
                         self._send(await self._next_request())
                 except ProtocolError as exc:
                     self.abort(f"bad message: {exc}")
@@ -418,9 +430,39 @@ class Connection(asyncio.Protocol):
             self._read_paused = False
             self._update_reading()
 
-    def _send(self, reply: bytes | None) -> None:
-        if reply is not None and self._transport is not None:
+    def _send(self, reply: bytes | list[bytes] | None) -> None:
+        if reply is None or self._transport is None:
+            return
+        if isinstance(reply, bytes):
             self._transport.write(reply)
+            return
+        # A large reply, in parts: written a slice at a time as the socket takes them.
+        self._outgoing = slices(reply)
+        self._write_out()
+
+    def _write_out(self) -> None:
+        """Write slices of the large reply until the transport asks us to pause (resume_writing
+        calls back) or STREAM_BYTES went out in this turn of the loop (the rest goes on the next
+        turn, after other connections had theirs)."""
+        outgoing = self._outgoing
+        written = 0
+        while outgoing is not None and not self._write_paused and self._transport is not None:
+            piece = next(outgoing, None)
+            if piece is None:
+                self._outgoing = None
+                self._pump()  # the requests that queued behind the reply
+                return
+            self._transport.write(piece)
+            written += len(piece)
+            if written >= STREAM_BYTES:
+                asyncio.get_running_loop().call_soon(self._write_more)
+                return
+        if self._transport is None:
+            self._outgoing = None
+
+    def _write_more(self) -> None:
+        if self._outgoing is not None and not self._write_paused:
+            self._write_out()
 
     def _failed(self, exc: BaseException) -> None:
         """A request raised past the dispatcher (which turns handler errors into replies): a bug."""
@@ -439,6 +481,10 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         """Close gracefully: pending replies are flushed first."""
         if self._transport is not None:
+            if self._outgoing is not None:  # the rest of a large reply, in the transport's buffer
+                for piece in self._outgoing:
+                    self._transport.write(piece)
+                self._outgoing = None
             self._transport.close()
 
     async def wait_idle(self) -> None:

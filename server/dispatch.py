@@ -13,7 +13,7 @@ from typing import Any
 
 import bson
 
-from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply
+from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
 from ebbdb.server import views, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.auth.check import authorize
@@ -23,6 +23,7 @@ from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
+from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.documents import CODEC
@@ -58,9 +59,10 @@ class Dispatcher:
         self._profiler = services.profiler
         self._operations = services.operations
 
-    async def handle_frame(self, client: Client, frame: bytes) -> bytes | None:
-        """The reply frame for one request frame, or None when the client asked for no reply.
-        Raises ProtocolError for a frame that cannot be parsed (the connection must be dropped)."""
+    async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
+        """The reply frame for one request frame (a large one as the list of its parts, see
+        server/raw_reply.py), or None when the client asked for no reply. Raises ProtocolError for
+        a frame that cannot be parsed (the connection must be dropped)."""
         msg = decode_message(frame)
         if isinstance(msg, Query):
             return await self._handle_query(client, msg)
@@ -90,6 +92,10 @@ class Dispatcher:
                 reply = await self.run(client, body, msg.request_id, len(msg.body))
         if msg.more_to_come:
             return None
+        parts = encode_parts(reply, CODEC)
+        if parts is not None:
+            size = sum(map(len, parts))
+            return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]
         return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
 
     async def _handle_query(self, client: Client, query: Query) -> bytes:

@@ -76,6 +76,19 @@ def approximate_size(value: Any, cap: int = sys.maxsize) -> int:
     return _size(value, cap, {})
 
 
+#: Items looked at per C-level pass: a pass holds the interpreter lock (~2 ms for this many), and
+#: between passes other threads (the event loop) get their turn.
+_PASS = 65_536
+
+
+def _only_scalars(items: Any) -> bool:
+    if type(items) is not list or len(items) <= _PASS:
+        return _SIZED.isdisjoint(map(type, items))
+    return all(
+        _SIZED.isdisjoint(map(type, items[i : i + _PASS])) for i in range(0, len(items), _PASS)
+    )
+
+
 def _size(value: Any, cap: int, seen: dict[int, int]) -> int:
     t = type(value)
     if t is str or t is bytes:
@@ -88,8 +101,8 @@ def _size(value: Any, cap: int, seen: dict[int, int]) -> int:
         total = VALUE_BYTES + _DOCUMENT_BYTES + VALUE_BYTES * len(value) + sum(map(len, value))
     else:
         return VALUE_BYTES
-    if total > cap or _SIZED.isdisjoint(map(type, items)):
-        return total  # the common case: only scalars inside, measured in one C-level pass
+    if total > cap or _only_scalars(items):
+        return total  # the common case: only scalars inside, measured in C-level passes
     known = seen.get(id(value))
     if known is not None:
         return known
@@ -136,12 +149,25 @@ def check_built(op: str, value: Any) -> Any:
     elif t is list or t is dict:
         size = approximate_size(value, MAX_BUILT_BYTES)
         if size >= MAX_BUILT_BYTES:
-            raise QueryError(
-                "ExceededMemoryLimit",
-                f"{op} would use too much memory ({size} bytes) and cannot spill to disk. "
-                f"Memory limit: {MAX_BUILT_BYTES} bytes",
-            )
+            raise _built_too_large(op, size)
     return value
+
+
+def _built_too_large(op: str, size: int) -> QueryError:
+    return QueryError(
+        "ExceededMemoryLimit",
+        f"{op} would use too much memory ({size} bytes) and cannot spill to disk. "
+        f"Memory limit: {MAX_BUILT_BYTES} bytes",
+    )
+
+
+def check_array_length(op: str, length: int) -> None:
+    """146 before an array of `length` values is built, when even scalars alone would take
+    `MAX_BUILT_BYTES` (what check_built would answer after building it: refusing first keeps a
+    doubling `$reduce` from copying hundreds of megabytes while holding the interpreter)."""
+    size = VALUE_BYTES + _ARRAY_BYTES + VALUE_BYTES * length
+    if size >= MAX_BUILT_BYTES:
+        raise _built_too_large(op, size)
 
 
 def guarded(op: str, expr: Expression) -> Expression:

@@ -9,19 +9,7 @@ import struct
 from typing import Any
 
 from ebbdb.server.context import CommandContext
-
-
-class RawDoc:
-    """Stored BSON that goes out unchanged. pymongo's encoder copies the bytes of any object whose
-    `_type_marker` is RawBSONDocument's (101); this class skips RawBSONDocument's own validation,
-    which the stored bytes passed on the way in."""
-
-    __slots__ = ("raw",)
-    _type_marker = 101
-
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-
+from ebbdb.server.raw_reply import STREAM_BYTES, RawDoc, document_parts
 
 #: BSON element headers of an array's items: type 3 (document) and the decimal index as name.
 _ITEM_HEADS = [b"\x03%d\x00" % i for i in range(1024)]
@@ -36,22 +24,22 @@ def _item_heads(n: int) -> list[bytes]:
 
 
 def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict[str, Any]:
-    """A cursor reply whose batch is the stored BSON, copied once into the reply (the batch's
-    array is laid out here, not encoded document by document): the cursor document is
-    {<batch_field>: [docs], id: <cid as a long>, ns: <ns>}."""
+    """A cursor reply whose batch is the stored BSON, laid out here rather than encoded document by
+    document: the cursor document is {<batch_field>: [docs], id: <cid as a long>, ns: <ns>}. A batch
+    of STREAM_BYTES or more stays in parts (server/raw_reply.py); a smaller one is joined once."""
     if len(docs) == 1:
-        body = b"\x030\x00" + docs[0]  # a find_one's batch
+        items = [b"\x030\x00", docs[0]]  # a find_one's batch
+        size = 3 + len(docs[0])
     else:
-        body = b"".join(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
+        heads = _item_heads(len(docs))
+        items = list(itertools.chain.from_iterable(zip(heads, docs)))
+        size = sum(map(len, items))
     nsb = ns.encode()
-    cursor = b"".join(
+    batch_head = b"\x04" + batch_field.encode() + b"\x00"
+    tail = b"".join(
         (
-            b"\x04",  # the batch: an array
-            batch_field.encode(),
-            b"\x00",
-            _INT32.pack(len(body) + 5),
-            body,
-            b"\x00\x12id\x00",  # the id: an int64
+            b"\x00",  # the batch array's end
+            b"\x12id\x00",  # the id: an int64
             _INT64.pack(cid),
             b"\x02ns\x00",  # the namespace: a string
             _INT32.pack(len(nsb) + 1),
@@ -59,7 +47,11 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
             b"\x00",
         )
     )
-    return {"cursor": RawDoc(_INT32.pack(len(cursor) + 5) + cursor + b"\x00"), "ok": 1.0}
+    fields = [batch_head, _INT32.pack(size + 5), *items, tail]
+    parts = document_parts(fields, len(batch_head) + 4 + size + len(tail))
+    if size < STREAM_BYTES:
+        return {"cursor": RawDoc(b"".join(parts)), "ok": 1.0}
+    return {"cursor": RawDoc(parts=parts), "ok": 1.0}
 
 
 def time_left(ctx: CommandContext) -> float | None:

@@ -8,6 +8,7 @@ import pytest
 from bson import Int64
 
 from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.raw_reply import SLICE_BYTES, STREAM_BYTES, encode_parts, slices
 from ebbdb.storage.documents import CODEC
 
 
@@ -22,3 +23,28 @@ def test_cursor_reply_is_the_encoded_cursor_document(n: int, cid: int, ns: str, 
     assert reply["cursor"].raw == bson.encode(expected, codec_options=CODEC)
     whole = bson.decode(bson.encode(reply, codec_options=CODEC), CODEC)
     assert whole == {"cursor": expected, "ok": 1.0}
+
+
+@pytest.mark.parametrize("n", [1, 2, 1500])
+def test_a_large_batch_stays_in_parts_that_make_the_same_reply(n: int) -> None:
+    """A batch of STREAM_BYTES or more is kept as parts (never joined on the event loop); the
+    parts, the reply's encoding in parts and its slices all give exactly the bytes of the whole."""
+    pad = "p" * (STREAM_BYTES // n + 1)
+    docs = [bson.encode({"_id": i, "pad": pad}) for i in range(n)]
+    reply = cursor_reply("db.c", 7, "nextBatch", docs)
+    cursor = reply["cursor"]
+    assert cursor.parts is not None
+    parts = encode_parts({**reply, "note": "after"}, CODEC)
+    assert parts is not None
+    whole = bson.encode({**reply, "note": "after"}, codec_options=CODEC)  # joins `raw`
+    assert b"".join(parts) == whole
+    pieces = list(slices(parts))
+    assert b"".join(pieces) == whole
+    assert all(len(p) < SLICE_BYTES + len(max(parts, key=len)) for p in pieces)
+    assert bson.decode(whole, CODEC)["cursor"]["nextBatch"] == [bson.decode(d) for d in docs]
+
+
+def test_a_small_batch_is_joined_at_once() -> None:
+    reply = cursor_reply("db.c", 0, "firstBatch", [bson.encode({"_id": 1})])
+    assert reply["cursor"].parts is None
+    assert encode_parts(reply, CODEC) is None

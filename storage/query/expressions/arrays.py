@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.storage import interrupt
+from ebbdb.storage import interrupt, limits
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions.coerce import coerce_int, integral
 from ebbdb.storage.query.expressions.core import (
@@ -143,6 +143,7 @@ def _index_of_array(spec: Any, defined: frozenset[str], op: str) -> Expression:
     operands=[(Check.typed((list,), 28664, "$concatArrays only supports arrays, not {type}"),)],
 )
 def _concat_arrays(op: str, arrays: list[list[Any]]) -> list[Any]:
+    limits.check_array_length(op, sum(map(len, arrays)))
     return [e for a in arrays for e in a]
 
 

@@ -1,0 +1,83 @@
+"""Replies too large to copy on the event loop. A cursor batch near 16 MB used to be copied whole
+about eight times on the loop (the batch laid out, the cursor document, the reply, the frame, the
+transport's own copies), each copy of fresh memory some 10 ms on this machine: one getMore held
+every other client for over 100 ms. A large reply is instead kept as the list of its parts (the
+stored documents and the few bytes between them) from the batch to the socket, and the connection
+writes it a slice at a time as the socket drains (server/connection.py)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import bson
+
+#: A reply this large or larger goes out in parts; smaller ones are joined at once (cheaper).
+STREAM_BYTES = 1 << 20
+#: What one write to the transport carries when a reply goes out in parts.
+SLICE_BYTES = 256 * 1024
+
+_INT32 = struct.Struct("<i")
+
+
+class RawDoc:
+    """Stored BSON that goes out unchanged: its bytes, or the parts they are made of (`parts`,
+    `size` bytes in all, joined only if something asks for `raw`). pymongo's encoder copies the
+    `raw` bytes of any object whose `_type_marker` is RawBSONDocument's (101); this class skips
+    RawBSONDocument's own validation, which the stored bytes passed on the way in."""
+
+    __slots__ = ("_raw", "parts", "size")
+    _type_marker = 101
+
+    def __init__(self, raw: bytes | None = None, parts: list[bytes] | None = None) -> None:
+        self._raw = raw
+        self.parts = parts
+        self.size = len(raw) if raw is not None else sum(map(len, parts or ()))
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = b"".join(self.parts or ())
+            self.parts = None
+        return self._raw
+
+
+def document_parts(fields: list[bytes], size: int) -> list[bytes]:
+    """A BSON document of the element `fields` (`size` bytes in all), as parts."""
+    return [_INT32.pack(size + 5), *fields, b"\x00"]
+
+
+def encode_parts(reply: dict[str, Any], codec_options: Any) -> list[bytes] | None:
+    """The reply document as parts when one of its fields is a RawDoc held in parts and the whole
+    is at least STREAM_BYTES; None otherwise (encode it the ordinary way)."""
+    if not any(type(v) is RawDoc and v.parts is not None for v in reply.values()):
+        return None
+    elements: list[bytes] = []
+    size = 0
+    for key, value in reply.items():
+        if type(value) is RawDoc and value.parts is not None:
+            head = b"\x03" + key.encode() + b"\x00"
+            elements.append(head)
+            elements += value.parts
+            size += len(head) + value.size
+        else:
+            element = bson.encode({key: value}, codec_options=codec_options)[4:-1]
+            elements.append(element)
+            size += len(element)
+    return document_parts(elements, size)
+
+
+def slices(parts: list[bytes]) -> Iterator[bytes]:
+    """`parts` joined into writes of about SLICE_BYTES each, one at a time as they are asked for
+    (the connection asks when the socket takes more)."""
+    run: list[bytes] = []
+    size = 0
+    for part in parts:
+        run.append(part)
+        size += len(part)
+        if size >= SLICE_BYTES:
+            yield b"".join(run)
+            run, size = [], 0
+    if run:
+        yield b"".join(run)
