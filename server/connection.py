@@ -21,7 +21,7 @@ from ebbdb.server.failpoints import CloseConnection
 from ebbdb.server.listener import InputBudget
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
-from ebbdb.server.raw_reply import STREAM_BYTES, slices
+from ebbdb.server.raw_reply import TURN_BYTES, slices
 
 log = logging.getLogger("ebbdb.network")
 
@@ -442,7 +442,7 @@ class Connection(asyncio.Protocol):
 
     def _write_out(self) -> None:
         """Write slices of the large reply until the transport asks us to pause (resume_writing
-        calls back) or STREAM_BYTES went out in this turn of the loop (the rest goes on the next
+        calls back) or TURN_BYTES went out in this turn of the loop (the rest goes on the next
         turn, after other connections had theirs)."""
         outgoing = self._outgoing
         written = 0
@@ -454,7 +454,7 @@ class Connection(asyncio.Protocol):
                 return
             self._transport.write(piece)
             written += len(piece)
-            if written >= STREAM_BYTES:
+            if written >= TURN_BYTES:
                 asyncio.get_running_loop().call_soon(self._write_more)
                 return
         if self._transport is None:

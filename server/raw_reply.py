@@ -17,6 +17,8 @@ import bson
 STREAM_BYTES = 1 << 20
 #: What one write to the transport carries when a reply goes out in parts.
 SLICE_BYTES = 256 * 1024
+#: What one turn of the event loop writes of such a reply before the others get their turn.
+TURN_BYTES = 2 * SLICE_BYTES
 
 _INT32 = struct.Struct("<i")
 
