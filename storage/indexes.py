@@ -196,6 +196,11 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         if field not in _OPTIONS:
             if field in _KIND_OPTIONS and kind is not None and field in kind.options:
                 continue  # the kind checks it, below
+            if field == "wildcardProjection" and field in index_kinds.kind_options():
+                raise QueryError(
+                    "BadValue",
+                    "The field 'wildcardProjection' is only allowed in an 'wildcard' index",
+                )
             if field == "clustered" or (
                 field in _KIND_OPTIONS and field not in index_kinds.kind_options()
             ):
