@@ -184,6 +184,15 @@ def test_hashed_creation_errors(client: Client) -> None:
     assert plan_stages(plan["queryPlanner"]["winningPlan"])[-1]["indexName"] == "s_hashed"
 
 
+def test_hashed_id_index(client: Client) -> None:
+    coll = client.hw.by_id
+    coll.insert_many([{"_id": i} for i in range(10)])
+    assert coll.create_index([("_id", "hashed")]) == "_id_hashed"
+    assert ids(coll, {"_id": {"$in": [3, 4]}}, hint="_id_hashed") == [3, 4]
+    scan = leaf(coll, {"_id": {"$in": [3, 4]}}, hint="_id_hashed")
+    assert scan["keyPattern"] == {"_id": "hashed"}
+
+
 def test_ttl_on_a_hashed_index_is_accepted_and_expires_nothing(client: Client) -> None:
     coll = client.hw.ttl
     coll.create_index([("at", "hashed")], expireAfterSeconds=0)
