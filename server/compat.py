@@ -19,7 +19,7 @@ import ebbdb.server.commands  # noqa: F401  (importing the command modules regis
 from ebbdb.server.parameters import PARAMETERS
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
-from ebbdb.storage import indexes
+from ebbdb.storage import index_kinds, indexes
 from ebbdb.storage.aggregate.stage import STAGES
 from ebbdb.storage.query.expressions import objects as expression_objects
 from ebbdb.storage.query.expressions.accumulators import ACCUMULATORS
@@ -150,10 +150,14 @@ def language_table() -> str:
         count = f"{len(runs)} of {len(runs) + len(not_yet)}" if not_yet else f"all {len(runs)}"
         missing = "; ".join(x for x in (_names(not_yet) if not_yet else "", not_note) if x)
         out.append(f"| {title} ({count}) | {_names(runs)}{runs_note} | {missing or '-'} |")
+    kinds = index_kinds.registered()
+    # A wildcard index is named by its `$**` key, not by a type string.
+    shown = sorted(("`$**` (wildcard)" if k == "wildcard" else f"`{k}`") for k in kinds)
+    not_yet = [*indexes.UNSUPPORTED_TYPES, *(() if "wildcard" in kinds else ("$**",))]
     out.append(
         f"| Index key types | `1` and `-1` (any positive or negative number): single-field, "
-        f"compound, multikey; up to {indexes.MAX_INDEXES} indexes per collection, `_id_` "
-        f"included | {_names([*indexes.UNSUPPORTED_TYPES, '$**'])} |"
+        f"compound, multikey; {', '.join(shown) + '; ' if shown else ''}up to "
+        f"{indexes.MAX_INDEXES} indexes per collection, `_id_` included | {_names(not_yet)} |"
     )
     out.append(f"| Index options | {', '.join(options)} | - |")
     return "\n".join(out)

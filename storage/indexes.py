@@ -188,7 +188,8 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         None if (name_of_kind := kind_name(key)) is None else index_kinds.kind_named(name_of_kind)
     )
     inherits = True
-    is_id = len(key) == 1 and key[0][0] == "_id"
+    # ({_id: "hashed"} is an index like any other, not the _id index.)
+    is_id = len(key) == 1 and key[0][0] == "_id" and not isinstance(key[0][1], str)
     options: dict[str, Any] = {}
     for field, value in doc.items():
         if field in ("key", "name") or field in _IGNORED:
@@ -196,6 +197,11 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         if field not in _OPTIONS:
             if field in _KIND_OPTIONS and kind is not None and field in kind.options:
                 continue  # the kind checks it, below
+            if field == "wildcardProjection" and field in index_kinds.kind_options():
+                raise QueryError(
+                    "BadValue",
+                    "The field 'wildcardProjection' is only allowed in an 'wildcard' index",
+                )
             if field == "clustered" or (
                 field in _KIND_OPTIONS and field not in index_kinds.kind_options()
             ):

@@ -23,6 +23,7 @@ from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.clustered import is_clustered
 from ebbdb.storage.collation import Collation, has_string
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.index_kinds import hashed, wildcard
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
@@ -275,13 +276,13 @@ def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> boo
     sort: None if not, else whether the scan must run in reverse."""
     if sort is None or not sort.keys or index.multikey or index.long_keys:
         return None
-    rest = list(zip(index.fields, index.directions))[points:]
+    rest = list(zip(index.key, index.directions))[points:]
     if len(sort.keys) > len(rest):
         return None
     flips = set()
-    for (parts, d), (path, idir) in zip(sort.keys, rest):
-        if ".".join(parts) != path:
-            return None
+    for (parts, d), ((path, kind), idir) in zip(sort.keys, rest):
+        if ".".join(parts) != path or isinstance(kind, str):
+            return None  # not this field, or a hashed one (in hash order)
         flips.add(d != idir)
     if len(flips) != 1:
         return None
@@ -512,7 +513,12 @@ def _choose(
             return CollScan(reverse=hint["$natural"] < 0)
         assert isinstance(hinted, IndexInfo)
         ix_bounds, ix_sort = offer(hinted)
-        return _scan_for(hinted, ix_bounds, ix_sort) or IndexScan(
+        scan = _scan_for(hinted, ix_bounds, ix_sort)
+        if scan is None and hinted.kind == "wildcard":
+            # A wildcard index holds no entry for a document without the path: it cannot be
+            # read whole in place of the collection.
+            raise QueryError("NoQueryExecutionPlans", "No query solutions")
+        return scan or IndexScan(
             hinted,
             (Interval(b"", None),),
             bool(_sort_direction(hinted, 0, ix_sort)),
@@ -531,7 +537,9 @@ def _choose(
         scan, points, ranged = candidate
         if ix.unique and points == len(ix.key) and not ix.multikey:
             return scan  # a point lookup in a unique index: nothing can beat it
-        score = (points, int(ranged), int(scan.provides_sort), -len(ix.key), -order)
+        # (A wildcard index's scan is of two keys, $_path and the path: an index on the path
+        # alone wins a tie.)
+        score = (points, int(ranged), int(scan.provides_sort), -len(scan.index.key), -order)
         if best is None or score > best[0]:
             best = (score, scan)
     if best is None:
@@ -569,7 +577,9 @@ def _candidate(
 ) -> tuple[IndexScan, int, bool] | None:
     """The scan of `ix` for these bounds, with how many leading fields are bound to points and
     whether a range bounds the next; None when the index does not help."""
-    found = _intervals(ix, bounds)
+    if ix.kind == "wildcard":
+        return _wildcard_candidate(ix, bounds, sort)
+    found = _intervals(ix, _hashed_bounds(ix, bounds) if ix.kind == "hashed" else bounds)
     if found is None:
         # No bounds: worth a full index scan only to deliver the sort (not for sparse or partial
         # indexes, which leave documents out).
@@ -592,6 +602,55 @@ def _candidate(
         # Several point prefixes: entries come out grouped by prefix, not by the sort field.
         reverse = None
     return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown), points, ranged
+
+
+# -- the special kinds (storage/index_kinds) ---------------------------------------------------------
+
+
+def _hashed_bounds(ix: IndexInfo, bounds: dict[str, _FieldBounds]) -> dict[str, _FieldBounds]:
+    """The bounds on a hashed index: its hashed field's equalities become points on their hashes
+    (ranges cannot use it); the other fields keep theirs."""
+    field = hashed.hashed_field(ix)
+    fb = bounds.get(field) if field is not None else None
+    if field is None or fb is None:
+        return bounds
+    out = {path: b for path, b in bounds.items() if path != field}
+    if fb.point_sets:
+        out[field] = _FieldBounds(
+            [[h for p in points for h in hashed.point_hashes(p)] for points in fb.point_sets]
+        )
+    return out
+
+
+def _wildcard_value(v: Any) -> bool:
+    """Values a wildcard index can look up: not null (a missing path has no entry), nor a whole
+    document or array (their leaves are indexed, not they)."""
+    return v is not None and not isinstance(v, (Mapping, list))
+
+
+def _wildcard_candidate(
+    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
+) -> tuple[IndexScan, int, bool] | None:
+    """A wildcard index read for the one bounded path it serves best, as `{$_path: 1, path: 1}`
+    (the path is a point, not a field of the query: it does not count)."""
+    best: tuple[IndexScan, int, bool] | None = None
+    for path, fb in bounds.items():
+        if not wildcard.covers(ix, path):
+            continue
+        usable = _FieldBounds(
+            [ps for ps in fb.point_sets if all(_wildcard_value(v) for v in ps)],
+            [(op, v) for op, v in fb.ranges if _wildcard_value(v)],
+        )
+        if not usable.point_sets and not usable.ranges:
+            continue
+        view = wildcard.path_index(ix, path)
+        found = _candidate(view, {wildcard.PATH_FIELD: _FieldBounds([[path]]), path: usable}, sort)
+        if found is None:
+            continue
+        scan, points, ranged = found
+        if best is None or (points, ranged) > (best[1] + 1, best[2]):
+            best = (scan, points - 1, ranged)
+    return best
 
 
 __all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "id_point", "plan_query"]

@@ -72,7 +72,9 @@ def is_cosmos_index(ix: IndexInfo) -> bool:
 
 
 def is_native_ttl(ix: IndexInfo) -> bool:
-    return "expireAfterSeconds" in ix.options and not is_cosmos_index(ix)
+    # MongoDB's TTL monitor skips an index of a special kind (a hashed one may carry
+    # expireAfterSeconds): it expires nothing.
+    return "expireAfterSeconds" in ix.options and not is_cosmos_index(ix) and ix.kind is None
 
 
 @dataclass(frozen=True)

@@ -64,5 +64,9 @@ def kind_options() -> frozenset[str]:
     return frozenset(o for k in _KINDS.values() for o in k.options)
 
 
-# The kinds register themselves on import (each module calls register()); add new ones here.
-# (none yet)
+# The kinds, registered here: a kind's module imports nothing from this package (an import cycle
+# otherwise), so it gives its check, bodies and options and is registered by name here.
+from ebbdb.storage.index_kinds import hashed, wildcard  # noqa: E402
+
+register(IndexKind(hashed.HASHED, hashed.check, hashed.bodies))
+register(IndexKind(wildcard.WILDCARD, wildcard.check, wildcard.bodies, wildcard.OPTIONS))

@@ -26,6 +26,7 @@ from ebbdb.storage.query.expressions.core import (
     type_name,
     var_path,
 )
+from ebbdb.storage.query.hashing import hash_value
 from ebbdb.storage.query.javascript import ALTERNATIVES, refuse_javascript
 from ebbdb.storage.query.paths import MISSING
 
@@ -183,8 +184,14 @@ def _rand(spec: Any, defined: frozenset[str], op: str) -> Expression:
     return lambda doc, v: random.random()
 
 
+@function("$toHashedIndexKey", arity=1, nulls=False)
+def _to_hashed_index_key(op: str, x: Any) -> Any:
+    # A hashed index's key for the value (missing and null alike), never collated.
+    return hash_value(x)
+
+
 #: Operators MongoDB has and ebbdb does not run (238 NotImplemented).
-UNSUPPORTED = ("$function", "$accumulator", "$meta", "$toHashedIndexKey", "$median", "$percentile")
+UNSUPPORTED = ("$function", "$accumulator", "$meta", "$median", "$percentile")
 
 
 @operator(*UNSUPPORTED)
