@@ -225,11 +225,13 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
             compile_filter(dict(value))  # raises for an invalid filter
-            if _uses_expr(value):
-                # An index entry cannot depend on an aggregation expression.
-                raise QueryError(
-                    "CannotCreateIndex", "Expression not supported in partial index: $expr"
-                )
+            for op in ("$expr", "$text"):
+                if _uses(value, op):
+                    # An index entry cannot depend on an aggregation expression, or on another
+                    # index ($text).
+                    raise QueryError(
+                        "CannotCreateIndex", f"Expression not supported in partial index: {op}"
+                    )
             options[field] = dict(value)
         else:
             if is_id and field in ("unique", "sparse", "hidden"):
@@ -308,14 +310,14 @@ def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
     )
 
 
-def _uses_expr(flt: Any) -> bool:
-    """Whether a filter has `$expr` at its top level or inside `$and`/`$or`/`$nor`."""
+def _uses(flt: Any, op: str) -> bool:
+    """Whether a filter has `op` ($expr, $text) at its top level or inside `$and`/`$or`/`$nor`."""
     if not isinstance(flt, Mapping):
         return False
     for key, value in flt.items():
-        if key == "$expr":
+        if key == op:
             return True
         if key in ("$and", "$or", "$nor") and isinstance(value, list):
-            if any(_uses_expr(clause) for clause in value):
+            if any(_uses(clause, op) for clause in value):
                 return True
     return False

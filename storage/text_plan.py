@@ -81,27 +81,17 @@ def plan_text(
             "failed to use text index to satisfy $text query (if text index is compound, are "
             "equality predicates given for all prefix fields?)"
         )
-    intervals = []
-    for term in sorted(query.index_terms):
+    intervals = set()
+    for term in query.index_terms:
         start = term_prefix(ix, prefix, term)
         kept = start[: keys.BODY_KEEP]  # entries whose keys were shortened keep this much
-        end = keys.successor(kept)
-        intervals.append(Interval(kept, end))
+        intervals.add(Interval(kept, keys.successor(kept)))
     bounds = {f: [f"[{render(v)}, {render(v)}]"] for f, v in zip(spec.prefix, prefix)}
     bounds["_fts"] = [f'["{t}", "{t}"]' for t in sorted(query.index_terms)]
-    return TextScan(ix, _merged(intervals), bounds=bounds, query=query)
-
-
-def _merged(intervals: list[Interval]) -> tuple[Interval, ...]:
-    out: list[Interval] = []
-    for iv in sorted(intervals, key=lambda i: i.lo):
-        if out and (out[-1].hi is None or iv.lo <= out[-1].hi):
-            last = out[-1]
-            hi = None if last.hi is None or iv.hi is None else max(last.hi, iv.hi)
-            out[-1] = Interval(last.lo, hi)
-        else:
-            out.append(iv)
-    return tuple(out)
+    # Distinct terms' intervals never overlap (a string's key ends with its terminator); terms
+    # alike in their first BODY_KEEP bytes share one.
+    ordered = tuple(sorted(intervals, key=lambda iv: iv.lo))
+    return TextScan(ix, ordered, bounds=bounds, query=query)
 
 
 def _prefix_values(tree: Node, fields: tuple[str, ...]) -> tuple[Any, ...] | None:

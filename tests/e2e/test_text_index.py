@@ -485,3 +485,11 @@ def test_text_on_missing_collection(client: Client) -> None:
     )
     pipeline = [{"$match": {"$text": {"$search": "x"}}}]
     assert failure(lambda: list(client.textdb.nothing.aggregate(pipeline))) == (27, message)
+
+
+def test_partial_filter_with_text_refused(client: Client) -> None:
+    coll = client.textdb.partial
+    coll.drop()
+    assert failure(
+        lambda: coll.create_index("a", partialFilterExpression={"$text": {"$search": "x"}})
+    ) == (67, "Expression not supported in partial index: $text")
