@@ -493,3 +493,34 @@ def test_partial_filter_with_text_refused(client: Client) -> None:
     assert failure(
         lambda: coll.create_index("a", partialFilterExpression={"$text": {"$search": "x"}})
     ) == (67, "Expression not supported in partial index: $text")
+
+
+def test_more_text_reads(client: Client, articles: Any) -> None:
+    # $text with $expr in the first $match: the read does the $text, the stage the $expr.
+    pipeline: list[dict[str, Any]] = [
+        {"$match": {"$text": {"$search": "coffee"}, "$expr": {"$gt": ["$views", 5]}}},
+        {"$sort": {"_id": 1}},
+        {"$group": {"_id": None, "ids": {"$push": "$_id"}, "t": {"$sum": {"$meta": "textScore"}}}},
+    ]
+    assert list(articles.aggregate(pipeline)) == [{"_id": None, "ids": [1, 7], "t": 1.75}]
+    explained = client.textdb.command(
+        "explain",
+        {"aggregate": "articles", "pipeline": [{"$match": {"$text": {"$search": "coffee"}}}]},
+    )
+    assert explained["queryPlanner"]["winningPlan"]["stage"] == "TEXT_MATCH"
+    keys = list(articles.find({"$text": {"$search": "baking"}}, return_key=True).sort("_id", 1))
+    assert keys == [{"_fts": "bake", "_ftsx": 0.75}, {"_fts": "bake", "_ftsx": 1.0}]
+    code, message = failure(
+        lambda: list(articles.find({"$text": {"$search": "coffee"}}).sort("$natural", 1))
+    )
+    assert (code, message) == (
+        291,
+        "error processing query: planner returned error :: caused by :: $natural sort cannot be "
+        "used with a $text query",
+    )
+
+
+def test_upsert_with_text_query(articles: Any) -> None:
+    result = articles.update_one({"$text": {"$search": "juice"}}, {"$set": {"x": 1}}, upsert=True)
+    assert result.matched_count == 0 and result.upserted_id is not None
+    assert articles.find_one({"_id": result.upserted_id}) == {"_id": result.upserted_id, "x": 1}
