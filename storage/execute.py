@@ -25,9 +25,11 @@ from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
+from ebbdb.storage.query.metadata import with_text_score
 from ebbdb.storage.query.projection import Projection, parse_projection
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents, sort_key
 from ebbdb.storage.spill import Sorter
+from ebbdb.storage.text_plan import plan_text, text_binding
 
 #: How many records (or index entries) one chunk may examine before handing control back.
 DEFAULT_BUDGET = 2000
@@ -95,10 +97,19 @@ class QuerySpec:
         query = parse_filter(filter, variables)
         if collation is not None:
             query = collate_filter(query, collation, variables)
+        shape = parse_projection(projection, filter=query)
+        order = parse_sort(sort)
+        if (
+            (shape is not None and shape.uses_text_score)
+            or (order is not None and order.uses_text_score)
+        ) and text_binding(query.tree) is None:
+            raise QueryError(
+                "Location40218", "query requires text score metadata, but it is not available"
+            )
         return cls(
             query,
-            parse_projection(projection, filter=query),
-            parse_sort(sort),
+            shape,
+            order,
             skip,
             limit,
             hint,
@@ -111,6 +122,9 @@ class QuerySpec:
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
+    text = plan_text(coll, spec.query, spec.sort, spec.hint)
+    if text is not None:
+        return text  # a $text is read through the text index, whatever else the filter says
     return plan_query(
         coll, spec.query, spec.sort, spec.hint, spec.collation, spec.min_key, spec.max_key
     )
@@ -134,6 +148,9 @@ class QueryRun:
         self.spec = spec
         self._predicate = spec.query.predicate
         self.plan = plan if plan is not None else choose_plan(coll, spec)
+        text = text_binding(spec.query.tree)
+        #: The `$text` of the filter (bound by the plan): matching documents carry its score.
+        self._text = text.binding if text is not None else None
         self.exhausted = False
         self.size_limited = False
         self._counted = False
@@ -161,6 +178,9 @@ class QueryRun:
         self.offload = self._sorting or unbounded(spec.query.tree)
         # returnKey and showRecordId reshape every result (and need the document to).
         self._extras = spec.return_key or spec.show_record_id
+        # Sorted results shaped as they are collected: what the index found them by, and the
+        # metadata a projection shows, are known only then.
+        self._shape_early = self._extras or (self._text is not None and spec.projection is not None)
         # Whole stored documents in record order: no decoding at all.
         self._plain = (
             isinstance(self.plan, CollScan)
@@ -333,7 +353,17 @@ class QueryRun:
 
     def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
-        return self._predicate(doc), doc
+        ok = self._predicate(doc)
+        if ok and self._text is not None:
+            doc = with_text_score(doc, self._text.score(doc))
+        return ok, doc
+
+    def with_metadata(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A matching document, decoded again, with its metadata (the text score of a `$text`
+        query), for the pipeline stages after the read."""
+        if self._text is None:
+            return doc
+        return with_text_score(doc, self._text.score(doc))
 
     def _scan(
         self, reader: Reader, max_docs: int, max_bytes: int, budget: int, first: bool
@@ -439,7 +469,7 @@ class QueryRun:
             if ok and doc is not None:
                 # What the index found a document by is known only now: shape it here (the
                 # sort key is the document's; the stored BSON's size is cheap, and close).
-                shaped = self._shape(doc, pos, rid) if self._extras else raw
+                shaped = self._shape(doc, pos, rid) if self._shape_early else raw
                 self._sorter.add(doc, shaped, len(raw))
             if examined >= budget:
                 return
@@ -459,7 +489,7 @@ class QueryRun:
                 self.exhausted = True
                 return out
             raw = stored
-            if self.spec.projection is not None and not self._extras:
+            if self.spec.projection is not None and not self._shape_early:
                 doc = bson.decode(raw, CODEC)
                 raw = bson.encode(self.spec.projection.apply(doc), codec_options=CODEC)
             if (out or not first) and size + len(raw) > max_bytes:

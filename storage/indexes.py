@@ -107,8 +107,11 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
         if not field:
             raise QueryError("CannotCreateIndex", "Index keys cannot be an empty field.")
         wildcard = field == "$**" or field.endswith(".$**")
-        if wildcard and index_kinds.kind_named("wildcard") is not None:
-            pass  # the kind checks the rest of the pattern
+        if wildcard and (
+            index_kinds.kind_named("wildcard") is not None
+            or (isinstance(d, str) and index_kinds.kind_named(d) is not None)
+        ):
+            pass  # the kind checks the rest of the pattern ({"$**": "text"} is text's)
         elif field.startswith("$") or field.endswith("$**"):
             raise QueryError(
                 "NotImplemented", f"index key '{field}' (wildcard or $-prefixed) is not supported"
@@ -228,11 +231,13 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
             compile_filter(dict(value))  # raises for an invalid filter
-            if _uses_expr(value):
-                # An index entry cannot depend on an aggregation expression.
-                raise QueryError(
-                    "CannotCreateIndex", "Expression not supported in partial index: $expr"
-                )
+            for op in ("$expr", "$text"):
+                if _uses(value, op):
+                    # An index entry cannot depend on an aggregation expression, or on another
+                    # index ($text).
+                    raise QueryError(
+                        "CannotCreateIndex", f"Expression not supported in partial index: {op}"
+                    )
             options[field] = dict(value)
         else:
             if is_id and field in ("unique", "sparse", "hidden"):
@@ -246,12 +251,15 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         raise QueryError(
             "CannotCreateIndex", 'cannot mix "partialFilterExpression" and "sparse" options'
         )
+    requested = key
     if kind is not None:
         # The kind sees every option (it may refuse a common one) and returns its own to store.
         options.update(kind.check(key, {**doc, **options}))
+        if kind.stored_key is not None:
+            key = kind.stored_key(key)
     name = doc.get("name")
     if name is None:
-        name = default_name(key)
+        name = default_name(requested)
     if not isinstance(name, str):
         raise QueryError("TypeMismatch", "The field 'name' must be a string")
     if not name or name == "*":
@@ -273,6 +281,13 @@ def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
     (may coexist), or raises QueryError for MongoDB's conflicts (85 / 86)."""
     same_key = _same_key(spec.key, existing.key)
     same_name = spec.name == existing.name
+    if not same_name and existing.kind == "text" and kind_name(spec.key) == "text":
+        if not (same_key and spec.options == existing.options):
+            raise QueryError(
+                "CannotCreateIndex",
+                f"only one text index per collection allowed, found existing text index "
+                f'"{existing.name}"',
+            )
     if not same_key and not same_name:
         return "distinct"
     ident_equal = all(spec.options.get(o) == existing.options.get(o) for o in _IDENTIFYING)
@@ -301,14 +316,14 @@ def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
     )
 
 
-def _uses_expr(flt: Any) -> bool:
-    """Whether a filter has `$expr` at its top level or inside `$and`/`$or`/`$nor`."""
+def _uses(flt: Any, op: str) -> bool:
+    """Whether a filter has `op` ($expr, $text) at its top level or inside `$and`/`$or`/`$nor`."""
     if not isinstance(flt, Mapping):
         return False
     for key, value in flt.items():
-        if key == "$expr":
+        if key == op:
             return True
         if key in ("$and", "$or", "$nor") and isinstance(value, list):
-            if any(_uses_expr(clause) for clause in value):
+            if any(_uses(clause, op) for clause in value):
                 return True
     return False

@@ -531,6 +531,8 @@ def _choose(
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
             continue
+        if ix.kind == "text":
+            continue  # only documents with words have entries: it serves $text alone
         candidate = _candidate(ix, *offer(ix))
         if candidate is None:
             continue

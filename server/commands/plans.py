@@ -11,11 +11,16 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.version import MONGODB_VERSION
 from ebbdb.storage.execute import QueryRun, QuerySpec
 from ebbdb.storage.planner import CollScan, IndexScan, Plan
+from ebbdb.storage.query.sort import TEXT_SCORE_KEY
+from ebbdb.storage.text_plan import TextScan
+from ebbdb.storage.text_search import TextQuery
 
 
 def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:
     if isinstance(plan, CollScan):
         return {"stage": "COLLSCAN", "direction": "backward" if plan.reverse else "forward"}
+    if isinstance(plan, TextScan) and plan.query is not None:
+        return _text_plan_doc(plan, plan.query)
     ix = plan.index
     scan: dict[str, Any] = {
         "stage": "IXSCAN",
@@ -31,6 +36,34 @@ def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:
     return {"stage": "FETCH", "inputStage": scan}
 
 
+def _text_plan_doc(plan: TextScan, query: TextQuery) -> dict[str, Any]:
+    """MongoDB's shape for a $text: TEXT_MATCH over TEXT_OR over one IXSCAN per term (FETCH
+    of each candidate is folded into TEXT_OR here)."""
+    ix = plan.index
+    scans = [
+        {
+            "stage": "IXSCAN",
+            "keyPattern": dict(ix.key),
+            "indexName": ix.name,
+            "isMultiKey": ix.multikey,
+            "isUnique": False,
+            "isSparse": False,
+            "isPartial": ix.partial_filter is not None,
+            "direction": "backward",
+            "indexBounds": {},
+        }
+        for _ in query.index_terms
+    ]
+    return {
+        "stage": "TEXT_MATCH",
+        "indexPrefix": {f: b[0] for f, b in plan.bounds.items() if f != "_fts"},
+        "indexName": ix.name,
+        "parsedTextQuery": query.spec(),
+        "textIndexVersion": 3,
+        "inputStage": {"stage": "TEXT_OR", "inputStages": scans},
+    }
+
+
 def winning_plan(spec: QuerySpec, plan: Plan) -> dict[str, Any]:
     doc = _plan_doc(plan)
     if (
@@ -40,7 +73,12 @@ def winning_plan(spec: QuerySpec, plan: Plan) -> dict[str, Any]:
     ):
         doc = {
             "stage": "SORT",
-            "sortPattern": {".".join(k): d for k, d in spec.sort.keys},
+            "sortPattern": {
+                ("$textScore" if k == TEXT_SCORE_KEY else ".".join(k)): (
+                    {"$meta": "textScore"} if k == TEXT_SCORE_KEY else d
+                )
+                for k, d in spec.sort.keys
+            },
             "inputStage": doc,
         }
     if spec.projection is not None:

@@ -39,6 +39,7 @@ from ebbdb.storage.limits import MemoryLimits
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING, leaves, split
+from ebbdb.storage.text_plan import check_no_collection
 
 _BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {value}")
 
@@ -105,6 +106,8 @@ def prepare_find(ctx: CommandContext, p: FindParams) -> PreparedFind:
         return_key=p.return_key,
         show_record_id=p.show_record_id,
     )
+    if coll is None and storage_views.lookup(ctx.gateway.engine, ctx.db, p.collection) is None:
+        check_no_collection(spec.query, ctx.ns(p.collection))
     return PreparedFind(ctx.ns(p.collection), coll, spec, p.single_batch or p.limit < 0, limit, now)
 
 

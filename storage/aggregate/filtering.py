@@ -11,7 +11,7 @@ from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables
 from ebbdb.storage.collation import collate_filter
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter
-from ebbdb.storage.query.match_tree import uses_expr
+from ebbdb.storage.query.match_tree import conditions, text_nodes, uses_expr
 from ebbdb.storage.query.projection import render_value as render
 
 # $redact's system variables and the values they stand for.
@@ -37,6 +37,16 @@ class Match(Stage, name="$match"):
     @property
     def filter(self) -> Mapping[str, Any]:
         return self.parsed.filter
+
+    @property
+    def has_text(self) -> bool:
+        return bool(text_nodes(self.parsed.tree))
+
+    def expr_part(self, defined: frozenset[str]) -> Match:
+        """The $match of only this one's top-level conditions that use $expr (what is left to do
+        after a read that did the others)."""
+        kept = {k: v for k, v, node in conditions(self.parsed) if uses_expr(node)}
+        return Match.of(kept, defined)
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         if self.dynamic:

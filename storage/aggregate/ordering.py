@@ -17,9 +17,9 @@ from ebbdb.storage.aggregate.stage import (
     error,
     field_path,
 )
-from ebbdb.storage.errors import QueryError
 from ebbdb.storage.limits import approximate_size
 from ebbdb.storage.query.compare import is_nan, number_value
+from ebbdb.storage.query.metadata import check_keyword
 from ebbdb.storage.query.projection import render_value as render
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_key
 from ebbdb.storage.spill import Sorter, dump_document, load_document
@@ -56,9 +56,11 @@ def _parse_sort(spec: Any, defined: frozenset[str]) -> Stage:
     for path, direction in spec.items():
         field_path(path)
         if isinstance(direction, Mapping):
-            if direction.get("$meta") in ("textScore", "searchScore", "vectorSearchScore"):
-                raise QueryError("NotImplemented", "sorting by $meta is not supported")
-            raise error(17312, "$meta is the only expression supported by $sort right now")
+            if len(direction) != 1 or "$meta" not in direction:
+                raise error(17312, "$meta is the only expression supported by $sort right now")
+            check_keyword(direction["$meta"])
+            keys[path] = {"$meta": direction["$meta"]}  # the read's sort takes it as it is
+            continue
         if not is_number(direction):
             raise error(15974, f"Illegal key in $sort specification: {path}: {render(direction)}")
         if is_nan(direction) or number_value(direction) not in (1, -1):

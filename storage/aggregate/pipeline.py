@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pushdown import plan_read
 from ebbdb.storage.aggregate.source import Documents
 from ebbdb.storage.aggregate.stage import (
@@ -107,6 +108,10 @@ def parse_stages(raw: Any, defined: frozenset[str], within: str | None) -> Pipel
             raise error(40602, f"{kind.name} is only valid as the first stage in a pipeline")
         if kind.placement.last and i != len(kinds) - 1:
             raise error(40601, f"{kind.name} can only be the final stage in the pipeline")
+    for i, stage in enumerate(stages):
+        # A $text is read through the collection's text index: only the first read can.
+        if (i != 0 or within == "$facet") and isinstance(stage, Match) and stage.has_text:
+            raise error(17313, "$match with $text is only allowed as the first pipeline stage")
     for kind in kinds:
         if within == "$facet" and not kind.placement.in_facet:
             raise error(40600, f"{kind.name} is not allowed to be used within a $facet stage")

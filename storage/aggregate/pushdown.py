@@ -28,7 +28,12 @@ def plan_read(stages: tuple[Stage, ...], variables: Variables) -> tuple[Read, tu
                 # values the variables fix: {$eq: ["$f", "$$v"]}, the usual $lookup join) still
                 # narrows the read. Sorting first is still right: filtering keeps the order.
                 implied = implied_filters(stage.parsed, variables)
-                return Read(_conjunction(clauses + implied), sort), stages[i:]
+                rest = stages[i:]
+                if stage.has_text:
+                    # The read did the $text (only the text index can) and the rest of what the
+                    # $match states without $expr: the $expr is left.
+                    rest = (stage.expr_part(frozenset(variables)), *stages[i + 1 :])
+                return Read(_conjunction(clauses + implied), sort), rest
             if stage.filter:
                 clauses.append(dict(stage.filter))
         elif isinstance(stage, Sort) and sort is None:

@@ -24,6 +24,7 @@ from ebbdb.storage.aggregate.stage import (
 )
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.query.metadata import keep_metadata
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import EXCLUDE, INCLUDE
 from ebbdb.storage.query.projection import render_value as render
@@ -220,11 +221,12 @@ class _Project(Stage, name="$project"):
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         tree, variables = self.tree, ctx.variables
+        # The documents keep their metadata (a $text score), as MongoDB's do.
         if not self.inclusion:
-            return (_exclude_doc(d, tree) for d in docs)
+            return (keep_metadata(d, _exclude_doc(d, tree)) for d in docs)
         if not tree.computed:
-            return (_include_doc(d, tree) for d in docs)
-        return (self._inclusion(d, variables) for d in docs)
+            return (keep_metadata(d, _include_doc(d, tree)) for d in docs)
+        return (keep_metadata(d, self._inclusion(d, variables)) for d in docs)
 
     def _inclusion(self, doc: Doc, variables: Variables) -> Doc:
         out = _include_doc(doc, self.tree)
@@ -258,7 +260,7 @@ class _AddFields(Stage, name="$addFields"):
     def _apply(self, doc: Doc, variables: Variables) -> Doc:
         out = dict(doc)
         _add_computed(out, self.tree, doc, variables)
-        return out
+        return keep_metadata(doc, out)
 
 
 def _parse_add_fields(stage: str, spec: Any, defined: frozenset[str]) -> Stage:

@@ -33,6 +33,7 @@ from ebbdb.storage.execute import QueryRun, QuerySpec
 from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import Plan
 from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.text_plan import check_no_collection
 
 #: Documents one engine read returns per chunk (each chunk is one short read transaction).
 READ_CHUNK = 256
@@ -114,6 +115,7 @@ class EngineSource:
     def _read(self, collection: str, spec: QuerySpec) -> Iterator[Doc]:
         coll = self.engine.collection(self.db, collection)
         if coll is None:
+            check_no_collection(spec.query, f"{self.db}.{collection}")
             return
         run = QueryRun(coll, spec, limits=self.limits)
         self.plans[collection] = run.plan
@@ -128,7 +130,7 @@ class EngineSource:
                 chunk = run.next_chunk(self.engine, READ_CHUNK, _NO_BYTE_LIMIT, now_ms=read_at)
                 self.docs_examined += run.docs_examined - docs
                 self.keys_examined += run.keys_examined - keys
-                buffered.extend(bson.decode(raw, CODEC) for raw in chunk)
+                buffered.extend(run.with_metadata(bson.decode(raw, CODEC)) for raw in chunk)
             elif self.now_ms != read_at:
                 # The clock moved (a new batch) while documents read earlier wait here: keep only
                 # those still not expired, so each batch hides what expired before it, as find's.

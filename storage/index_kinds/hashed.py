@@ -5,22 +5,17 @@ no `unique`, at most one hashed field."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ebbdb.storage.catalog import IndexInfo
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
 from ebbdb.storage.query.hashing import hash_value, point_hashes
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.values import render
 
 HASHED = "hashed"
 
-# The shapes of storage/index_kinds' IndexKind functions (not imported from there: the package
-# imports this module to register its kind).
-Key = tuple[tuple[str, Any], ...]
-Bodies = tuple[list[tuple[bytes, dict[str, Any]]], bool]
-PlainBodies = Callable[[IndexInfo, dict[str, Any], Any], Bodies]
 __all__ = ["hash_value", "hashed_field", "point_hashes"]
 
 
@@ -93,3 +88,6 @@ def bodies(ix: IndexInfo, doc: dict[str, Any], plain: PlainBodies) -> Bodies:
     # What returnKey shows (and a report would): the hash in the hashed field's place.
     shown = [(body, {f: leaf(f, v) for f, v in values.items()}) for body, values in bodies]
     return shown, False
+
+
+register(IndexKind(HASHED, check, bodies))

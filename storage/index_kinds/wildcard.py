@@ -6,7 +6,7 @@ one path of such an index at a time, as an index on `{$_path: 1, <path>: 1}`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -14,16 +14,12 @@ from typing import Any
 from ebbdb.storage import keys
 from ebbdb.storage.catalog import IndexInfo
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
 from ebbdb.storage.query.compare import UNDEFINED
 from ebbdb.storage.values import is_number, to_float, type_name
 
 WILDCARD = "wildcard"
 
-# The shapes of storage/index_kinds' IndexKind functions (not imported from there: the package
-# imports this module to register its kind).
-Key = tuple[tuple[str, Any], ...]
-Bodies = tuple[list[tuple[bytes, dict[str, Any]]], bool]
-PlainBodies = Callable[[IndexInfo, dict[str, Any], Any], Bodies]
 PATH_FIELD = "$_path"
 PROJECTION = "wildcardProjection"
 OPTIONS = frozenset({PROJECTION})
@@ -279,3 +275,6 @@ def path_index(ix: IndexInfo, path: str) -> IndexInfo:
         ix.multikey,
         ix.long_keys,
     )
+
+
+register(IndexKind(WILDCARD, check, bodies, OPTIONS))

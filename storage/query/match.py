@@ -71,11 +71,14 @@ from ebbdb.storage.query.match_tree import (
     Regex,
     Size,
     Test,
+    Text,
     Type,
     conditions,
+    text_nodes,
     uses_expr,
 )
 from ebbdb.storage.query.paths import MISSING, split, values_at
+from ebbdb.storage.text_search import TextBinding, parse_text
 from ebbdb.storage.values import DBREF_FIELDS, IntegerError
 
 _ValuesTest = Callable[[list[Any], list[Any]], bool]
@@ -102,7 +105,9 @@ def compile_filter(
     predicate with `$expr` may also raise it for a document its expression fails on."""
     if not flt:
         return _always
-    return _parse_doc(flt, variables if variables is not None else {})[1]
+    tree, predicate = _parse_doc(flt, variables if variables is not None else {})
+    _check_text(tree)
+    return predicate
 
 
 def parse_filter(
@@ -113,6 +118,7 @@ def parse_filter(
     if not flt:
         return ParsedFilter({} if flt is None else flt, _NOTHING, _always)
     tree, predicate = _parse_doc(flt, variables if variables is not None else {})
+    _check_text(tree)
     return ParsedFilter(flt, tree, predicate)
 
 
@@ -129,6 +135,8 @@ def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Pr
         return _expr_predicate(node.spec, variables if variables is not None else {})
     if isinstance(node, JsonSchema):
         return json_schema.parse(node.schema).matches
+    if isinstance(node, Text):
+        return node.binding.matches
     preds = [node_predicate(c, variables) for c in node.children]
     if isinstance(node, And):
         return _all_of(preds)
@@ -170,7 +178,27 @@ _PATHLESS = frozenset(
         "$db",
     }
 )
-_UNSUPPORTED_TOP = frozenset({"$where", "$text", "$sampleRate"})
+_UNSUPPORTED_TOP = frozenset({"$where", "$sampleRate"})
+
+
+def _check_text(tree: Node) -> None:
+    """MongoDB's rules for `$text` in a query: one at most, and not under `$nor`."""
+    if isinstance(tree, (Leaf, Expr)):
+        return  # the common case: nothing to walk
+    found = text_nodes(tree)
+    if len(found) > 1:
+        raise QueryError("BadValue", "Too many text expressions")
+    if found and _nor_holds_text(tree):
+        raise QueryError("BadValue", "text expression not allowed in nor")
+
+
+def _nor_holds_text(node: Node) -> bool:
+    if isinstance(node, Nor):
+        return bool(text_nodes(Or(node.children)))
+    if isinstance(node, (And, Or)):
+        return any(_nor_holds_text(c) for c in node.children)
+    return False
+
 
 #: Values that are neither operator documents nor regular expressions: an equality on a field.
 _SCALARS = frozenset({int, float, str, bool, Int64, ObjectId, datetime.datetime, type(None)})
@@ -250,6 +278,11 @@ def _parse_top_operator(
         # DBRef fields: MongoDB compares them by plain equality, whatever the value looks like.
         leaf = Compare(op, eq_test(value), "$eq", value)
         return leaf, _field_predicate(op, leaf)
+    if op == "$text":
+        if variables is None:
+            raise QueryError("BadValue", "$text can only be applied to the top-level document")
+        binding = TextBinding(parse_text(value))
+        return Text(binding.args, binding), binding.matches
     if op == "$where":
         refuse_javascript(op)
     if op in _UNSUPPORTED_TOP:

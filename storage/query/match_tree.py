@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 
 import bson
 
+from ebbdb.storage.text_search import TextArgs, TextBinding
+
 #: A leaf's test of one value (MongoDB's matchesSingleElement).
 Test = Callable[[Any], bool]
 Predicate = Callable[[dict[str, Any]], bool]
@@ -72,6 +74,15 @@ class JsonSchema:
     """`{$jsonSchema: schema}`: the schema as written (storage/query/json_schema.py checks it)."""
 
     schema: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """`{$text: {...}}` (top level, or in `$and`/`$or`): its checked arguments, and the binding
+    the planner gives the collection's text index (what matching and scoring read)."""
+
+    args: TextArgs
+    binding: TextBinding = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +190,7 @@ class Bits(Leaf):
     positions: tuple[int, ...]
 
 
-Node = And | Or | Nor | Not | Always | Expr | JsonSchema | All | Leaf
+Node = And | Or | Nor | Not | Always | Expr | JsonSchema | Text | All | Leaf
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,12 +239,31 @@ def uses_expr(node: Node) -> bool:
     return False  # $expr is refused below the top level ($elemMatch)
 
 
+def text_nodes(node: Node) -> list[tuple[Text, bool]]:
+    """The `$text` nodes of a tree, each with whether it sits under an Or (MongoDB parses
+    `$text` only at the top level and in `$and`, `$or` and `$nor`)."""
+    out: list[tuple[Text, bool]] = []
+
+    def walk(n: Node, under_or: bool) -> None:
+        if isinstance(n, Text):
+            out.append((n, under_or))
+        elif isinstance(n, And):
+            for c in n.children:
+                walk(c, under_or)
+        elif isinstance(n, (Or, Nor)):
+            for c in n.children:
+                walk(c, True)
+
+    walk(node, False)
+    return out
+
+
 def unbounded(node: Node) -> bool:
     """Whether testing a document against the node can take long: regular expressions (a match
     attempt may backtrack up to PCRE2's limit) and `$expr` (any computation). Queries holding one
     match on a reader thread, not on the event loop."""
-    if isinstance(node, (Expr, Regex)):
-        return True
+    if isinstance(node, (Expr, Regex, Text)):
+        return True  # a $text match tokenizes and stems the document's strings
     if isinstance(node, In):
         return any(isinstance(v, (bson.Regex, re.Pattern)) for v in node.values)
     if isinstance(node, (And, Or, Nor, All)):
@@ -266,9 +296,11 @@ __all__ = [
     "Regex",
     "Size",
     "Test",
+    "Text",
     "Type",
     "conditions",
     "conjuncts",
+    "text_nodes",
     "unbounded",
     "uses_expr",
 ]

@@ -29,6 +29,7 @@ from ebbdb.storage.query.match_tree import (
     Regex,
     conjuncts,
 )
+from ebbdb.storage.query.metadata import TEXT_SCORE, check_keyword, text_score
 from ebbdb.storage.query.paths import MISSING, split
 from ebbdb.storage.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
 from ebbdb.storage.values import render as render_value
@@ -128,6 +129,12 @@ class Projection:
     # $slice and positional steps, applied to the projected document in the order of the tree.
     steps: tuple[tuple[tuple[str, ...], _Slice | _Positional], ...]
     key_leaves: tuple[KeyLeaf, ...]
+    #: Top-level fields set to the document's `$meta` value (name, keyword), last.
+    meta: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def uses_text_score(self) -> bool:
+        return any(kw == TEXT_SCORE for _, kw in self.meta)
 
     def apply(self, doc: dict[str, Any]) -> dict[str, Any]:
         if self.inclusion:
@@ -139,6 +146,8 @@ class Projection:
                 out = _slice_path(out, parts, 0, step)
             else:
                 out = _positional(out, parts, lambda: match_key(self.key_leaves, doc))
+        for name, _keyword in self.meta:
+            out[name] = text_score(doc)  # textScore, the one keyword with a value
         return out
 
 
@@ -180,6 +189,7 @@ class _Parser:
     id_included: bool = False
     has_positional: bool = False
     has_elem_match: bool = False
+    meta: list[tuple[str, str]] = field(default_factory=list)
     has_slice: bool = False
     # Raised once parsing succeeds: MongoDB finds it when it optimizes the parsed projection.
     deferred: QueryError | None = None
@@ -210,7 +220,7 @@ class _Parser:
             query = self.filter
             tree = (query if isinstance(query, ParsedFilter) else parse_filter(query)).tree
             leaves = tuple(key_leaves(tree))
-        return Projection(inclusion, self.root, tuple(steps), leaves)
+        return Projection(inclusion, self.root, tuple(steps), leaves, tuple(self.meta))
 
     def parse_element(self, name: str, value: Any, parent: _Node) -> None:
         positional = name.endswith(".$")
@@ -322,8 +332,14 @@ class _Parser:
             _add(parent, path, _ElemMatch(_elem_match_test(arg)))
             self.has_elem_match = True
             return
+        if op == "$meta":
+            keyword = check_keyword(arg)
+            if len(path) != 1 or parent is not self.root:
+                raise QueryError("NotImplemented", f"$meta on a nested field ({name})")
+            self.meta.append((path[0], keyword))
+            return
         # Any other operator is an aggregation expression, which makes a computed field.
-        if self.inclusion is False and op != "$meta":
+        if self.inclusion is False:
             raise _error(31252, "Cannot use expression other than $meta in exclusion projection")
         if op == "$literal":
             _add(parent, path, _Literal(arg))

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from ebbdb.storage import interrupt
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
+from ebbdb.storage.query.metadata import check_keyword, keep_metadata, text_score
 from ebbdb.storage.query.paths import MISSING, leaves, split
 
 
@@ -20,10 +21,19 @@ class Collating(Protocol):
     def collate(self, value: Any) -> Any: ...
 
 
+#: The path parts standing for `{$meta: "textScore"}` in a sort (a sort path never starts with
+#: `$`): the text score, highest first.
+TEXT_SCORE_KEY: tuple[str, ...] = ("$meta", "textScore")
+
+
 @dataclass(frozen=True)
 class SortSpec:
     keys: tuple[tuple[tuple[str, ...], int], ...]  # (path parts, 1 or -1)
     natural: int = 0  # 1 / -1 for {$natural: ±1}, 0 otherwise
+
+    @property
+    def uses_text_score(self) -> bool:
+        return any(parts == TEXT_SCORE_KEY for parts, _ in self.keys)
 
 
 def parse_sort(spec: dict[str, Any] | None) -> SortSpec | None:
@@ -32,6 +42,10 @@ def parse_sort(spec: dict[str, Any] | None) -> SortSpec | None:
     keys = []
     natural = 0
     for path, direction in spec.items():
+        if isinstance(direction, dict) and "$meta" in direction and len(direction) == 1:
+            check_keyword(direction["$meta"])
+            keys.append((TEXT_SCORE_KEY, -1))
+            continue
         if (
             isinstance(direction, bool)
             or not isinstance(direction, (int, float))
@@ -50,6 +64,8 @@ def parse_sort(spec: dict[str, Any] | None) -> SortSpec | None:
 
 
 def _sort_value(doc: dict[str, Any], parts: tuple[str, ...], direction: int) -> Any:
+    if parts == TEXT_SCORE_KEY:
+        return text_score(doc)
     values: list[Any] = []
     for v in leaves(doc, parts):
         if type(v) is list:
@@ -79,10 +95,15 @@ def sort_key(spec: SortSpec, collation: Collating | None = None) -> Callable[[An
 
     def key(doc: Any) -> Any:
         if collation is not None:
-            doc = collation.collate(doc)
+            doc = _collated(doc, collation)
         return wrap(tuple(_sort_value(doc, parts, direction) for parts, direction in spec.keys))
 
     return key
+
+
+def _collated(doc: Any, collation: Collating) -> Any:
+    """The document under the collation, its metadata kept."""
+    return keep_metadata(doc, collation.collate(doc))
 
 
 def sort_documents(
@@ -91,7 +112,7 @@ def sort_documents(
     """Stable sort of (decoded, payload) pairs; returns the payloads in order. Strings compare
     under `collation` when one is given (storage/collation.py), else by code point."""
     if collation is not None and spec.keys:
-        docs = [(collation.collate(d), p) for d, p in docs]
+        docs = [(_collated(d, collation), p) for d, p in docs]
     if not spec.keys:
         ordered = docs if spec.natural >= 0 else list(reversed(docs))
         return [p for _, p in ordered]

@@ -137,7 +137,28 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "deprecates; use $expr with aggregation expressions instead, e.g. "
         "{$expr: {$gt: ['$spent', '$budget']}}",
     ),
-    ("$text", {"$text": {"$search": "x"}}, "NotImplemented", "$text is not supported"),
+    # $text parses here; matching needs the collection's text index (tests/e2e/test_text_index.py).
+    ("$text", {"$text": "x"}, "BadValue", "$text expects an object"),
+    ("$text no $search", {"$text": {}}, "BadValue", "$search required and must be a string"),
+    ("$text extra", {"$text": {"$search": "x", "y": 1}}, "BadValue", "extra fields in $text: y"),
+    (
+        "$text twice",
+        {"$and": [{"$text": {"$search": "x"}}, {"$text": {"$search": "y"}}]},
+        "BadValue",
+        "Too many text expressions",
+    ),
+    (
+        "$text in $nor",
+        {"$nor": [{"$text": {"$search": "x"}}]},
+        "BadValue",
+        "text expression not allowed in nor",
+    ),
+    (
+        "$text in $elemMatch",
+        {"a": {"$elemMatch": {"$text": {"$search": "x"}}}},
+        "BadValue",
+        "$text can only be applied to the top-level document",
+    ),
     # $jsonSchema runs (storage/query/json_schema.py); a malformed schema is refused as MongoDB does.
     (
         "$jsonSchema",

@@ -28,6 +28,7 @@ from ebbdb.storage.query.expressions.core import (
 )
 from ebbdb.storage.query.hashing import hash_value
 from ebbdb.storage.query.javascript import ALTERNATIVES, refuse_javascript
+from ebbdb.storage.query.metadata import check_keyword, text_score
 from ebbdb.storage.query.paths import MISSING
 
 
@@ -191,7 +192,15 @@ def _to_hashed_index_key(op: str, x: Any) -> Any:
 
 
 #: Operators MongoDB has and ebbdb does not run (238 NotImplemented).
-UNSUPPORTED = ("$function", "$accumulator", "$meta", "$median", "$percentile")
+UNSUPPORTED = ("$function", "$accumulator", "$median", "$percentile")
+
+
+@operator("$meta")
+def _meta(spec: Any, defined: frozenset[str], op: str) -> Expression:
+    """{$meta: "textScore"}: the score a $text gave the document (40218 for a document that has
+    none); MongoDB's other keywords are refused when parsed."""
+    check_keyword(spec)
+    return lambda doc, v: text_score(doc)
 
 
 @operator(*UNSUPPORTED)

@@ -1,0 +1,61 @@
+"""The index-kind registry (see the package's docstring): IndexKind and its functions, in a
+module of their own so that the kind modules, which the package imports, import this one and
+not the package (no import cycle)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ebbdb.storage.catalog import IndexInfo, kind_name
+
+__all__ = ["IndexKind", "register", "kind_named", "registered", "kind_options", "kind_name"]
+
+Key = tuple[tuple[str, Any], ...]
+#: Encoded entry bodies with the field values that made each, and whether an array made them.
+Bodies = tuple[list[tuple[bytes, dict[str, Any]]], bool]
+#: Maps one indexed field's leaf value to the value encoded in its place.
+Leaf = Callable[[str, Any], Any]
+#: entries' plain walk: (index, document, leaf mapper or None) -> bodies.
+PlainBodies = Callable[[IndexInfo, dict[str, Any], Leaf | None], Bodies]
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    """One index kind. `name` is the string in the key pattern ("hashed", "text", ...), or
+    "wildcard" for `$**` keys."""
+
+    name: str
+    #: Validates the key pattern and the options (all of them: the common ones too, since a kind
+    #: may refuse one, e.g. `unique`), raising QueryError with MongoDB's codes. Returns this kind's
+    #: own options to store, with MongoDB's defaults filled in (listIndexes shows them).
+    check: Callable[[Key, dict[str, Any]], dict[str, Any]]
+    #: What a document contributes: (index, document, plain extractor) -> bodies.
+    bodies: Callable[[IndexInfo, dict[str, Any], PlainBodies], Bodies]
+    #: The options only this kind takes (weights, 2dsphereIndexVersion, wildcardProjection, ...).
+    options: frozenset[str] = frozenset()
+    #: The key pattern to store for the one requested, when the kind stores another form (text:
+    #: `{_fts: "text", _ftsx: 1}`); None: as requested. The default name is the requested one's.
+    stored_key: Callable[[Key], Key] | None = None
+
+
+_KINDS: dict[str, IndexKind] = {}
+
+
+def register(kind: IndexKind) -> IndexKind:
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kind_named(name: str) -> IndexKind | None:
+    return _KINDS.get(name)
+
+
+def registered() -> frozenset[str]:
+    return frozenset(_KINDS)
+
+
+def kind_options() -> frozenset[str]:
+    """Every option some registered kind takes."""
+    return frozenset(o for k in _KINDS.values() for o in k.options)
