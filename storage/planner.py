@@ -10,7 +10,7 @@ not by racing candidates as MongoDB does.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,16 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class Near:
+    """A proximity plan ($near, $nearSphere, $geoNear): its explain stage (GEO_NEAR_2DSPHERE,
+    GEO_NEAR_2D) and a document's distance (None: out of the query's bounds, or no geometry).
+    Results come out by ascending distance (a blocking sort on it, unless the query sorts)."""
+
+    stage: str
+    distance: Callable[[dict[str, Any]], float | None]
+
+
+@dataclass(frozen=True)
 class IndexScan:
     index: IndexInfo
     intervals: tuple[Interval, ...]
@@ -53,10 +63,11 @@ class IndexScan:
     #: IDHACK: the key body of the one entry a unique index can hold for this equality, read with
     #: one lookup instead of a range scan (None: scan the intervals).
     point: bytes | None = None
+    near: Near | None = None
 
     @property
     def stage(self) -> str:
-        return "IXSCAN"
+        return "IXSCAN" if self.near is None else self.near.stage
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,13 @@ class CollScan:
 
 
 Plan = IndexScan | CollScan
+
+#: Planners of the index kinds whose keys are not the fields' values (storage/index_kinds
+#: register theirs): (collection, parsed filter, hint) -> a plan over such an index, or None.
+#: They run first, and the plain bounds below never read those kinds' indexes.
+KindPlanner = Callable[[CollectionInfo, ParsedFilter, Any], "Plan | None"]
+KIND_PLANNERS: list[KindPlanner] = []
+OPAQUE_KINDS: set[str] = set()
 
 
 # -- what the filter says about each field ---------------------------------------------------------
@@ -469,6 +487,10 @@ def _plan_query(
 ) -> Plan:
     parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
+    for kind_planner in KIND_PLANNERS:
+        kind_plan = kind_planner(coll, parsed, hint)
+        if kind_plan is not None:
+            return kind_plan
     if hint is None or hint == {} or hint == "":
         # MongoDB's IDHACK reads the filter as written, as id_point does.
         point = id_point(flt)
@@ -512,6 +534,9 @@ def _choose(
             return CollScan(reverse=hint["$natural"] < 0)
         assert isinstance(hinted, IndexInfo)
         ix_bounds, ix_sort = offer(hinted)
+        if hinted.kind in OPAQUE_KINDS:
+            # Its keys are not the values bounds and sorts name: the whole index, unsorted.
+            ix_bounds, ix_sort = {}, None
         return _scan_for(hinted, ix_bounds, ix_sort) or IndexScan(
             hinted,
             (Interval(b"", None),),
@@ -524,6 +549,8 @@ def _choose(
     best: tuple[tuple[int, ...], IndexScan] | None = None
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
+            continue
+        if ix.kind in OPAQUE_KINDS:
             continue
         candidate = _candidate(ix, *offer(ix))
         if candidate is None:
@@ -594,4 +621,15 @@ def _candidate(
     return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown), points, ranged
 
 
-__all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "id_point", "plan_query"]
+__all__ = [
+    "KIND_PLANNERS",
+    "OPAQUE_KINDS",
+    "CollScan",
+    "IndexScan",
+    "Interval",
+    "Near",
+    "Plan",
+    "find_hinted",
+    "id_point",
+    "plan_query",
+]

@@ -65,4 +65,4 @@ def kind_options() -> frozenset[str]:
 
 
 # The kinds register themselves on import (each module calls register()); add new ones here.
-# (none yet)
+from ebbdb.storage.index_kinds import geo  # noqa: E402, F401
