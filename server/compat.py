@@ -19,7 +19,7 @@ import ebbdb.server.commands  # noqa: F401  (importing the command modules regis
 from ebbdb.server.parameters import PARAMETERS
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
-from ebbdb.storage import indexes
+from ebbdb.storage import index_kinds, indexes
 from ebbdb.storage.aggregate.stage import STAGES
 from ebbdb.storage.query.expressions import objects as expression_objects
 from ebbdb.storage.query.expressions.accumulators import ACCUMULATORS
@@ -153,7 +153,8 @@ def language_table() -> str:
     out.append(
         f"| Index key types | `1` and `-1` (any positive or negative number): single-field, "
         f"compound, multikey; up to {indexes.MAX_INDEXES} indexes per collection, `_id_` "
-        f"included | {_names([*indexes.UNSUPPORTED_TYPES, '$**'])} |"
+        f"included; also {_names(index_kinds.registered())} | "
+        f"{_names([*indexes.UNSUPPORTED_TYPES, '$**'])} |"
     )
     out.append(f"| Index options | {', '.join(options)} | - |")
     return "\n".join(out)

@@ -111,10 +111,6 @@ def _distance(spec: Mapping[str, Any], name: str) -> float | None:
     return f
 
 
-def _field(value: Any) -> tuple[str, ...]:
-    return field_path(value)
-
-
 @STAGES.stage(
     "$geoNear",
     Placement(
@@ -179,12 +175,12 @@ def _parse_geo_near(spec: Any, defined: frozenset[str]) -> Stage:
     parse_filter(dict(query))  # a malformed query fails here, as MongoDB's parse does
     return GeoNear(
         near,
-        _field(spec["distanceField"]),
+        field_path(spec["distanceField"]),
         bool(spec.get("spherical", False)),
         _distance(spec, "minDistance"),
         _distance(spec, "maxDistance"),
         dict(query),
-        None if locs is None else _field(locs),
+        None if locs is None else field_path(locs),
         multiplier,
         key,
     )

@@ -14,7 +14,7 @@ from typing import Any
 from ebbdb.storage import geo, keys
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.index_kinds import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
 from ebbdb.storage.planner import (
     KIND_PLANNERS,
     OPAQUE_KINDS,

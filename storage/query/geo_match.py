@@ -12,6 +12,14 @@ from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match_tree import And, ElemMatchObject, Geo, Node, Nor, Not, Or, Test
 
 NEAR_OPERATORS = frozenset({"$near", "$nearSphere"})
+#: MongoDB's message for a proximity operator where results cannot be sorted by distance (a
+#: pipeline's $match, a validator; the run-together "operationfor" is MongoDB's own).
+NEAR_REFUSED = (
+    "$geoNear, $near, and $nearSphere are not allowed in this context, as these operators require "
+    "sorting geospatial data. If you do not need sort, consider using $geoWithin instead. Check "
+    "out https://dochub.mongodb.org/core/near-sort-operation and "
+    "https://dochub.mongodb.org/core/nearSphere-sort-operationfor more details."
+)
 
 
 def _shape_of(value: Any) -> geo.Shape | None:
@@ -73,4 +81,4 @@ def near_leaves(node: Node) -> list[Geo]:
     return []
 
 
-__all__ = ["NEAR_OPERATORS", "near_leaves", "parse_distance", "parse_geo"]
+__all__ = ["NEAR_OPERATORS", "NEAR_REFUSED", "near_leaves", "parse_distance", "parse_geo"]
