@@ -113,7 +113,7 @@ def test_false_options_are_left_out_and_the_simple_collation_is_not_listed() -> 
         ({"key": {"a": 1}, "name": ""}, "CannotCreateIndex"),
         ({"key": {"a": "text"}}, "NotImplemented"),
         ({"key": {"a": "hashed"}}, "NotImplemented"),
-        ({"key": {"a": "2dsphere"}}, "NotImplemented"),
+        ({"key": {"a": "columnstore"}}, "NotImplemented"),
         ({"key": {"a": 1}, "collation": {"locale": "xx"}}, "BadValue"),
         ({"key": {"a": 1}, "collation": {"locale": "simple", "strength": 2}}, "FailedToParse"),
         ({"key": {"a": 1}, "bogus": 1}, "InvalidIndexSpecificationOption"),
