@@ -19,8 +19,9 @@ import ebbdb.server.commands  # noqa: F401  (importing the command modules regis
 from ebbdb.server.parameters import PARAMETERS
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
-from ebbdb.storage import index_kinds, indexes
+from ebbdb.storage import indexes
 from ebbdb.storage.aggregate.stage import STAGES
+from ebbdb.storage.index_kinds import kinds as index_kinds
 from ebbdb.storage.query.expressions import objects as expression_objects
 from ebbdb.storage.query.expressions.accumulators import ACCUMULATORS
 from ebbdb.storage.query.expressions.core import OPERATORS as EXPRESSION_OPERATORS

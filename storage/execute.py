@@ -7,8 +7,9 @@ be served in batches across any number of requests while other clients write.
 from __future__ import annotations
 
 import itertools
+import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,7 +162,9 @@ class QueryRun:
         self._rules = ttl.NO_RULES
         self._now = 0
         self._skip_left = spec.skip
-        self._sorting = (
+        #: A proximity plan: documents by distance (out of its bounds: left out).
+        self._near = self.plan.near if isinstance(self.plan, IndexScan) else None
+        self._sorting = self._near is not None or (
             spec.sort is not None
             and bool(spec.sort.keys)
             and not (isinstance(self.plan, IndexScan) and self.plan.provides_sort)
@@ -345,7 +348,10 @@ class QueryRun:
                 found.append(rid)
                 if want and len(found) >= want:
                     break
-        if sorting:
+        if sorting and self._near is not None and not (self.spec.sort and self.spec.sort.keys):
+            key = self._order_key()
+            found = [rid for _, rid in sorted(to_sort, key=lambda pair: key(pair[0]))]
+        elif sorting:
             assert self.spec.sort is not None
             found = sort_documents(to_sort, self.spec.sort, self.spec.collation)
         found = found[self.spec.skip :]
@@ -353,6 +359,8 @@ class QueryRun:
 
     def _decode_and_match(self, raw: bytes) -> tuple[bool, dict[str, Any] | None]:
         doc = bson.decode(raw, CODEC)
+        if self._near is not None and self._near.distance(doc) is None:
+            return False, doc
         ok = self._predicate(doc)
         if ok and self._text is not None:
             doc = with_text_score(doc, self._text.score(doc))
@@ -364,6 +372,20 @@ class QueryRun:
         if self._text is None:
             return doc
         return with_text_score(doc, self._text.score(doc))
+
+    def _order_key(self) -> Callable[[Any], Any]:
+        """The blocking sort's key: the query's sort, else a proximity plan's distance."""
+        spec = self.spec
+        if spec.sort is not None and spec.sort.keys:
+            return sort_key(spec.sort, spec.collation)
+        assert self._near is not None
+        distance = self._near.distance
+
+        def by_distance(doc: dict[str, Any]) -> float:
+            d = distance(doc)
+            return d if d is not None else math.inf
+
+        return by_distance
 
     def _scan(
         self, reader: Reader, max_docs: int, max_bytes: int, budget: int, first: bool
@@ -455,11 +477,9 @@ class QueryRun:
 
     def _collect(self, reader: Reader, budget: int) -> None:
         spec = self.spec
-        assert spec.sort is not None
         if self._sorter is None:
             keep = spec.skip + spec.limit if spec.limit else 0
-            key = sort_key(spec.sort, spec.collation)
-            self._sorter = Sorter(key, self.limits, _same, _decoded, keep)
+            self._sorter = Sorter(self._order_key(), self.limits, _same, _decoded, keep)
         examined = 0
         for pos, rid, raw in self._candidates(reader):
             examined += 1

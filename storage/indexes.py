@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.storage import index_kinds
 from ebbdb.storage.catalog import IndexInfo, kind_name
 from ebbdb.storage.collation import normalise
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.index_kinds import kinds as index_kinds
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import is_number, to_float, type_name
 

@@ -10,7 +10,7 @@ not by racing candidates as MongoDB does.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,16 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class Near:
+    """A proximity plan ($near, $nearSphere, $geoNear): its explain stage (GEO_NEAR_2DSPHERE,
+    GEO_NEAR_2D) and a document's distance (None: out of the query's bounds, or no geometry).
+    Results come out by ascending distance (a blocking sort on it, unless the query sorts)."""
+
+    stage: str
+    distance: Callable[[dict[str, Any]], float | None]
+
+
+@dataclass(frozen=True)
 class IndexScan:
     index: IndexInfo
     intervals: tuple[Interval, ...]
@@ -54,10 +64,11 @@ class IndexScan:
     #: IDHACK: the key body of the one entry a unique index can hold for this equality, read with
     #: one lookup instead of a range scan (None: scan the intervals).
     point: bytes | None = None
+    near: Near | None = None
 
     @property
     def stage(self) -> str:
-        return "IXSCAN"
+        return "IXSCAN" if self.near is None else self.near.stage
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,13 @@ class CollScan:
 
 
 Plan = IndexScan | CollScan
+
+#: Planners of the index kinds whose keys are not the fields' values (storage/index_kinds
+#: register theirs): (collection, parsed filter, hint) -> a plan over such an index, or None.
+#: They run first, and the plain bounds below never read those kinds' indexes.
+KindPlanner = Callable[[CollectionInfo, ParsedFilter, Any], "Plan | None"]
+KIND_PLANNERS: list[KindPlanner] = []
+OPAQUE_KINDS: set[str] = set()
 
 
 # -- what the filter says about each field ---------------------------------------------------------
@@ -470,6 +488,10 @@ def _plan_query(
 ) -> Plan:
     parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
+    for kind_planner in KIND_PLANNERS:
+        kind_plan = kind_planner(coll, parsed, hint)
+        if kind_plan is not None:
+            return kind_plan
     if hint is None or hint == {} or hint == "":
         # MongoDB's IDHACK reads the filter as written, as id_point does.
         point = id_point(flt)
@@ -513,6 +535,9 @@ def _choose(
             return CollScan(reverse=hint["$natural"] < 0)
         assert isinstance(hinted, IndexInfo)
         ix_bounds, ix_sort = offer(hinted)
+        if hinted.kind in OPAQUE_KINDS:
+            # Its keys are not the values bounds and sorts name: the whole index, unsorted.
+            ix_bounds, ix_sort = {}, None
         scan = _scan_for(hinted, ix_bounds, ix_sort)
         if scan is None and hinted.kind == "wildcard":
             # A wildcard index holds no entry for a document without the path: it cannot be
@@ -531,8 +556,10 @@ def _choose(
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
             continue
-        if ix.kind == "text":
-            continue  # only documents with words have entries: it serves $text alone
+        if ix.kind == "text" or ix.kind in OPAQUE_KINDS:
+            # text: only documents with words have entries, it serves $text alone; geo kinds:
+            # their keys are cells, which only their own planner (KIND_PLANNERS) reads.
+            continue
         candidate = _candidate(ix, *offer(ix))
         if candidate is None:
             continue
@@ -655,4 +682,15 @@ def _wildcard_candidate(
     return best
 
 
-__all__ = ["CollScan", "IndexScan", "Interval", "Plan", "find_hinted", "id_point", "plan_query"]
+__all__ = [
+    "KIND_PLANNERS",
+    "OPAQUE_KINDS",
+    "CollScan",
+    "IndexScan",
+    "Interval",
+    "Near",
+    "Plan",
+    "find_hinted",
+    "id_point",
+    "plan_query",
+]

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.errors import QueryError, StorageError
 from ebbdb.storage.query import expressions, json_schema
+from ebbdb.storage.query.geo_match import NEAR_REFUSED
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.query.match_leaves import is_operator_doc, is_regex, true_value
 from ebbdb.storage.query.paths import MISSING, split, values_at
@@ -26,14 +27,6 @@ log = logging.getLogger("ebbdb.storage")
 VALIDATION_LEVELS = ("off", "strict", "moderate")
 VALIDATION_ACTIONS = ("error", "warn")
 
-#: MongoDB's message for geo sorting operators outside find (the run-together "operationfor" is
-#: MongoDB's own).
-_NEAR_REFUSED = (
-    "$geoNear, $near, and $nearSphere are not allowed in this context, as these operators require "
-    "sorting geospatial data. If you do not need sort, consider using $geoWithin instead. Check "
-    "out https://dochub.mongodb.org/core/near-sort-operation and "
-    "https://dochub.mongodb.org/core/nearSphere-sort-operationfor more details."
-)
 _NUMERIC = frozenset({"double", "int", "long", "decimal"})
 
 
@@ -327,7 +320,7 @@ def _parse_field(path: str, ops: Mapping[str, Any]) -> list[_Node]:
     nodes: list[_Node] = []
     for op, arg in ops.items():
         if op in ("$near", "$nearSphere", "$geoNear"):
-            raise QueryError("Location5626500", _NEAR_REFUSED)
+            raise QueryError("Location5626500", NEAR_REFUSED)
         if op == "$options":
             if "$regex" not in ops:
                 compile_filter({path: {op: arg}})

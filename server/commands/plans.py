@@ -33,7 +33,17 @@ def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:
         "direction": "backward" if plan.reverse else "forward",
         "indexBounds": plan.bounds,
     }
-    return {"stage": "FETCH", "inputStage": scan}
+    fetch = {"stage": "FETCH", "inputStage": scan}
+    if plan.near is not None:
+        # A proximity plan: MongoDB's GEO_NEAR stage reads the index and orders by distance.
+        return {
+            "stage": plan.near.stage,
+            "keyPattern": dict(ix.key),
+            "indexName": ix.name,
+            "indexVersion": 2,
+            "inputStages": [fetch],
+        }
+    return fetch
 
 
 def _text_plan_doc(plan: TextScan, query: TextQuery) -> dict[str, Any]:

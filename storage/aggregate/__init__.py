@@ -7,7 +7,7 @@ the query engine, so expired documents never enter a pipeline, whether read firs
 on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
 $indexStats), output ($out, $merge: they pass their input through; the server writes it),
 windows ($setWindowFields), graph ($graphLookup), gaps ($densify, $fill), buckets ($bucketAuto),
-and $documents in source.
+geonear ($geoNear), and $documents in source.
 """
 
 from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registers its stages)
@@ -15,6 +15,7 @@ from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registe
     diagnostics,
     filtering,
     gaps,
+    geonear,
     graph,
     grouping,
     ordering,

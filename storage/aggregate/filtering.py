@@ -10,6 +10,7 @@ from typing import Any
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.collation import collate_filter
 from ebbdb.storage.query.expressions import Expression, compile_expression
+from ebbdb.storage.query.geo_match import NEAR_REFUSED, near_leaves
 from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter
 from ebbdb.storage.query.match_tree import conditions, text_nodes, uses_expr
 from ebbdb.storage.query.projection import render_value as render
@@ -32,6 +33,9 @@ class Match(Stage, name="$match"):
     @classmethod
     def of(cls, flt: dict[str, Any], defined: frozenset[str] = frozenset()) -> Match:
         parsed = parse_filter(flt, dict.fromkeys(defined))
+        if near_leaves(parsed.tree):
+            # Proximity sorts: only find (and $geoNear) can, never a pipeline's $match.
+            raise error(5626500, NEAR_REFUSED)
         return cls(parsed, uses_expr(parsed.tree))
 
     @property

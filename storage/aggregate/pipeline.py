@@ -33,7 +33,7 @@ from ebbdb.storage.interrupt import current
 STAGES.unsupported(Placement(first=True, in_facet=False, in_subpipeline=False), "$changeStream")
 STAGES.unsupported(
     Placement(first=True, in_facet=False),
-    *"$geoNear $search $searchMeta $vectorSearch $planCacheStats".split(),
+    *"$search $searchMeta $vectorSearch $planCacheStats".split(),
 )
 STAGES.unsupported(
     Placement(first=True),
@@ -105,7 +105,11 @@ def parse_stages(raw: Any, defined: frozenset[str], within: str | None) -> Pipel
     # MongoDB checks positions after parsing every stage, then what a sub-pipeline may hold.
     for i, kind in enumerate(kinds):
         if kind.placement.first and i != 0:
-            raise error(40602, f"{kind.name} is only valid as the first stage in a pipeline")
+            code, message = kind.placement.not_first or (
+                40602,
+                f"{kind.name} is only valid as the first stage in a pipeline",
+            )
+            raise error(code, message)
         if kind.placement.last and i != len(kinds) - 1:
             raise error(40601, f"{kind.name} can only be the final stage in the pipeline")
     for i, stage in enumerate(stages):

@@ -122,6 +122,8 @@ class Placement:
     last: bool = False  # only as the last stage
     in_facet: bool = True  # allowed within $facet
     in_subpipeline: bool = True  # allowed within $lookup's and $unionWith's pipelines
+    #: MongoDB's own error for a `first` stage elsewhere (None: 40602's).
+    not_first: tuple[int, str] | None = None
 
 
 ANYWHERE = Placement()

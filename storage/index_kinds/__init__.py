@@ -1,8 +1,9 @@
-"""Index kinds beyond ascending and descending keys: `hashed`, wildcard (`$**`), `text`,
-`2dsphere` and `2d`. Each kind lives in its own module of this package and registers one
-IndexKind: how its key pattern and its own options are checked, what a document contributes to
-it, and whether it may carry `expireAfterSeconds`. storage/indexes.py asks the registry when a
-createIndexes request names a kind; storage/entries.py asks it for a document's entries.
+"""Index kinds beyond ascending and descending keys (`hashed`, wildcard, `text`, `2dsphere`, `2d`):
+the registry (storage/index_kinds/registry.py, re-exported here) and the kind modules, which
+register themselves on import. storage/index_kinds/kinds.py imports them all: what needs every
+kind registered (entries, index specs) imports that module. This package's own import loads the
+registry alone, so that the planner can import a kind's helpers while the geo kinds import the
+planner (no import cycle).
 
 A kind's `bodies` gets the plain extractor (entries' compound-key walk, with MongoDB's multikey,
 sparse and parallel-array rules) as an argument, so that a kind that only transforms leaf values
@@ -33,7 +34,3 @@ __all__ = [
     "register",
     "registered",
 ]
-
-# The kinds register themselves on import (each module calls register()); add new ones here.
-# Kind modules import ebbdb.storage.index_kinds.registry, not this package.
-from ebbdb.storage.index_kinds import hashed, text, wildcard  # noqa: E402, F401

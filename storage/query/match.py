@@ -25,6 +25,7 @@ from ebbdb.storage.query.compare import (
     is_nan,
     rank,
 )
+from ebbdb.storage.query.geo_match import parse_distance, parse_geo
 from ebbdb.storage.query.javascript import refuse_javascript
 from ebbdb.storage.query.match_leaves import (
     bit_positions,
@@ -498,12 +499,14 @@ _OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any]], Node | None]]
     "$bitsAllClear": _parse_bits,
     "$bitsAnySet": _parse_bits,
     "$bitsAnyClear": _parse_bits,
-    "$geoIntersects": _unsupported,
+    "$geoIntersects": parse_geo,
     "$geoNear": _unsupported,
-    "$geoWithin": _unsupported,
-    "$near": _unsupported,
-    "$nearSphere": _unsupported,
-    "$within": _unsupported,
+    "$geoWithin": parse_geo,
+    "$near": parse_geo,
+    "$nearSphere": parse_geo,
+    "$within": parse_geo,
+    "$maxDistance": parse_distance,
+    "$minDistance": parse_distance,
 }
 #: What makes an $all element an (illegal) operator document rather than a value to equal.
 _PATH_OPERATORS = frozenset(_OPERATORS) - {"$not"}

@@ -190,6 +190,17 @@ class Bits(Leaf):
     positions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Geo(Leaf):
+    """`$geoWithin` (`$within`), `$geoIntersects`, `$near`, `$nearSphere`: the operator, its
+    argument as written, and its parsed form (storage/geo.py: a Region, or a Near). A proximity
+    leaf's test only asks for a geometry: the GEO_NEAR plan filters by distance and sorts."""
+
+    op: str
+    arg: Any
+    query: Any = field(compare=False, repr=False)
+
+
 Node = And | Or | Nor | Not | Always | Expr | JsonSchema | Text | All | Leaf
 
 
@@ -284,6 +295,7 @@ __all__ = [
     "ElemMatchValue",
     "Exists",
     "Expr",
+    "Geo",
     "In",
     "JsonSchema",
     "Leaf",

@@ -166,8 +166,14 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
         "FailedToParse",
         "Unknown $jsonSchema keyword: foo",
     ),
-    ("$near", {"a": {"$near": [0, 0]}}, "NotImplemented", "$near is not supported"),
-    ("$geoWithin", {"a": {"$geoWithin": {}}}, "NotImplemented", "$geoWithin is not supported"),
+    # The geo operators run (storage/query/geo_match.py); a malformed argument is BadValue.
+    ("$near", {"a": {"$near": "x"}}, "BadValue", 'invalid argument in geo near query: "x"'),
+    (
+        "$geoWithin",
+        {"a": {"$geoWithin": {}}},
+        "BadValue",
+        "$geoWithin not supported with provided geometry: {}",
+    ),
 ]
 
 

@@ -861,7 +861,13 @@ ERRORS: list[tuple[str, list[Any], str]] = [
         [{"$merge": {"into": "x", "whenMatched": "fail", "whenNotMatched": "discard"}}],
         "Location51181",
     ),
-    ("geo_near_not_first", [{"$match": {}}, {"$geoNear": {}}], "Location40602"),
+    (
+        "geo_near_not_first",
+        [{"$match": {}}, {"$geoNear": {"near": [0, 0], "distanceField": "d"}}],
+        "Location40603",
+    ),
+    # The stage parses first: a malformed $geoNear fails so wherever it stands.
+    ("geo_near_no_near", [{"$match": {}}, {"$geoNear": {}}], "Location5860400"),
     ("graph_lookup", [{"$graphLookup": {}}], "Location40105"),
     ("lookup_not_object", [{"$lookup": 1}], "FailedToParse"),
     (

@@ -114,7 +114,7 @@ def test_false_options_are_left_out_and_the_simple_collation_is_not_listed() -> 
         ({"key": {"a": "columnstore"}}, "NotImplemented"),
         ({"key": {"a": "text", "b": 1, "c": "text"}}, "Location17389"),
         ({"key": {"a": "text"}, "default_language": "klingon"}, "Location17264"),
-        ({"key": {"a": "2dsphere"}}, "NotImplemented"),
+        ({"key": {"a": "geoHaystack"}}, "NotImplemented"),
         ({"key": {"a": 1}, "collation": {"locale": "xx"}}, "BadValue"),
         ({"key": {"a": 1}, "collation": {"locale": "simple", "strength": 2}}, "FailedToParse"),
         ({"key": {"a": 1}, "bogus": 1}, "InvalidIndexSpecificationOption"),

@@ -1,0 +1,23 @@
+"""Every index kind, registered: importing this module imports each kind module (each calls
+register() on import) and gives the registry's functions. Add a new kind's module here."""
+
+from ebbdb.storage.index_kinds import geo, hashed, text, wildcard
+from ebbdb.storage.index_kinds.registry import (
+    IndexKind,
+    Leaf,
+    kind_named,
+    kind_options,
+    registered,
+)
+
+__all__ = [
+    "IndexKind",
+    "Leaf",
+    "geo",
+    "hashed",
+    "kind_named",
+    "kind_options",
+    "registered",
+    "text",
+    "wildcard",
+]
