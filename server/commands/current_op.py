@@ -4,6 +4,7 @@ and drivers use), and interrupting one by its opid (it ends with 11601 Interrupt
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.query.match import parse_filter
-from ebbdb.storage.values import is_number, type_name
+from ebbdb.storage.values import is_number, to_float, type_name
 
 #: The $currentOp options MongoDB 7.0 takes (all booleans). ebbdb has no sessions, cursors
 #: without a request, or other users to leave out, so only the fact that they are booleans counts.
@@ -106,5 +107,7 @@ async def kill_op(ctx: CommandContext, p: KillOpParams) -> dict[str, Any]:
             ErrorCode.TypeMismatch,
             f'Expected field "op" to have numeric type, but found {type_name(p.op)}',
         )
-    ctx.operations.kill(int(p.op))
+    opid = to_float(p.op)
+    if math.isfinite(opid):  # NaN and the infinities name no operation: nothing to interrupt
+        ctx.operations.kill(int(opid))
     return {"info": "attempting to kill op", "ok": 1.0}

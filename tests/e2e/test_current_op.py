@@ -194,3 +194,7 @@ def test_errors(
     # An opid that runs nothing: the same answer.
     reply = mongo_client.admin.command("killOp", 1, op=123456789)
     assert reply == {"info": "attempting to kill op", "ok": 1.0}
+    # Numbers no opid can be (the fuzzer found Infinity answered with an InternalError).
+    for odd in (float("inf"), float("-inf"), float("nan"), 1e300):
+        reply = mongo_client.admin.command("killOp", 1, op=odd)
+        assert reply == {"info": "attempting to kill op", "ok": 1.0}
