@@ -25,6 +25,10 @@ EXIT_LOGPATH_FAILURE = 1
 EXIT_BAD_OPTIONS = 2
 
 
+#: Seconds (see serve()); Python's default is 0.005.
+SWITCH_INTERVAL = 0.001
+
+
 async def serve(config: Config) -> int:
     app = App(config)
     loop = asyncio.get_running_loop()
@@ -53,6 +57,11 @@ async def serve(config: Config) -> int:
     # lives as long as the process: out of the cyclic collector's reach, a full collection no
     # longer walks it, which took ~50 ms holding the interpreter (every client waited).
     gc.freeze()
+    # The event loop shares the interpreter with the reader and writer threads. A thread that
+    # wants the interpreter waits up to this interval before the running one must hand it over:
+    # at Python's default 5 ms, a ping needing a few handovers while a reader thread scans waits
+    # 10-20 ms; at 1 ms the loop gets its turn within about a millisecond each time.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     print(
         f"ebbdb {EBBDB_VERSION} listening on {app.address[0]}:{app.address[1]} "
         f"dbpath={app.config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
