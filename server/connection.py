@@ -476,6 +476,7 @@ class Connection(asyncio.Protocol):
         log.warning("[conn%d] closing connection from %s: %s", self.id, self.peer, reason)
         self._queue.clear()
         self._queued_bytes = 0
+        self._outgoing = None  # the rest of a large reply: nobody will read it
         self._transport.abort()
 
     def close(self) -> None:

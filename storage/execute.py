@@ -123,7 +123,7 @@ class QuerySpec:
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
-    text = plan_text(coll, spec.query, spec.sort, spec.hint)
+    text = plan_text(coll, spec.query, spec.sort, spec.hint, spec.collation)
     if text is not None:
         return text  # a $text is read through the text index, whatever else the filter says
     return plan_query(

@@ -13,7 +13,7 @@ from ebbdb.storage.collation import normalise
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.index_kinds import kinds as index_kinds
 from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.values import is_number, to_float, type_name
+from ebbdb.storage.values import is_number, render, to_float, type_name
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
 MAX_INDEXES = 64
@@ -69,14 +69,31 @@ class IndexSpec:
     inherits_collation: bool = False
 
     def with_default_collation(self, default: dict[str, Any] | None) -> IndexSpec:
-        """The spec on a collection whose default collation is `default` (None: simple)."""
+        """The spec on a collection whose default collation is `default` (None: simple). A kind
+        that compares by bytes alone (text, 2d) is refused: MongoDB asks for an explicit
+        `collation: {locale: "simple"}` on such a collection."""
         if not self.inherits_collation or not default:
             return self
+        kind = kind_name(self.key)
+        if kind is not None:
+            _check_collation_kind(kind, default)
         return IndexSpec(self.name, self.key, {**self.options, "collation": default})
 
     @property
     def key_doc(self) -> dict[str, Any]:
         return dict(self.key)
+
+
+#: Index kinds that compare by bytes alone: MongoDB refuses them a collation other than simple.
+_BINARY_KINDS = frozenset({"text", "2d"})
+
+
+def _check_collation_kind(kind: str, collation: Mapping[str, Any]) -> None:
+    if kind in _BINARY_KINDS:
+        raise QueryError(
+            "CannotCreateIndex",
+            f"Index type '{kind}' does not support collation: {render(dict(collation))}",
+        )
 
 
 def _direction_name(v: Any) -> str:
@@ -253,8 +270,12 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         )
     requested = key
     if kind is not None:
-        # The kind sees every option (it may refuse a common one) and returns its own to store.
-        options.update(kind.check(key, {**doc, **options}))
+        # The kind sees every option (it may refuse a common one) and returns its own to store;
+        # the collation only as normalised (the simple one, asked for by name, is none).
+        raw = {k: v for k, v in doc.items() if k != "collation"}
+        options.update(kind.check(key, {**raw, **options}))
+        if "collation" in options:
+            _check_collation_kind(kind.name, options["collation"])
         if kind.stored_key is not None:
             key = kind.stored_key(key)
     name = doc.get("name")

@@ -307,7 +307,7 @@ def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> boo
     return flips.pop()
 
 
-def _partial_implied(index: IndexInfo, flt: Mapping[str, Any]) -> bool:
+def partial_implied(index: IndexInfo, flt: Mapping[str, Any]) -> bool:
     """Whether the filter implies the index's partial filter, read as written: each of the partial
     filter's conditions is one of the filter's top-level conditions, verbatim."""
     pfe = index.partial_filter
@@ -554,7 +554,7 @@ def _choose(
         return CollScan(reverse=natural_reverse)
     best: tuple[tuple[int, ...], IndexScan] | None = None
     for order, ix in enumerate(coll.indexes):
-        if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, flt):
+        if ix.hidden or is_cosmos_index(ix) or not partial_implied(ix, flt):
             continue
         if ix.kind == "text" or ix.kind in OPAQUE_KINDS:
             # text: only documents with words have entries, it serves $text alone; geo kinds:
@@ -692,5 +692,6 @@ __all__ = [
     "Plan",
     "find_hinted",
     "id_point",
+    "partial_implied",
     "plan_query",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from ebbdb.storage import keys
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.collation import Collation, has_string
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.index_kinds.text import spec_of, term_prefix
 from ebbdb.storage.planner import CollScan, IndexScan, Interval, Plan, plan_query
@@ -55,12 +56,17 @@ def text_index(coll: CollectionInfo) -> IndexInfo:
 
 
 def plan_text(
-    coll: CollectionInfo, parsed: ParsedFilter, sort: SortSpec | None, hint: Any
+    coll: CollectionInfo,
+    parsed: ParsedFilter,
+    sort: SortSpec | None,
+    hint: Any,
+    collation: Collation | None = None,
 ) -> Plan | None:
     """The plan of a filter holding a `$text` (None: it holds none). Binds the text index to
     the `$text`. Raises IndexNotFound without a text index, NoQueryExecutionPlans for a hint,
-    for a compound text index without equalities on its leading fields, and for a `$text` in
-    an `$or` whose other clauses no index serves."""
+    for a compound text index without equalities on its leading fields (or with string ones
+    under a query collation, `collation` not None), and for a `$text` in an `$or` whose other
+    clauses no index serves."""
     found = text_nodes(parsed.tree)
     if not found:
         return None
@@ -76,6 +82,10 @@ def plan_text(
         _check_or(coll, parsed.tree)
         return CollScan()
     prefix = _prefix_values(parsed.tree, spec.prefix)
+    if prefix is not None and collation is not None and any(map(has_string, prefix)):
+        # The index's prefix keys are the strings' bytes (a text index has no collation): they
+        # cannot find what the query's collation calls equal.
+        prefix = None
     if prefix is None:
         raise _no_plan(
             "failed to use text index to satisfy $text query (if text index is compound, are "

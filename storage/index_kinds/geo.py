@@ -23,6 +23,7 @@ from ebbdb.storage.planner import (
     Near,
     Plan,
     find_hinted,
+    partial_implied,
 )
 from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
@@ -244,11 +245,17 @@ def _whole_scan(ix: IndexInfo, near: Near | None) -> IndexScan:
     return IndexScan(ix, (Interval(b"", None),), bounds=shown, near=near)
 
 
-def _geo_indexes(coll: CollectionInfo, hint: Any) -> list[IndexInfo]:
+def _geo_indexes(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> list[IndexInfo]:
+    """The geo indexes a query may read: the hinted one, else every visible one whose partial
+    filter the query implies (a partial index lacks the documents outside its filter)."""
     if hint is not None and hint != {} and hint != "":
         hinted = find_hinted(coll, hint)
         return [hinted] if isinstance(hinted, IndexInfo) and hinted.kind in OPAQUE_KINDS else []
-    return [ix for ix in coll.indexes if ix.kind in (SPHERE, FLAT) and not ix.hidden]
+    return [
+        ix
+        for ix in coll.indexes
+        if ix.kind in (SPHERE, FLAT) and not ix.hidden and partial_implied(ix, parsed.filter)
+    ]
 
 
 def _no_near_index(coll: CollectionInfo) -> QueryError:
@@ -301,9 +308,9 @@ def _near_order(path: str, near: geo.Near, ix: IndexInfo) -> Near:
     return Near("GEO_NEAR_2DSPHERE" if ix.kind == SPHERE else "GEO_NEAR_2D", distance)
 
 
-def _near_plan(coll: CollectionInfo, leaf: Geo, hint: Any) -> Plan:
+def _near_plan(coll: CollectionInfo, parsed: ParsedFilter, leaf: Geo, hint: Any) -> Plan:
     near: geo.Near = leaf.query
-    candidates = [ix for ix in _geo_indexes(coll, hint) if _geo_field(ix) == leaf.path]
+    candidates = [ix for ix in _geo_indexes(coll, parsed, hint) if _geo_field(ix) == leaf.path]
     if near.geojson:
         candidates = [ix for ix in candidates if ix.kind == SPHERE]
     if not candidates:
@@ -352,10 +359,10 @@ def plan(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> Plan | None:
     if nears:
         if not any(t is nears[0] for t in tops):
             raise QueryError("BadValue", "geoNear must be top-level expr")
-        return _near_plan(coll, nears[0], hint)
+        return _near_plan(coll, parsed, nears[0], hint)
     if not tops:
         return None
-    indexes = _geo_indexes(coll, hint)
+    indexes = _geo_indexes(coll, parsed, hint)
     for leaf in tops:
         for ix in indexes:
             if ix.key[0][0] == leaf.path:

@@ -113,11 +113,6 @@ def check(key: Key, options: dict[str, Any]) -> dict[str, Any]:
             "CannotCreateIndex",
             "TTL indexes are single-field indexes, compound indexes do not support TTL.",
         )
-    if options.get("collation"):
-        raise QueryError(
-            "CannotCreateIndex",
-            f"Index type 'text' does not support collation: {options['collation']}",
-        )
     weights = _weights(texts, options.get("weights"))
     language = options.get("default_language", DEFAULT_LANGUAGE)
     if not isinstance(language, str):

@@ -466,3 +466,42 @@ def test_geo_near_stage_errors(cities: Any) -> None:
     assert [d["_id"] for d in cities.aggregate([keyed, {"$limit": 2}])] == ["paris", "london"]
     # A pipeline over a collection that does not exist returns nothing.
     assert list(cities.database.missing.aggregate([stage])) == []
+
+
+def test_a_partial_geo_index_serves_only_queries_that_imply_its_filter(client: Client) -> None:
+    """A partial index lacks the documents outside its filter: a query that does not imply the
+    filter must not read it (found in review: $geoWithin returned one document of two)."""
+    coll = client.geo.partial
+    coll.create_index([("loc", "2dsphere")], partialFilterExpression={"active": True})
+    coll.insert_many(
+        [
+            {"_id": 1, "loc": {"type": "Point", "coordinates": [1, 1]}, "active": True},
+            {"_id": 2, "loc": {"type": "Point", "coordinates": [1.1, 1.1]}, "active": False},
+        ]
+    )
+    square = [[[0, 0], [5, 0], [5, 5], [0, 5], [0, 0]]]
+    within = {"loc": {"$geoWithin": {"$geometry": {"type": "Polygon", "coordinates": square}}}}
+    assert sorted(d["_id"] for d in coll.find(within)) == [1, 2]
+    assert coll.count_documents(within) == 2
+    assert leaf_stage(winning(coll, within))["stage"] == "COLLSCAN"
+    assert [d["_id"] for d in coll.find({**within, "active": True})] == [1]
+    assert leaf_stage(winning(coll, {**within, "active": True}))["stage"] == "IXSCAN"
+    point = {"$geometry": {"type": "Point", "coordinates": [1, 1]}}
+    code, _ = error_of(lambda: list(coll.find({"loc": {"$near": point}})))
+    assert code == 291
+    near = list(coll.find({"loc": {"$near": point}, "active": True}))
+    assert [d["_id"] for d in near] == [1]
+
+
+def test_a_2d_index_takes_no_collation(client: Client) -> None:
+    db = client.geo
+    code, msg = error_of(
+        lambda: db.flatcoll.create_index([("p", "2d")], collation={"locale": "en"})
+    )
+    assert code == 67
+    assert msg.startswith("Index type '2d' does not support collation: { locale: \"en\"")
+    db.create_collection("flat_en", collation={"locale": "en", "strength": 2})
+    code, _ = error_of(lambda: db.flat_en.create_index([("p", "2d")]))
+    assert code == 67
+    # Asked for by name, the simple collation is what the index needs.
+    assert db.flat_en.create_index([("p", "2d")], collation={"locale": "simple"}) == "p_2d"

@@ -524,3 +524,38 @@ def test_upsert_with_text_query(articles: Any) -> None:
     result = articles.update_one({"$text": {"$search": "juice"}}, {"$set": {"x": 1}}, upsert=True)
     assert result.matched_count == 0 and result.upserted_id is not None
     assert articles.find_one({"_id": result.upserted_id}) == {"_id": result.upserted_id, "x": 1}
+
+
+def test_text_index_and_collations(client: Client) -> None:
+    """A text index compares by bytes: on a collection with a default collation MongoDB asks for
+    an explicit simple one (an inherited collation used to make every $text find nothing)."""
+    db = client.textdb
+    db.create_collection("accents", collation={"locale": "en", "strength": 2})
+    code, msg = failure(lambda: db.accents.create_index([("title", "text")]))
+    assert code == 67
+    assert msg.startswith("Index type 'text' does not support collation: { locale: \"en\"")
+    code, _ = failure(lambda: db.plain.create_index([("t", "text")], collation={"locale": "fr"}))
+    assert code == 67
+    name = db.accents.create_index([("title", "text")], collation={"locale": "simple"})
+    assert name == "title_text"
+    db.accents.insert_one({"_id": 1, "title": "hello world"})
+    assert [d["_id"] for d in db.accents.find({"$text": {"$search": "hello"}})] == [1]
+
+
+def test_a_compound_text_prefix_under_a_query_collation(client: Client) -> None:
+    """The prefix keys are bytes: under a collation that calls "abc" and "ABC" equal they cannot
+    find the document, so the index cannot serve (an empty result before)."""
+    coll = client.textdb.prefixed
+    coll.create_index([("cat", 1), ("title", "text")])
+    coll.insert_one({"_id": 1, "cat": "ABC", "title": "hello world"})
+    query = {"cat": "ABC", "$text": {"$search": "hello"}}
+    assert [d["_id"] for d in coll.find(query)] == [1]
+    code, msg = failure(
+        lambda: list(coll.find({**query, "cat": "abc"}, collation={"locale": "en", "strength": 2}))
+    )
+    assert code == 291
+    assert "failed to use text index to satisfy $text query" in msg
+    # A number prefix is the same under any collation.
+    coll.insert_one({"_id": 2, "cat": 7, "title": "hello there"})
+    found = coll.find({"cat": 7, "$text": {"$search": "hello"}}, collation={"locale": "en"})
+    assert [d["_id"] for d in found] == [2]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ebbdb.storage.index_kinds.text import check, stored_key
+from ebbdb.storage.indexes import parse_index_spec
 from ebbdb.storage.text_search import (
     TextSpec,
     fold,
@@ -264,8 +265,12 @@ def test_check_refuses_ttl_and_collation() -> None:
         "CannotCreateIndex",
         "TTL indexes are single-field indexes, compound indexes do not support TTL.",
     )
-    code, _ = query_error(check, key, {"collation": {"locale": "fr"}})
+    # The collation is checked for every kind that compares by bytes, by the spec parser.
+    spec = {"key": {"a": "text"}, "collation": {"locale": "fr"}}
+    code, _ = query_error(parse_index_spec, spec)
     assert code == "CannotCreateIndex"
+    simple = parse_index_spec({"key": {"a": "text"}, "collation": {"locale": "simple"}})
+    assert "collation" not in simple.options
 
 
 def test_unbound_text_matching_is_index_not_found() -> None:
