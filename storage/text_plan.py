@@ -14,8 +14,10 @@ from ebbdb.storage.collation import Collation, has_string
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.index_kinds.text import spec_of, term_prefix
 from ebbdb.storage.planner import CollScan, IndexScan, Interval, Plan, plan_query
+from ebbdb.storage.query.match_leaves import is_regex
 from ebbdb.storage.query.match_tree import (
     Compare,
+    In,
     Node,
     Or,
     ParsedFilter,
@@ -106,24 +108,29 @@ def plan_text(
 
 def _prefix_values(tree: Node, fields: tuple[str, ...]) -> tuple[Any, ...] | None:
     """The values the filter's top-level equalities give the index's leading fields (None: one
-    has none)."""
+    has none). A one-value `$in` is an equality, as MongoDB rewrites it."""
     values = []
     for field in fields:
         value = next(
-            (
-                c.value
-                for c in conjuncts(tree)
-                if isinstance(c, Compare)
-                and c.op == "$eq"
-                and c.path == field
-                and not isinstance(c.value, (list, dict))
-            ),
-            _NONE,
+            (v for c in conjuncts(tree) if (v := _equality_on(c, field)) is not _NONE), _NONE
         )
         if value is _NONE:
             return None
         values.append(value)
     return tuple(values)
+
+
+def _equality_on(node: Node, field: str) -> Any:
+    """The scalar `node` sets `field` equal to, or _NONE."""
+    if isinstance(node, Compare) and node.op == "$eq" and node.path == field:
+        value = node.value
+    elif isinstance(node, In) and node.path == field and len(node.values) == 1:
+        value = node.values[0]
+    else:
+        return _NONE
+    if isinstance(value, (list, dict)) or is_regex(value):
+        return _NONE
+    return value
 
 
 _NONE = object()

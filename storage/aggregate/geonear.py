@@ -24,6 +24,7 @@ from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.index_kinds.geo import FLAT, SPHERE, measure
 from ebbdb.storage.planner import IndexScan, plan_query
+from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
 from ebbdb.storage.values import is_number, to_float, type_name
@@ -172,7 +173,10 @@ def _parse_geo_near(spec: Any, defined: frozenset[str]) -> Stage:
             )
         if not key:
             raise QueryError("BadValue", "$geoNear parameter 'key' cannot be the empty string")
-    parse_filter(dict(query))  # a malformed query fails here, as MongoDB's parse does
+    parsed_query = parse_filter(dict(query))  # a malformed query fails here, as in MongoDB
+    if near_leaves(parsed_query.tree):
+        # The stage's own `near` is the query's proximity operator: a second one is refused.
+        raise QueryError("BadValue", "Too many geoNear expressions")
     return GeoNear(
         near,
         field_path(spec["distanceField"]),

@@ -505,3 +505,16 @@ def test_a_2d_index_takes_no_collation(client: Client) -> None:
     assert code == 67
     # Asked for by name, the simple collation is what the index needs.
     assert db.flat_en.create_index([("p", "2d")], collation={"locale": "simple"}) == "p_2d"
+
+
+def test_geo_near_query_may_not_hold_another_near(client: Client) -> None:
+    coll = client.geo.twonear
+    coll.create_index([("loc", "2dsphere")])
+    coll.insert_one({"_id": 1, "loc": {"type": "Point", "coordinates": [1, 1]}})
+    point = {"type": "Point", "coordinates": [1, 1]}
+    stage = {"near": point, "distanceField": "d", "spherical": True}
+    inner = {"loc": {"$near": {"$geometry": point, "$maxDistance": 10}}}
+    code, msg = error_of(lambda: list(coll.aggregate([{"$geoNear": {**stage, "query": inner}}])))
+    assert (code, msg) == (2, "Too many geoNear expressions")
+    found = list(coll.aggregate([{"$geoNear": {**stage, "query": {"_id": 1}}}]))
+    assert [(d["_id"], d["d"]) for d in found] == [(1, 0.0)]

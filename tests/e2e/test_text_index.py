@@ -559,3 +559,17 @@ def test_a_compound_text_prefix_under_a_query_collation(client: Client) -> None:
     coll.insert_one({"_id": 2, "cat": 7, "title": "hello there"})
     found = coll.find({"cat": 7, "$text": {"$search": "hello"}}, collation={"locale": "en"})
     assert [d["_id"] for d in found] == [2]
+
+
+def test_a_one_value_in_is_an_equality_on_a_text_prefix(client: Client) -> None:
+    coll = client.textdb.prefixed_in
+    coll.create_index([("cat", 1), ("title", "text")])
+    coll.insert_many(
+        [{"_id": 1, "cat": 1, "title": "hello"}, {"_id": 2, "cat": 2, "title": "hello"}]
+    )
+    found = coll.find({"cat": {"$in": [2]}, "$text": {"$search": "hello"}})
+    assert [d["_id"] for d in found] == [2]
+    code, _ = failure(
+        lambda: list(coll.find({"cat": {"$in": [1, 2]}, "$text": {"$search": "hello"}}))
+    )
+    assert code == 291
