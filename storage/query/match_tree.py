@@ -271,9 +271,10 @@ def text_nodes(node: Node) -> list[tuple[Text, bool]]:
 
 def unbounded(node: Node) -> bool:
     """Whether testing a document against the node can take long: regular expressions (a match
-    attempt may backtrack up to PCRE2's limit) and `$expr` (any computation). Queries holding one
-    match on a reader thread, not on the event loop."""
-    if isinstance(node, (Expr, Regex, Text)):
+    attempt may backtrack up to PCRE2's limit), `$expr` (any computation), `$text` and the geo
+    operators (a geometry parsed and tested per document: tens of microseconds each). Queries
+    holding one match on a reader thread, not on the event loop."""
+    if isinstance(node, (Expr, Regex, Text, Geo)):
         return True  # a $text match tokenizes and stems the document's strings
     if isinstance(node, In):
         return any(isinstance(v, (bson.Regex, re.Pattern)) for v in node.values)
