@@ -51,9 +51,11 @@ def document_parts(fields: list[bytes], size: int) -> list[bytes]:
 
 
 def encode_parts(reply: dict[str, Any], codec_options: Any) -> list[bytes] | None:
-    """The reply document as parts when one of its fields is a RawDoc held in parts and the whole
-    is at least STREAM_BYTES; None otherwise (encode it the ordinary way)."""
-    if not any(type(v) is RawDoc and v.parts is not None for v in reply.values()):
+    """The reply document as parts when its cursor is a RawDoc held in parts (a batch of at least
+    STREAM_BYTES: only cursor replies make them); None otherwise (encode it the ordinary way).
+    Asked of every reply, so it looks at the one field first."""
+    cursor = reply.get("cursor")
+    if type(cursor) is not RawDoc or cursor.parts is None:
         return None
     elements: list[bytes] = []
     size = 0

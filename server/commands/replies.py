@@ -9,7 +9,7 @@ import struct
 from typing import Any
 
 from ebbdb.server.context import CommandContext
-from ebbdb.server.raw_reply import STREAM_BYTES, RawDoc, document_parts
+from ebbdb.server.raw_reply import STREAM_BYTES, RawDoc
 
 #: BSON element headers of an array's items: type 3 (document) and the decimal index as name.
 _ITEM_HEADS = [b"\x03%d\x00" % i for i in range(1024)]
@@ -27,15 +27,16 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
     """A cursor reply whose batch is the stored BSON, laid out here rather than encoded document by
     document: the cursor document is {<batch_field>: [docs], id: <cid as a long>, ns: <ns>}. A batch
     of STREAM_BYTES or more stays in parts (server/raw_reply.py); a smaller one is joined once."""
+    head = b"\x04" + batch_field.encode() + b"\x00"  # the batch: an array
+    # One list from the start (the document's and the array's lengths filled in after): a batch
+    # of thousands of documents is not copied from list to list on the way.
+    parts = [b"", head, b""]
     if len(docs) == 1:
-        items = [b"\x030\x00", docs[0]]  # a find_one's batch
-        size = 3 + len(docs[0])
+        parts += (b"\x030\x00", docs[0])  # a find_one's batch
     else:
-        heads = _item_heads(len(docs))
-        items = list(itertools.chain.from_iterable(zip(heads, docs)))
-        size = sum(map(len, items))
+        parts.extend(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
+    size = sum(map(len, itertools.islice(parts, 3, None)))
     nsb = ns.encode()
-    batch_head = b"\x04" + batch_field.encode() + b"\x00"
     tail = b"".join(
         (
             b"\x00",  # the batch array's end
@@ -44,11 +45,13 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
             b"\x02ns\x00",  # the namespace: a string
             _INT32.pack(len(nsb) + 1),
             nsb,
-            b"\x00",
+            b"\x00",  # the string's end
+            b"\x00",  # the cursor document's end
         )
     )
-    fields = [batch_head, _INT32.pack(size + 5), *items, tail]
-    parts = document_parts(fields, len(batch_head) + 4 + size + len(tail))
+    parts[2] = _INT32.pack(size + 5)
+    parts[0] = _INT32.pack(4 + len(head) + 4 + size + len(tail))  # the whole document
+    parts.append(tail)
     if size < STREAM_BYTES:
         return {"cursor": RawDoc(b"".join(parts)), "ok": 1.0}
     return {"cursor": RawDoc(parts=parts), "ok": 1.0}
