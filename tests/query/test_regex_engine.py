@@ -79,6 +79,44 @@ def test_semantics(pattern: str, options: str, text: str, found: bool) -> None:
     assert finds(pattern, text, options) is found
 
 
+@cases(("pattern", "options", "text", "found"), MATCHES)
+def test_released_twin_has_the_same_semantics(
+    pattern: str, options: str, text: str, found: bool
+) -> None:
+    # The system library's compile of the same source and options (the long attempts' path).
+    twin = regex.Released.of(regex.compile_regex(pattern, options))
+    assert twin is not None
+    assert twin.finds(text) is found
+
+
+def test_a_long_attempt_runs_on_with_the_interpreter_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    finds_released = regex.Released.finds
+
+    def counted(self: regex.Released, text: str) -> bool:
+        calls.append(text)
+        return finds_released(self, text)
+
+    monkeypatch.setattr(regex.Released, "finds", counted)
+    test = regex.finds_in(regex.compile_regex("^(?:(a+)+x|a*y)", ""))
+    assert test("a" * 8 + "y") is True  # found under the quick limit: no second run
+    assert calls == []
+    # Past the quick limit, within MongoDB's: found by the second run, not lost to the first.
+    assert test("a" * 14 + "y") is True
+    assert calls == ["a" * 14 + "y"]
+    assert test("a" * 30 + "y") is False  # past MongoDB's limit too: no match
+    assert len(calls) == 2
+
+
+def test_released_twin_keeps_the_depth_limit() -> None:
+    twin = regex.Released.of(regex.compile_regex("^(?:a|b)*$", ""))
+    assert twin is not None
+    assert twin.finds("ab" * 100) is True
+    assert twin.finds("ab" * 5000) is False
+
+
 COMPILE_ERRORS = [
     ("(", "missing closing parenthesis"),
     ("a{3,2}", "numbers out of order in {} quantifier"),
