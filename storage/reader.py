@@ -134,23 +134,22 @@ class Reader:
             items = [kv for kv in items if not ttl.expired_value(kv[1], rules, now_ms)]
             if not items:
                 return [], _rid_of(last_key, after), done, False
-        offset = ttl.body_offset
-        sizes = list(itertools.accumulate(len(v) - offset(v) for _, v in items))
+        out = ttl.bodies(items)
         limited = False
-        if sizes and sizes[-1] > max_bytes:
+        if out and sum(map(len, out)) > max_bytes:
+            sizes = list(itertools.accumulate(map(len, out)))
             cut = bisect.bisect_right(sizes, max_bytes)
             if cut == 0 and first:
                 cut = 1
             limited = cut < len(items)
             if limited:
-                items = items[:cut]
+                items, out = items[:cut], out[:cut]
                 done = False
         if not items:
             return [], after, done and not limited, limited
         if taken == max_docs and not done and not limited:
             more = cur.prev() if reverse else cur.next()
             done = not more or not layout.in_collection(cur.key(), prefix)
-        out = [v[offset(v) :] for _, v in items]
         return out, _rid_of(items[-1][0], after), done, limited
 
     def index_entries(

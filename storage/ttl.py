@@ -57,6 +57,13 @@ def body(value: bytes) -> bytes:
     return value[HEAD_LEN + (value[HEAD_LEN - 1] << 4) :]
 
 
+def bodies(items: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The BSON of each stored record in (key, record) pairs: `body` without a call per record
+    (a scan's batch takes thousands)."""
+    head, count = HEAD_LEN, HEAD_LEN - 1
+    return [v[head + (v[count] << 4) :] for _, v in items]
+
+
 def read_meta(value: bytes) -> RecordMeta:
     _fmt, modified, ttl, n = _HEAD.unpack_from(value)
     dates = tuple(_DATE.unpack_from(value, HEAD_LEN + 16 * i) for i in range(n))
