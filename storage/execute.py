@@ -23,7 +23,7 @@ from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.entries import index_bodies
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
-from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
+from ebbdb.storage.planner import CollScan, IndexScan, Plan, id_hack, plan_query
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
 from ebbdb.storage.query.metadata import with_text_score
@@ -131,6 +131,13 @@ class QuerySpec:
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
+    flt = spec.filter
+    if len(flt) == 1 and not (spec.min_key or spec.max_key):
+        # A filter of `_id` alone (find_one, update_one and delete_one by `_id`) has no $text
+        # and no geo operator for the kinds' planners to look for.
+        scan = id_hack(coll, flt, spec.sort, spec.hint, spec.collation)
+        if scan is not None:
+            return scan
     text = plan_text(coll, spec.query, spec.sort, spec.hint, spec.collation)
     if text is not None:
         return text  # a $text is read through the text index, whatever else the filter says

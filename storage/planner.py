@@ -354,18 +354,44 @@ def id_point(flt: Mapping[str, Any] | None) -> Any:
     return value if isinstance(value, _POINT_TYPES) else MISSING
 
 
+def id_hack(
+    coll: CollectionInfo,
+    flt: Mapping[str, Any],
+    sort: SortSpec | None,
+    hint: Any,
+    collation: Collation | None,
+) -> IndexScan | None:
+    """MongoDB's IDHACK: a filter pinning `_id` by equality (read as written, as id_point does),
+    without a hint or a $natural sort, reads one key of the `_id` index, with no planning; None
+    when it does not apply (or the `_id` index's collation orders the value otherwise)."""
+    if not (hint is None or hint == {} or hint == ""):
+        return None
+    point = id_point(flt)
+    if point is MISSING or (sort is not None and sort.natural and not sort.keys):
+        return None
+    id_collation = coll.id_index.collation
+    if id_collation is collation or id_collation == collation:
+        if collation is not None:
+            point = collation.collate(point)
+        return _id_lookup(coll, point, sort)
+    if not has_string(point):
+        return _id_lookup(coll, point, sort)
+    return None
+
+
 def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> IndexScan:
-    """MongoDB's IDHACK: an `_id` equality reads one key of the `_id` index, with no planning.
-    At most one document matches, so any sort is already satisfied."""
+    """One key of the `_id` index. At most one document matches, so any sort is already
+    satisfied."""
     e = keys.encode(value)
     hi = keys.successor(e)
     interval = Interval(_clip(e, upper=False) or e, _clip(hi, upper=True) if hi else None)
+    shown = render(value)
     return IndexScan(
         coll.id_index,
         (interval,),
         False,
         sort is not None and bool(sort.keys),
-        {"_id": [f"[{render(value)}, {render(value)}]"]},
+        {"_id": [f"[{shown}, {shown}]"]},
         e,
     )
 
@@ -492,17 +518,9 @@ def _plan_query(
         kind_plan = kind_planner(coll, parsed, hint)
         if kind_plan is not None:
             return kind_plan
-    if hint is None or hint == {} or hint == "":
-        # MongoDB's IDHACK reads the filter as written, as id_point does.
-        point = id_point(flt)
-        if point is not MISSING and not (sort is not None and sort.natural and not sort.keys):
-            id_collation = coll.id_index.collation
-            if id_collation is collation or id_collation == collation:
-                if collation is not None:
-                    point = collation.collate(point)
-                return _id_lookup(coll, point, sort)
-            if not has_string(point):
-                return _id_lookup(coll, point, sort)
+    scan = id_hack(coll, flt, sort, hint, collation)
+    if scan is not None:
+        return scan
     bounds: dict[str, _FieldBounds] = {}
     _collect(parsed.tree, bounds)
     if collation is not None or any(ix.collation is not None for ix in coll.indexes):
@@ -684,6 +702,7 @@ def _wildcard_candidate(
 
 __all__ = [
     "KIND_PLANNERS",
+    "id_hack",
     "OPAQUE_KINDS",
     "CollScan",
     "IndexScan",
