@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +121,9 @@ class Reader:
             return [], after, True, False
         # Whole runs at C speed: take the records, then trim what lies past the collection's end
         # and what does not fit.
-        items = list(itertools.islice(cur.iterprev() if reverse else cur.iternext(), max_docs))
+        items, exhausted = take_records(
+            cur.iterprev() if reverse else cur.iternext(), max_docs, max_bytes
+        )
         taken = len(items)
         if reverse:
             while items and items[-1][0] < prefix:
@@ -128,7 +131,7 @@ class Reader:
         else:
             while items and items[-1][0] >= end:
                 items.pop()
-        done = len(items) < taken or taken < max_docs
+        done = len(items) < taken or exhausted
         if items and rules.active:
             last_key = items[-1][0]
             items = [kv for kv in items if not ttl.expired_value(kv[1], rules, now_ms)]
@@ -227,6 +230,33 @@ class Reader:
     def stats(self, coll: CollectionInfo) -> tuple[int, int]:
         """(document count, data bytes) of a collection."""
         return layout.unpack_stats(self._txn.get(layout.stats_key(coll.id), db=self._env.stats))
+
+
+#: Records a plain scan reads before it knows their sizes (a record may be up to 16 MB).
+_FIRST_TAKE = 8
+_VALUE = operator.itemgetter(1)
+
+
+def take_records(
+    records: Iterator[tuple[bytes, bytes]], max_docs: int, max_bytes: int
+) -> tuple[list[tuple[bytes, bytes]], bool]:
+    """Up to `max_docs` (key, record) pairs, read in runs at C speed and no further than one
+    record past `max_bytes`: after a first few, each run is as long as the bytes left are likely
+    to hold at the average size so far (a batch of large records is not read whole to be cut to
+    16 MB). Also says whether the records ran out."""
+    items: list[tuple[bytes, bytes]] = []
+    size = 0
+    want = min(max_docs, _FIRST_TAKE)
+    while want > 0:
+        run = list(itertools.islice(records, want))
+        items += run
+        if len(run) < want:
+            return items, True
+        size += sum(map(len, map(_VALUE, run)))
+        if size > max_bytes:
+            break
+        want = min(max_docs - len(items), (max_bytes - size) * len(items) // size + 1)
+    return items, False
 
 
 def _rid_of(key: bytes | None, default: int | None) -> int | None:

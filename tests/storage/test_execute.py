@@ -3,6 +3,8 @@ limits (every matching document exactly once, in order), sort and projection."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import bson
 import pytest
 
@@ -13,6 +15,7 @@ from ebbdb.storage.execute import QueryRun, QuerySpec, choose_plan, count_docume
 from ebbdb.storage.indexes import parse_index_spec
 from ebbdb.storage.planner import CollScan, IndexScan
 from ebbdb.storage.query.match_tree import And, Compare
+from ebbdb.storage.reader import take_records
 from tests.helpers import enc
 
 N = 40
@@ -416,3 +419,28 @@ def test_id_lookup_of_a_key_too_long_for_lmdb(engine: Engine) -> None:
     for i in long_ids:
         docs, _ = drain(engine, make_run(engine, filter={"_id": i}))
         assert [dec(d)["_id"] for d in docs] == [i]
+
+
+def test_a_plain_scan_reads_no_further_than_its_byte_budget() -> None:
+    # Records of 1,000 bytes with room for 10: the scan reads a dozen, not the 2,000 asked for
+    # (a getMore over 250 KB documents read 2,000 of them, 500 MB, to send 64).
+    pulled = 0
+
+    def records() -> Iterator[tuple[bytes, bytes]]:
+        nonlocal pulled
+        for i in range(5000):
+            pulled += 1
+            yield b"%d" % i, b"x" * 1000
+
+    items, exhausted = take_records(records(), 2000, 10_000)
+    assert not exhausted
+    assert 10_000 < sum(len(v) for _, v in items) <= 11_000
+    assert pulled == len(items) <= 12
+
+
+def test_a_plain_scan_of_small_records_takes_the_count_asked() -> None:
+    rows = [(b"%d" % i, b"y" * 20) for i in range(5000)]
+    items, exhausted = take_records(iter(rows), 2000, 16 * 1024 * 1024)
+    assert items == rows[:2000] and not exhausted
+    items, exhausted = take_records(iter(rows[:30]), 2000, 16 * 1024 * 1024)
+    assert items == rows[:30] and exhausted
