@@ -12,14 +12,15 @@ with 51156)."""
 
 from __future__ import annotations
 
-import ctypes
+import atexit
 import functools
 import re
-import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import pcre2
+
+from ebbdb.storage.query import runaway
 
 
 class BadRegexFlag(ValueError):
@@ -66,8 +67,9 @@ _OPTIONS = {
 # off again, leaving UTF mode as MongoDB has it.
 _BASE_FLAGS = pcre2.ASCII
 # In-pattern limits may only lower the application's limit and the last setting wins: ours go
-# after any the pattern opens with, so a pattern cannot raise them again.
-_LIMITS = f"(*LIMIT_MATCH={MATCH_LIMIT})(*LIMIT_DEPTH={DEPTH_LIMIT})"
+# after any the pattern opens with, so a pattern cannot raise them again, and they are the lower
+# of MongoDB's and the pattern's own (a pattern may lower them, as under mongod).
+_USER_LIMIT = re.compile(r"\(\*LIMIT_(MATCH|DEPTH|RECURSION)=(\d+)\)")
 _LEADING_SETTINGS = re.compile(
     r"(?:\(\*(?:LIMIT_[A-Z]+=\d+|NOTEMPTY(?:_ATSTART)?|NO_[A-Z_]+|UTF8?|UCP|CR|LF|CRLF|ANYCRLF"
     r"|ANY|NUL|BSR_ANYCRLF|BSR_UNICODE)\))*"
@@ -76,6 +78,18 @@ _LEADING_SETTINGS = re.compile(
 _ESCAPE = re.compile(r"\\x\{|\\Q.*?(?:\\E|\Z)|\\.", re.DOTALL)
 #: PCRE2's message for \u and \U, which the binding's forced PCRE2_ALT_BSUX would otherwise accept.
 _NO_BSU = str(pcre2.LibraryError(137))
+
+
+def _limits(settings: str) -> tuple[int, int]:
+    """The match and depth limits of a pattern opening with `settings`: MongoDB's, or lower
+    ones the settings ask for (LIMIT_RECURSION is PCRE2's old name for LIMIT_DEPTH)."""
+    match_limit, depth_limit = MATCH_LIMIT, DEPTH_LIMIT
+    for kind, value in _USER_LIMIT.findall(settings):
+        if kind == "MATCH":
+            match_limit = min(match_limit, int(value))
+        else:
+            depth_limit = min(depth_limit, int(value))
+    return match_limit, depth_limit
 
 
 def check_options(options: str) -> None:
@@ -94,7 +108,9 @@ def compile_regex(pattern: str, options: str) -> Pattern:
         flags |= _OPTIONS[ch]
     lead = _LEADING_SETTINGS.match(pattern)
     cut = lead.end() if lead else 0
-    source = pattern[:cut] + _LIMITS + _escapes(pattern[cut:])
+    match_limit, depth_limit = _limits(pattern[:cut])
+    limits = f"(*LIMIT_MATCH={match_limit})(*LIMIT_DEPTH={depth_limit})"
+    source = pattern[:cut] + limits + _escapes(pattern[cut:])
     try:
         compiled: Pattern = pcre2.compile(source, flags, jit=False)
     except pcre2.LibraryError as exc:
@@ -109,22 +125,29 @@ def finds_in(rx: Pattern) -> Callable[[str], bool]:
     The binding holds the interpreter for a whole match, and an attempt that runs to MongoDB's
     limit takes about 9 ms: long enough to keep the event loop from answering anyone. So each
     string is tried first under QUICK_MATCH_LIMIT (well under a millisecond), and only an attempt
-    that reaches it runs again, to the full limit, through `Released`, which calls the system's
-    PCRE2 with the interpreter released. The answer is the full limit's either way: what an
-    attempt finds within the short limit, match or no match, the full one finds too."""
+    that reaches it runs again, to the full limit, in the helper process of
+    storage/query/runaway.py (the same binding, so the same answer) while this thread waits with
+    the interpreter released. What an attempt finds within the short limit, match or no match,
+    the full one finds too."""
     code = getattr(rx, "_pcre2_code", None)
     if _MATCH is not None and code is not None:
         match = _MATCH
-        released = Released.of(rx)
-        quick = code if released is None else _quick_code(rx)
+        quick = _quick_code(rx)
+        source, flags = rx.pattern, int(rx.flags)  # type: ignore[attr-defined]
 
         def finds_fast(text: str) -> bool:
             try:
                 return match(quick, text, len(text), 0, _CONTEXT, 0)[0] is not None
             except pcre2.LibraryError as exc:
-                if released is None or getattr(exc, "code", None) != _ERROR_MATCHLIMIT:
+                if getattr(exc, "code", None) != _ERROR_MATCHLIMIT:
                     return False
-            return released.finds(text)
+            found = RUNAWAY.finds(source, flags, text)
+            if found is not None:
+                return found
+            try:  # no helper: the full attempt here, holding the interpreter
+                return match(code, text, len(text), 0, _CONTEXT, 0)[0] is not None
+            except pcre2.LibraryError:
+                return False
 
         return finds_fast
     search = rx.search
@@ -162,121 +185,27 @@ _MATCH = _binding_matcher()
 
 
 #: The first try's limit: an attempt reaching it (about 0.4 ms of backtracking) runs again to
-#: MATCH_LIMIT with the interpreter released.
+#: MATCH_LIMIT in the helper process, with the interpreter released.
 QUICK_MATCH_LIMIT = 10_000
 _ERROR_MATCHLIMIT = -47  # PCRE2_ERROR_MATCHLIMIT
-# pcre2.h's option bits the binding adds to every str pattern, and the one match option used.
-_NEVER_BACKSLASH_C = 0x00100000
-_ALT_BSUX = 0x00000002
-_UTF = 0x00080000
-_UCP = 0x00020000
-_NO_UTF_CHECK = 0x40000000
+#: The helper process for attempts past QUICK_MATCH_LIMIT (started on the first one).
+RUNAWAY = runaway.Helper()
+atexit.register(RUNAWAY.close)
 
 
 @functools.lru_cache(maxsize=1024)
 def _quick_code_of(source: str, flags: int) -> Any:
-    # Our limits stand after any the pattern opens with; the last setting wins, so the short
-    # limit goes right after them.
-    quick = source.replace(_LIMITS, _LIMITS + f"(*LIMIT_MATCH={QUICK_MATCH_LIMIT})", 1)
+    # The settings end with our limits; the last setting wins, so the short limit goes right
+    # after them (never above the pattern's own).
+    lead = _LEADING_SETTINGS.match(source)
+    cut = lead.end() if lead else 0
+    limit = min(QUICK_MATCH_LIMIT, _limits(source[:cut])[0])
+    quick = source[:cut] + f"(*LIMIT_MATCH={limit})" + source[cut:]
     return pcre2.compile(quick, flags, jit=False)._pcre2_code
 
 
 def _quick_code(rx: Pattern) -> Any:
     return _quick_code_of(rx.pattern, int(rx.flags))  # type: ignore[attr-defined]
-
-
-def _load_library() -> ctypes.CDLL | None:
-    """The system's libpcre2-8 (present wherever grep is: Debian, Ubuntu, the Docker image), or
-    None: then a runaway attempt holds the interpreter to the full limit, as before."""
-    for name in ("libpcre2-8.so.0", "libpcre2-8.0.dylib", "libpcre2-8.dylib"):
-        try:
-            lib = ctypes.CDLL(name)  # a CDLL's calls release the interpreter
-        except OSError:
-            continue
-        try:
-            lib.pcre2_compile_8.restype = ctypes.c_void_p
-            lib.pcre2_compile_8.argtypes = [
-                ctypes.c_char_p,
-                ctypes.c_size_t,
-                ctypes.c_uint32,
-                ctypes.POINTER(ctypes.c_int),
-                ctypes.POINTER(ctypes.c_size_t),
-                ctypes.c_void_p,
-            ]
-            lib.pcre2_code_free_8.restype = None
-            lib.pcre2_code_free_8.argtypes = [ctypes.c_void_p]
-            lib.pcre2_match_data_create_from_pattern_8.restype = ctypes.c_void_p
-            lib.pcre2_match_data_create_from_pattern_8.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-            lib.pcre2_match_data_free_8.restype = None
-            lib.pcre2_match_data_free_8.argtypes = [ctypes.c_void_p]
-            lib.pcre2_match_8.restype = ctypes.c_int
-            lib.pcre2_match_8.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_char_p,
-                ctypes.c_size_t,
-                ctypes.c_size_t,
-                ctypes.c_uint32,
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-            ]
-        except AttributeError:  # not PCRE2's 8-bit library after all
-            continue
-        return lib
-    return None
-
-
-_LIBRARY = _load_library()
-
-
-class Released:
-    """A pattern compiled a second time, in the system's PCRE2 through ctypes, for the attempts
-    that run long: ctypes releases the interpreter for the length of each call, so the event loop
-    and the other threads run while PCRE2 backtracks. Same pattern source, same options as the
-    binding's compile (UTF, no \\C, its escapes, UCP unless ASCII), same in-pattern limits."""
-
-    def __init__(self, code: int) -> None:
-        self._code = code
-        assert _LIBRARY is not None
-        weakref.finalize(self, _LIBRARY.pcre2_code_free_8, code)
-
-    @staticmethod
-    def of(rx: Pattern) -> Released | None:
-        """The released twin of a compiled pattern, or None (no system library, or it refuses
-        the pattern)."""
-        if _LIBRARY is None:
-            return None
-        return _released_of(rx.pattern, int(rx.flags))  # type: ignore[attr-defined]
-
-    def finds(self, text: str) -> bool:
-        """Whether the pattern finds a match in `text` (a limit reached is no match)."""
-        data = text.encode("utf-8")  # a str from BSON is always valid UTF-8
-        lib = _LIBRARY
-        assert lib is not None
-        match_data = lib.pcre2_match_data_create_from_pattern_8(self._code, None)
-        if not match_data:
-            raise MemoryError("PCRE2 could not allocate match data")
-        try:
-            rc = lib.pcre2_match_8(self._code, data, len(data), 0, _NO_UTF_CHECK, match_data, None)
-        finally:
-            lib.pcre2_match_data_free_8(match_data)
-        return bool(rc >= 0)
-
-
-@functools.lru_cache(maxsize=256)
-def _released_of(source: str, flags: int) -> Released | None:
-    assert _LIBRARY is not None
-    options = (flags & ~int(pcre2.ASCII)) | _NEVER_BACKSLASH_C | _ALT_BSUX | _UTF
-    if not flags & int(pcre2.ASCII):
-        options |= _UCP
-    data = source.encode("utf-8")
-    err = ctypes.c_int(0)
-    offset = ctypes.c_size_t(0)
-    code = _LIBRARY.pcre2_compile_8(
-        data, len(data), options, ctypes.byref(err), ctypes.byref(offset), None
-    )
-    if not code:  # an older library than the binding's: the binding's full limit serves
-        return None
-    return Released(code)
 
 
 def search(rx: Pattern, text: str, pos: int = 0) -> Match | None:

@@ -39,6 +39,16 @@ def test_a_pattern_cannot_raise_the_limits() -> None:
     assert time.perf_counter() - started < 1.0
 
 
+def test_a_pattern_may_lower_the_limits() -> None:
+    # As under mongod, whose own limit a pattern's (*LIMIT_...) may only lower: 2^16 backtracks
+    # are within MongoDB's limit, not within the pattern's 5,000 (nor, for the depth, 10).
+    assert finds("^(?:(?:a+)+b|a*$)", "a" * 16) is True
+    assert finds("(*LIMIT_MATCH=5000)^(?:(?:a+)+b|a*$)", "a" * 16) is False
+    assert finds("(*LIMIT_MATCH=5000)^(?:(?:a+)+b|a*$)", "a" * 8) is True
+    assert finds("(*LIMIT_RECURSION=10)^(?:a|b)*$", "ab" * 8) is False
+    assert finds("(*LIMIT_DEPTH=10)(*UCP)^(?:a|b)*$", "ab") is True
+
+
 def test_depth_limit() -> None:
     rx = regex.compile_regex("^(?:a|b)*$", "")
     assert regex.search(rx, "ab" * 100) is not None
@@ -79,27 +89,15 @@ def test_semantics(pattern: str, options: str, text: str, found: bool) -> None:
     assert finds(pattern, text, options) is found
 
 
-@cases(("pattern", "options", "text", "found"), MATCHES)
-def test_released_twin_has_the_same_semantics(
-    pattern: str, options: str, text: str, found: bool
-) -> None:
-    # The system library's compile of the same source and options (the long attempts' path).
-    twin = regex.Released.of(regex.compile_regex(pattern, options))
-    assert twin is not None
-    assert twin.finds(text) is found
-
-
-def test_a_long_attempt_runs_on_with_the_interpreter_released(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_long_attempt_runs_on_in_the_helper_process(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    finds_released = regex.Released.finds
+    helper_finds = regex.RUNAWAY.finds
 
-    def counted(self: regex.Released, text: str) -> bool:
+    def counted(source: str, flags: int, text: str) -> bool | None:
         calls.append(text)
-        return finds_released(self, text)
+        return helper_finds(source, flags, text)
 
-    monkeypatch.setattr(regex.Released, "finds", counted)
+    monkeypatch.setattr(regex.RUNAWAY, "finds", counted)
     test = regex.finds_in(regex.compile_regex("^(?:(a+)+x|a*y)", ""))
     assert test("a" * 8 + "y") is True  # found under the quick limit: no second run
     assert calls == []
@@ -110,11 +108,48 @@ def test_a_long_attempt_runs_on_with_the_interpreter_released(
     assert len(calls) == 2
 
 
-def test_released_twin_keeps_the_depth_limit() -> None:
-    twin = regex.Released.of(regex.compile_regex("^(?:a|b)*$", ""))
-    assert twin is not None
-    assert twin.finds("ab" * 100) is True
-    assert twin.finds("ab" * 5000) is False
+# Patterns whose reading differs between PCRE2 releases: the answer must not depend on whether
+# the attempt ran past the quick limit (and so in the helper).
+SLOW_OR_FAST = [
+    ("^(?:(?:a+)+b|a*x{,3}$)", "", "xx"),
+    ("^(?:(?:a+)+b|a*\\x{A7CB}$)", "i", "\u0264"),
+    ("(*UCP)^(?:(?:a+)+b|a*\\w$)", "", "\u203f"),
+    ("^(?:(?:a+)+b|a*[[:alpha:]]$)", "", "\u00e9"),
+]
+
+
+@pytest.mark.parametrize("pattern, options, tail", SLOW_OR_FAST)
+def test_the_answer_does_not_depend_on_the_attempt_length(
+    pattern: str, options: str, tail: str
+) -> None:
+    rx = regex.compile_regex(pattern, options)
+    test = regex.finds_in(rx)
+    short, long = "aaaa" + tail, "a" * 16 + tail
+    expected = [regex.search(rx, short) is not None, regex.search(rx, long) is not None]
+    assert [test(short), test(long)] == expected
+
+
+def test_a_dead_helper_is_replaced_and_answers_stay_right() -> None:
+    test = regex.finds_in(regex.compile_regex("^(?:(a+)+x|a*y)", ""))
+    assert test("a" * 14 + "y") is True  # the helper is running now
+    helper = regex.RUNAWAY
+    proc = helper.process
+    assert proc is not None
+    proc.kill()
+    proc.wait()
+    started = helper.started
+    # The next long attempt meets the dead helper: answered here, and the helper restarted.
+    assert test("a" * 15 + "y") is True
+    assert test("a" * 13 + "y") is True
+    assert helper.started == started + 1
+    assert helper.process is not None and helper.process.poll() is None
+
+
+def test_without_a_helper_the_attempt_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(regex.RUNAWAY, "finds", lambda source, flags, text: None)
+    test = regex.finds_in(regex.compile_regex("^(?:(a+)+x|a*y)", ""))
+    assert test("a" * 14 + "y") is True
+    assert test("a" * 30 + "y") is False
 
 
 COMPILE_ERRORS = [
