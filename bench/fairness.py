@@ -62,6 +62,7 @@ def _ping_process(uri: str, record: Any, stop: Any, out: Any) -> None:
     pings: list[float] = []
     with _client(uri) as c:
         c.admin.command("ping")
+        out.send("ready")
         while not stop.is_set():
             recording = record.is_set()
             t = time.perf_counter()
@@ -80,7 +81,8 @@ def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float) -> R
     receive, send = ctx.Pipe(duplex=False)
     pinger = ctx.Process(target=_ping_process, args=(uri, record, stop, send), daemon=True)
     pinger.start()
-    time.sleep(1.0)  # the pinger has started, connected and is pinging
+    if not receive.poll(60) or receive.recv() != "ready":
+        raise RuntimeError("the pinging process did not start")
     record.set()
     start = time.perf_counter()
     try:
@@ -93,8 +95,13 @@ def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float) -> R
     if rest > 0:
         time.sleep(rest)
     stop.set()
-    if receive.poll(30):
-        row.pings = receive.recv()
+    try:
+        if receive.poll(30):
+            row.pings = receive.recv()
+    except EOFError:  # the pinger died: its pings are lost, and the row says so
+        pass
+    if not row.pings:
+        row.outcome += " (no pings came back)"
     pinger.join(30)
     return row
 
