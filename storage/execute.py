@@ -40,7 +40,7 @@ DEFAULT_BUDGET = 500
 #: A plain scan (no filter, projection or sort: the stored records as they are, at C speed,
 #: about a microsecond each) examines this many times the budget: 2,000 records of 100 bytes
 #: took 1.7 ms here (median of 30), of 1 KB 2.9 ms, and a 10,000-document find needs 5 chunks,
-#: not 20 (bench/write.py's iteration: 0.64 of the floor -> 0.79-0.84).
+#: not 20. Large records stop a chunk sooner: it reads no further than its bytes allow.
 PLAIN_SCALE = 4
 
 # A resume position: after this record id (collection scan) or after this entry key within this
