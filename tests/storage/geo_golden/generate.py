@@ -1,11 +1,17 @@
 """Writes cases.json: a fixed set of geometry cases run through storage/geo.py's public functions,
-with the answers they give. A dev tool, not a test: run it (`python
-tests/storage/geo_golden/generate.py`) where spherely and shapely are installed to record what the
-S2/GEOS implementation answered; tests/storage/test_geo_golden.py holds today's code to those
-answers. Seeded, so a rerun writes the same file."""
+with the answers they give. A dev tool, not a test (pytest does not collect it): it recorded what
+the spherely (S2) and shapely (GEOS) implementation answered, and tests/storage/test_geo_golden.py
+holds the pure-Python geometry to those answers. Seeded, so a rerun writes the same file.
+
+To record again (say, with more cases) against the S2 implementation, install spherely and shapely
+and point --reference at storage/geo.py as of commit ad9e09a (the last that used them):
+    git show ad9e09a:storage/geo.py > /tmp/geo_s2.py
+    python tests/storage/geo_golden/generate.py --reference /tmp/geo_s2.py
+Without --reference it runs the checked-out storage/geo.py (to see what the current code says)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import random
@@ -13,13 +19,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ebbdb.storage import geo
 from ebbdb.storage.errors import QueryError
 
-try:
-    import spherely  # noqa: F401  (the answers must come from the S2 implementation)
-except ImportError:  # pragma: no cover
-    sys.exit("generate.py records spherely's answers: install spherely and shapely first")
+
+def _load_geo() -> Any:
+    """storage/geo.py, or the reference implementation named by --reference."""
+    if "--reference" not in sys.argv:
+        from ebbdb.storage import geo as current
+
+        return current
+    path = sys.argv[sys.argv.index("--reference") + 1]
+    spec = importlib.util.spec_from_file_location("ebbdb.storage.geo_reference", path)
+    if spec is None or spec.loader is None:
+        sys.exit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+geo = _load_geo()
 
 OUT = Path(__file__).with_name("cases.json")
 
@@ -445,6 +464,89 @@ def main() -> None:
             expect={"value": geo.intersects(s, region)},
         )
         o = _rand_vertex(rng, cx, cy, 30)
+        add(
+            "spherical_distance",
+            origin=list(o),
+            shape=reg,
+            radius=1.0,
+            expect={"value": geo.spherical_distance(o, geo.parse_shape(reg), 1.0)},
+        )
+
+    # Shapes on a small grid around (0, 0): shared vertices and edges everywhere, and the edges
+    # on the equator and the prime meridian are exact great circles, so points and vertices lie
+    # exactly on them (the semi-open rules and symbolic perturbation decide).
+    grid = [(x, y) for x in (-10, -5, 0, 5, 10) for y in (-10, -5, 0, 5, 10)]
+    for _ in range(600):
+        reg = poly(ring(*rng.sample(grid, rng.choice((3, 3, 4)))))
+        k = rng.random()
+        if k < 0.3:
+            sh = pt(*rng.choice(grid))
+        elif k < 0.6:
+            sh = line(*rng.sample(grid, rng.choice((2, 2, 3))))
+        else:
+            sh = poly(ring(*rng.sample(grid, rng.choice((3, 3, 4)))))
+        try:
+            region = geo.parse_within({"$geometry": reg})
+            s = geo.parse_shape(sh)
+        except QueryError:
+            continue
+        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
+        add(
+            "intersects",
+            shape=sh,
+            arg={"$geometry": reg},
+            expect={"value": geo.intersects(s, region)},
+        )
+        if not s.is_point:
+            add(
+                "intersects",
+                shape=reg,
+                arg={"$geometry": sh},
+                expect={
+                    "value": geo.intersects(
+                        geo.parse_shape(reg), geo.parse_intersects({"$geometry": sh})
+                    )
+                },
+            )
+
+    # The same with big regions (often holding the shape), holes whose edges the shapes share,
+    # and two-polygon MultiPolygons.
+    inner = [(x, y) for x in (-5, 0, 5) for y in (-5, 0, 5)]
+    outer = [(-10, -10), (10, -10), (10, 10), (-10, 10)]
+    for _ in range(500):
+        k = rng.random()
+        if k < 0.4:
+            reg = poly(ring(*outer), ring(*rng.sample(inner, 3)))
+        elif k < 0.7:
+            reg = poly(ring(*rng.sample(outer, 3)))
+        else:
+            reg = {
+                "type": "MultiPolygon",
+                "coordinates": [
+                    [ring((-10, -10), (0, -10), (0, 0), (-10, 0))],
+                    [ring(*rng.sample([(0, 0), (10, 0), (10, 10), (0, 10), (5, 5)], 3))],
+                ],
+            }
+        k = rng.random()
+        if k < 0.3:
+            sh = pt(*rng.choice(grid))
+        elif k < 0.6:
+            sh = line(*rng.sample(grid, rng.choice((2, 2, 3))))
+        else:
+            sh = poly(ring(*rng.sample(grid, 3)))
+        try:
+            region = geo.parse_within({"$geometry": reg})
+            s = geo.parse_shape(sh)
+        except QueryError:
+            continue
+        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
+        add(
+            "intersects",
+            shape=sh,
+            arg={"$geometry": reg},
+            expect={"value": geo.intersects(s, region)},
+        )
+        o = rng.choice(grid)
         add(
             "spherical_distance",
             origin=list(o),
