@@ -1,7 +1,7 @@
 """Geometry for the geo indexes and operators: GeoJSON objects and legacy coordinate pairs parsed
-and checked with MongoDB's messages, spherical predicates and distances through spherely (S2),
-flat ones through shapely (GEOS), and the S2 cells that cover a shape (s2sphere), which the
-`2dsphere` index keys hold. No spherical geometry is computed here by hand beyond caps' radii."""
+and checked with MongoDB's messages, spherical predicates and distances (storage/spherical.py,
+S2's rules), flat $box/$polygon tests (storage/planar.py), and the S2 cells that cover a shape
+(s2sphere), which the `2dsphere` index keys hold."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import s2sphere
-import shapely
-import spherely
 
+from ebbdb.storage import spherical
 from ebbdb.storage.errors import QueryError
+from ebbdb.storage.planar import FlatBox, FlatPolygon
 from ebbdb.storage.values import is_number, render, to_float, type_name
 
 #: MongoDB's radius of the earth (kRadiusOfEarthInMeters): GeoJSON distances are in meters.
@@ -51,7 +51,7 @@ class Shape:
     kind: str
     vertices: tuple[Coord, ...]
     legacy: bool
-    geography: spherely.Geography | None
+    geography: spherical.Geography | None
 
     @property
     def is_point(self) -> bool:
@@ -84,7 +84,7 @@ def in_lng_lat(p: Coord) -> bool:
 
 
 def _legacy_shape(p: Coord) -> Shape:
-    geography = spherely.create_point(p[0], p[1]) if in_lng_lat(p) else None
+    geography = _point_geography(p) if in_lng_lat(p) else None
     return Shape("Point", (p,), True, geography)
 
 
@@ -124,7 +124,7 @@ def parse_geojson(value: Mapping[str, Any]) -> Shape:
             if not is_geojson(m):
                 raise _bad(f"Element is not valid GeoJSON: {render(m)}")
             shapes.append(parse_geojson(m))
-        geography = spherely.create_collection([s.geography for s in shapes])
+        geography = spherical.collection([s.geography for s in shapes if s.geography])
         return Shape(kind, tuple(v for s in shapes for v in s.vertices), False, geography)
     coords = value.get("coordinates")
     if not isinstance(coords, list):
@@ -149,9 +149,13 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else repr(x)
 
 
+def _point_geography(p: Coord) -> spherical.Geography:
+    return spherical.Geography(points=[spherical.point(p[0], p[1])])
+
+
 def _point(coords: list[Any]) -> Shape:
     p = _coordinate(coords)
-    return Shape("Point", (p,), False, spherely.create_point(p[0], p[1]))
+    return Shape("Point", (p,), False, _point_geography(p))
 
 
 def _line_vertices(coords: Any) -> list[Coord]:
@@ -163,19 +167,16 @@ def _line_vertices(coords: Any) -> list[Coord]:
     return vertices
 
 
-def _spherical(make: Any, *args: Any, what: str, coords: Any) -> spherely.Geography:
+def _spherical_polygon(rings: list[list[Coord]], what: str, coords: Any) -> spherical.Polygon:
     try:
-        return make(*args)
-    except (ValueError, RuntimeError) as exc:
-        reason = str(exc).split(": ", 1)[-1]
-        raise _bad(f"{what} is not valid: {render(coords)} {reason}") from None
+        return spherical.polygon(rings)
+    except spherical.InvalidGeometry as exc:
+        raise _bad(f"{what} is not valid: {render(coords)} {exc}") from None
 
 
 def _line(coords: list[Any]) -> Shape:
     vertices = _line_vertices(coords)
-    geography = _spherical(
-        spherely.create_linestring, vertices, what="GeoJSON LineString", coords=coords
-    )
+    geography = spherical.Geography(lines=[spherical.polyline(vertices)])
     return Shape("LineString", tuple(vertices), False, geography)
 
 
@@ -199,9 +200,7 @@ def _polygon_rings(coords: list[Any]) -> tuple[list[Coord], list[list[Coord]]]:
 
 def _polygon(coords: list[Any]) -> Shape:
     shell, holes = _polygon_rings(coords)
-    geography = _spherical(
-        spherely.create_polygon, shell, holes or None, what="Loop", coords=coords
-    )
+    geography = spherical.Geography(polygons=[_spherical_polygon([shell, *holes], "Loop", coords)])
     return Shape("Polygon", tuple(v for r in (shell, *holes) for v in r), False, geography)
 
 
@@ -209,35 +208,31 @@ def _multi_point(coords: list[Any]) -> Shape:
     if not coords:
         raise _bad("MultiPoint coordinates must have at least 1 element")
     vertices = [_coordinate(c) for c in coords]
-    return Shape("MultiPoint", tuple(vertices), False, spherely.create_multipoint(vertices))
+    geography = spherical.Geography(points=[spherical.point(x, y) for x, y in vertices])
+    return Shape("MultiPoint", tuple(vertices), False, geography)
 
 
 def _multi_line(coords: list[Any]) -> Shape:
     if not coords:
         raise _bad("MultiLineString coordinates must have at least 1 element")
     lines = [_line_vertices(c) for c in coords]
-    geography = _spherical(
-        spherely.create_multilinestring, lines, what="MultiLineString", coords=coords
-    )
+    geography = spherical.Geography(lines=[spherical.polyline(ln) for ln in lines])
     return Shape("MultiLineString", tuple(v for ln in lines for v in ln), False, geography)
 
 
 def _multi_polygon(coords: list[Any]) -> Shape:
     if not coords:
         raise _bad("MultiPolygon coordinates must have at least 1 element")
-    polygons = []
-    vertices: list[Coord] = []
+    rings: list[list[Coord]] = []
     for c in coords:
         if not isinstance(c, list):
             raise _bad("Polygon coordinates must be an array")
         shell, holes = _polygon_rings(c)
-        polygons.append(
-            _spherical(spherely.create_polygon, shell, holes or None, what="Loop", coords=c)
-        )
-        vertices += [v for r in (shell, *holes) for v in r]
-    geography = _spherical(
-        spherely.create_multipolygon, polygons, what="MultiPolygon", coords=coords
-    )
+        _spherical_polygon([shell, *holes], "Loop", c)  # each polygon is checked on its own first
+        rings += [shell, *holes]
+    vertices = [v for r in rings for v in r]
+    # S2 then nests every loop of every polygon together: one polygon, holes and all.
+    geography = spherical.Geography(polygons=[_spherical_polygon(rings, "MultiPolygon", coords)])
     return Shape("MultiPolygon", tuple(vertices), False, geography)
 
 
@@ -258,13 +253,13 @@ _PARSERS = {
 class Region:
     """What $geoWithin or $geoIntersects tests against: a GeoJSON shape (spherical), a cap
     ($centerSphere: center and radius in radians, spherical), or a flat legacy shape ($box,
-    $polygon, $center) as a shapely geometry."""
+    $polygon; $center keeps its center and radius)."""
 
     kind: str  # "geometry", "centerSphere", "box", "polygon", "center"
     shape: Shape | None = None
     center: Coord = (0.0, 0.0)
     radius: float = 0.0
-    flat: shapely.Geometry | None = None
+    flat: FlatBox | FlatPolygon | None = None
 
     @property
     def spherical(self) -> bool:
@@ -298,12 +293,12 @@ def parse_within(arg: Any) -> Region:
         if len(corners) != 2:
             raise _bad("Point must only contain numeric elements")
         (x1, y1), (x2, y2) = corners
-        return Region("box", flat=shapely.box(min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)))
+        return Region("box", flat=FlatBox(min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)))
     if op == "$polygon":
         vertices = _pairs(value, "$polygon")
         if len(vertices) < 3:
             raise _bad("Polygon must have at least 3 points")
-        return Region("polygon", flat=shapely.Polygon(vertices))
+        return Region("polygon", flat=FlatPolygon(tuple(vertices)))
     if op in ("$center", "$centerSphere"):
         if not isinstance(value, list) or len(value) != 2:
             raise _bad(f"{op} requires an array of a point and a radius")
@@ -314,7 +309,7 @@ def parse_within(arg: Any) -> Region:
             raise _bad("radius must be a non-negative number")
         radius = to_float(value[1])
         if op == "$center":
-            return Region("center", center=center, radius=radius, flat=shapely.Point(center))
+            return Region("center", center=center, radius=radius)
         if not in_lng_lat(center):
             raise _bad(
                 f"longitude/latitude is out of bounds, lng: {_num(center[0])} lat: "
@@ -344,8 +339,9 @@ def within(shape: Shape, region: Region) -> bool:
     """Whether the document's shape lies within the region."""
     if region.kind == "geometry":
         assert region.shape is not None and region.shape.geography is not None
-        return shape.geography is not None and bool(
-            spherely.within(shape.geography, region.shape.geography)
+        # $geoWithin's $geometry is a Polygon or MultiPolygon: one S2 polygon.
+        return shape.geography is not None and spherical.within(
+            shape.geography, region.shape.geography.polygons[0]
         )
     if region.kind == "centerSphere":
         if shape.geography is None:
@@ -359,13 +355,13 @@ def within(shape: Shape, region: Region) -> bool:
     if region.kind == "center":
         return math.hypot(x - region.center[0], y - region.center[1]) <= region.radius
     assert region.flat is not None
-    return bool(region.flat.covers(shapely.Point(x, y)))
+    return region.flat.covers((x, y))
 
 
 def intersects(shape: Shape, region: Region) -> bool:
     assert region.shape is not None and region.shape.geography is not None
-    return shape.geography is not None and bool(
-        spherely.intersects(shape.geography, region.shape.geography)
+    return shape.geography is not None and spherical.intersects(
+        shape.geography, region.shape.geography
     )
 
 
@@ -383,8 +379,7 @@ def spherical_distance(origin: Coord, shape: Shape, radius: float) -> float | No
         return None
     if shape.is_point:
         return angle(origin, shape.point) * radius
-    point = spherely.create_point(origin[0], origin[1])
-    return float(spherely.distance(point, shape.geography, radius=radius))
+    return spherical.distance(spherical.point(origin[0], origin[1]), shape.geography) * radius
 
 
 def flat_distance(origin: Coord, shape: Shape) -> float | None:
@@ -520,8 +515,7 @@ def region_box(region: Region) -> tuple[float, float, float, float] | None:
         (x, y), r = region.center, region.radius
         return (x - r, y - r, x + r, y + r)
     if region.flat is not None:
-        b = region.flat.bounds
-        return (b[0], b[1], b[2], b[3])
+        return region.flat.bounds
     return None
 
 
