@@ -18,6 +18,7 @@ _MAX_DET_ERROR = 1.8274e-15
 #: A fixed point that is no lng/lat grid point: each loop's containment is counted along arcs
 #: from it (any point gives the same answers; the semi-open rules decide the boundaries).
 _ORIGIN: Point = (-0.0099994664350250197, 0.0025924542609324121, 0.99994664350250195)
+_NORTH_POLE: Point = (0.0, 0.0, 1.0)
 
 
 class InvalidGeometry(ValueError):
@@ -236,7 +237,7 @@ def _turning(vertices: list[Point]) -> float:
     return total
 
 
-def _make_loop(vertices: list[Point]) -> Loop:
+def _make_loop(vertices: list[Point], cap: bool = True) -> Loop:
     """A loop of normalized vertices (see _orient), with whether S2's origin lies inside it
     found as S2Loop does: from the semi-open rule at vertex 1."""
     loop = Loop(vertices)
@@ -245,7 +246,8 @@ def _make_loop(vertices: list[Point]) -> Loop:
     else:
         v1_inside = False
     loop.origin_inside = v1_inside != loop._crossings(vertices[1])
-    _set_cap(loop)
+    if cap:
+        _set_cap(loop)
     return loop
 
 
@@ -324,11 +326,24 @@ def _wedge_contains(a0: Point, ab1: Point, a2: Point, b0: Point, b2: Point) -> b
 
 
 def _orient(vertices: list[Point]) -> list[Point]:
-    """The vertices in S2's normalized order: reversed when their left side is the larger one."""
+    """The vertices in S2's normalized order (S2Loop::Normalize): reversed when their left side
+    is the larger one. As S2 does, a loop whose left side holds neither pole and spans under 180
+    degrees of longitude is taken as it is without measuring (this decides for loops that cross
+    themselves, whose turning says little); otherwise the sign of its turning decides."""
     distinct = [v for i, v in enumerate(vertices) if v != vertices[i - 1]]
-    if len(distinct) >= 3 and _turning(distinct) < 0:
-        return vertices[::-1]
-    return vertices
+    if len(distinct) < 3:
+        return vertices
+    if not _make_loop(distinct, cap=False).contains(_NORTH_POLE) and _lng_span(distinct) < math.pi:
+        return vertices
+    return vertices[::-1] if _turning(distinct) < 0 else vertices
+
+
+def _lng_span(vertices: list[Point]) -> float:
+    """The shortest longitude interval holding every vertex (the edges, each the shorter way
+    between its ends, stay inside it when it is under 180 degrees)."""
+    lngs = sorted(math.atan2(v[1], v[0]) for v in vertices)
+    gaps = [b - a for a, b in zip(lngs, lngs[1:])] + [lngs[0] + 2 * math.pi - lngs[-1]]
+    return 2 * math.pi - max(gaps)
 
 
 def _loop_error(vertices: list[Point]) -> str | None:
@@ -423,6 +438,12 @@ def _crossing_error(poly: Polygon) -> str | None:
             if a0 == b0 or a0 == b2:
                 # S2's own wording: the second edge number may be one off, hence "near".
                 return f"Loop {ca} edge {ka} has duplicate near loop {cb} edge {kb}"
+            a2 = chains[ca][(ka + 1) % len(chains[ca])][1]
+            if a2 != b0 and a2 != b2:
+                # Two loops meeting at a vertex may touch there but not cross: b's edges must
+                # both leave on the same side of a's (the side left of a0-a1-a2, or the other).
+                if _ordered_ccw(a2, b0, a0, a1) != _ordered_ccw(a2, b2, a0, a1):
+                    return f"Loop {ca} edge {ka} crosses loop {cb} edge {kb}"
     return None
 
 
