@@ -44,6 +44,12 @@ def _run(case: dict[str, Any]) -> Any:
     op = case["op"]
     if op == "parse_shape":
         return _shape_summary(case["value"])
+    if op == "shape_valid":
+        try:
+            geo.parse_shape(case["value"])
+        except QueryError:
+            return False
+        return True
     if op == "parse_within":
         geo.parse_within(case["arg"])
         return None
