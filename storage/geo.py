@@ -341,7 +341,7 @@ def within(shape: Shape, region: Region) -> bool:
         assert region.shape is not None and region.shape.geography is not None
         # $geoWithin's $geometry is a Polygon or MultiPolygon: one S2 polygon.
         return shape.geography is not None and spherical.within(
-            shape.geography, region.shape.geography.polygons[0]
+            shape.geography, region.shape.geography
         )
     if region.kind == "centerSphere":
         if shape.geography is None:

@@ -202,10 +202,12 @@ class Loop:
     origin_inside: bool = False
     center: Point = (0.0, 0.0, 1.0)
     cos_radius: float = -1.0  # -1: the cap is the whole sphere, nothing is rejected early
+    #: Each edge (c, d) with its normal c x d and (c x d) . origin, computed once: the
+    #: containment test's floating-point fast path reads them.
+    edge_data: list[tuple[Point, Point, Point, float]] = field(default_factory=list)
 
     def edges(self) -> list[tuple[Point, Point]]:
-        v = self.vertices
-        return [(v[i], v[(i + 1) % len(v)]) for i in range(len(v))]
+        return [(c, d) for c, d, _, _ in self.edge_data]
 
     def contains(self, p: Point) -> bool:
         """Semi-open containment: a point on an edge or vertex belongs to exactly one of the
@@ -215,13 +217,27 @@ class Loop:
         return self._crossings(p)
 
     def _crossings(self, p: Point) -> bool:
+        """The origin's side, flipped by each edge the arc from the origin to p crosses."""
         inside = self.origin_inside
-        v = self.vertices
-        prev = v[-1]
-        for cur in v:
-            if _edge_or_vertex_crossing(_ORIGIN, p, prev, cur):
+        px, py, pz = p
+        ox, oy, oz = _ORIGIN
+        mx, my, mz = oy * pz - oz * py, oz * px - ox * pz, ox * py - oy * px
+        err = _MAX_DET_ERROR
+        for c, d, n, so in self.edge_data:
+            # The common case in plain arithmetic, with the same determinants sign() reads:
+            # c and d strictly on one side of the arc's great circle cannot cross it.
+            sc = mx * c[0] + my * c[1] + mz * c[2]
+            sd = mx * d[0] + my * d[1] + mz * d[2]
+            if (sc > err and sd > err) or (sc < -err and sd < -err):
+                continue
+            sp = n[0] * px + n[1] * py + n[2] * pz
+            if min(abs(sc), abs(sd), abs(sp), abs(so)) > err:
+                # Proper crossing: p and c on the same side of cd, the origin on the other.
+                if (sp > 0) == (sc > 0) and (so > 0) != (sc > 0):
+                    inside = not inside
+                continue
+            if _edge_or_vertex_crossing(_ORIGIN, p, c, d):
                 inside = not inside
-            prev = cur
         return inside
 
 
@@ -241,6 +257,10 @@ def _make_loop(vertices: list[Point], cap: bool = True) -> Loop:
     """A loop of normalized vertices (see _orient), with whether S2's origin lies inside it
     found as S2Loop does: from the semi-open rule at vertex 1."""
     loop = Loop(vertices)
+    for i, c in enumerate(vertices):
+        d = vertices[(i + 1) % len(vertices)]
+        n = _cross(c, d)
+        loop.edge_data.append((c, d, n, _dot(n, _ORIGIN)))
     if vertices[0] != vertices[1] and vertices[2] != vertices[1]:
         v1_inside = _angle_contains_vertex(vertices[0], vertices[1], vertices[2])
     else:
@@ -462,6 +482,15 @@ class Geography:
     points: list[Point] = field(default_factory=list)
     lines: list[list[Point]] = field(default_factory=list)
     polygons: list[Polygon] = field(default_factory=list)
+    _cap: tuple[Point, float] | None | bool = False  # False: not computed yet
+
+    def cap(self) -> tuple[Point, float] | None:
+        """A cap (center, radius) holding the whole geography, computed once; None when the
+        smallest this finds is not under a hemisphere."""
+        if self._cap is False:
+            self._cap = _cap_of(self.vertices())
+        assert self._cap is not True
+        return self._cap
 
     def vertices(self) -> list[Point]:
         out = list(self.points)
@@ -471,6 +500,26 @@ class Geography:
             for loop in poly.loops:
                 out += loop.vertices
         return out
+
+
+def _cap_of(vertices: list[Point]) -> tuple[Point, float] | None:
+    # Under a hemisphere a cap is convex: holding the vertices, it holds the edges and the
+    # (smaller-side) polygon interiors between them.
+    s = (sum(p[0] for p in vertices), sum(p[1] for p in vertices), sum(p[2] for p in vertices))
+    n = _norm(s)
+    if n < 1e-9:
+        return None
+    center = (s[0] / n, s[1] / n, s[2] / n)
+    radius = max(angle(center, p) for p in vertices)
+    return (center, radius) if radius < math.pi / 2 * 0.99 else None
+
+
+def _apart(a: Geography, b: Geography) -> bool:
+    """Whether two geographies' caps are disjoint (then so are they)."""
+    ca, cb = a.cap(), b.cap()
+    if ca is None or cb is None:
+        return False
+    return angle(ca[0], cb[0]) > ca[1] + cb[1] + 1e-9
 
 
 def collection(members: Sequence[Geography]) -> Geography:
@@ -486,9 +535,11 @@ def _line_edges(lines: list[list[Point]]) -> list[tuple[Point, Point]]:
     return [(ln[i], ln[i + 1]) for ln in lines for i in range(len(ln) - 1)]
 
 
-def _on_edge(p: Point, a: Point, b: Point) -> bool:
-    """Whether p lies exactly on arc ab (between its ends, on its great circle: no perturbation)."""
-    n = _cross(a, b)
+def _on_edge(p: Point, a: Point, b: Point, n: Point | None = None) -> bool:
+    """Whether p lies exactly on arc ab (between its ends, on its great circle: no perturbation);
+    n is a x b when the caller has it."""
+    if n is None:
+        n = _cross(a, b)
     det = _dot(n, p)
     if abs(det) > _MAX_DET_ERROR:
         return False
@@ -513,7 +564,7 @@ def _on_boundary(p: Point, poly: Polygon) -> bool:
             return True
         if _dot(p, loop.center) < loop.cos_radius:
             continue
-        if any(_on_edge(p, a, b) for a, b in loop.edges()):
+        if any(_on_edge(p, c, d, n) for c, d, n, _ in loop.edge_data):
             return True
     return False
 
@@ -522,13 +573,22 @@ def _crosses(edges_a: list[tuple[Point, Point]], edges_b: list[tuple[Point, Poin
     """The strongest crossing between two edge sets: 1 an interior crossing, 0 a shared vertex,
     -1 none."""
     best = -1
+    err = _MAX_DET_ERROR
+    normals_a = [_cross(a0, a1) for a0, a1 in edges_a]
     for b0, b1 in edges_b:
         n = _cross(b0, b1)
-        for a0, a1 in edges_a:
+        for (a0, a1), na in zip(edges_a, normals_a):
             s0, s1 = _dot(n, a0), _dot(n, a1)
-            if (s0 > _MAX_DET_ERROR and s1 > _MAX_DET_ERROR) or (
-                s0 < -_MAX_DET_ERROR and s1 < -_MAX_DET_ERROR
-            ):
+            if (s0 > err and s1 > err) or (s0 < -err and s1 < -err):
+                continue
+            t0, t1 = _dot(na, b0), _dot(na, b1)
+            if (t0 > err and t1 > err) or (t0 < -err and t1 < -err):
+                continue
+            if min(abs(s0), abs(s1), abs(t0), abs(t1)) > err:
+                # Each edge's ends straddle the other's circle; they cross unless the arcs
+                # meet only at the antipode (crossing_sign's last test, in plain arithmetic).
+                if (s1 > 0) == (t0 > 0):
+                    return 1
                 continue
             cs = crossing_sign(a0, a1, b0, b1)
             if cs > 0:
@@ -551,12 +611,13 @@ def _pieces(a: Point, b: Point, poly: Polygon) -> list[tuple[Point, Point]]:
     """Arc ab cut where it meets the polygon's boundary without crossing it: at the polygon's
     vertices that lie exactly on it. Each piece then lies wholly inside, outside or along the
     boundary. An arc that touches nothing comes back whole."""
+    n = _cross(a, b)
     touches = [
         v
         for loop in poly.loops
         if _dot(a, loop.center) >= loop.cos_radius or _dot(b, loop.center) >= loop.cos_radius
         for v in loop.vertices
-        if v != a and v != b and _on_edge(v, a, b)
+        if v != a and v != b and _on_edge(v, a, b, n)
     ]
     if not touches:
         return [(a, b)]
@@ -629,6 +690,8 @@ def _polygons_meet(a: Polygon, b: Polygon) -> bool:
 
 def intersects(a: Geography, b: Geography) -> bool:
     """Whether two geographies share a point (S2's semi-open polygons, closed polylines)."""
+    if (a.lines or a.polygons) and _apart(a, b):
+        return False  # the common case of a query: a shape far from the region
     if any(_point_touches(p, b) for p in a.points):
         return True
     if any(_point_touches(p, a) for p in b.points):
@@ -644,8 +707,14 @@ def intersects(a: Geography, b: Geography) -> bool:
     return any(_polygons_meet(pa, pb) for pa in a.polygons for pb in b.polygons)
 
 
-def within(a: Geography, region: Polygon) -> bool:
-    """Whether every point of `a` is in the region (semi-open)."""
+def within(a: Geography, region: Geography) -> bool:
+    """Whether every point of `a` is in the region, a geography of one polygon (semi-open)."""
+    if (a.lines or a.polygons) and _apart(a, region):
+        return False
+    return _within(a, region.polygons[0])
+
+
+def _within(a: Geography, region: Polygon) -> bool:
     if not all(region.contains(p) for p in a.points):
         return False
     edges = region.edges()
