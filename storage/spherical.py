@@ -19,6 +19,8 @@ _MAX_DET_ERROR = 1.8274e-15
 #: from it (any point gives the same answers; the semi-open rules decide the boundaries).
 _ORIGIN: Point = (-0.0099994664350250197, 0.0025924542609324121, 0.99994664350250195)
 _NORTH_POLE: Point = (0.0, 0.0, 1.0)
+#: Caps must stay under a hemisphere to be convex: this is cos(0.99 * pi / 2).
+_COS_LARGEST_CAP = math.cos(math.pi / 2 * 0.99)
 
 
 class InvalidGeometry(ValueError):
@@ -199,7 +201,9 @@ class Loop:
     normalizes a loop whose orientation is not given), with a cap around it for a quick reject."""
 
     vertices: list[Point]
-    origin_inside: bool = False
+    #: Whether S2's origin is inside, found on first use (most loops of the documents a query
+    #: reads are rejected by their cap and never need it).
+    _origin_inside: bool | None = None
     center: Point = (0.0, 0.0, 1.0)
     cos_radius: float = -1.0  # -1: the cap is the whole sphere, nothing is rejected early
     #: Each edge (c, d) with its normal c x d and (c x d) . origin, computed once: the
@@ -208,6 +212,15 @@ class Loop:
 
     def edges(self) -> list[tuple[Point, Point]]:
         return [(c, d) for c, d, _, _ in self.edge_data]
+
+    def _find_origin_inside(self) -> bool:
+        """As S2Loop finds it: vertex 1 is inside by the semi-open rule exactly when the origin
+        is on the side the crossings between them say."""
+        v = self.vertices
+        v1_inside = v[0] != v[1] and v[2] != v[1] and _angle_contains_vertex(v[0], v[1], v[2])
+        self._origin_inside = False
+        self._origin_inside = v1_inside != self._crossings(v[1])
+        return self._origin_inside
 
     def contains(self, p: Point) -> bool:
         """Semi-open containment: a point on an edge or vertex belongs to exactly one of the
@@ -218,7 +231,9 @@ class Loop:
 
     def _crossings(self, p: Point) -> bool:
         """The origin's side, flipped by each edge the arc from the origin to p crosses."""
-        inside = self.origin_inside
+        inside = self._origin_inside
+        if inside is None:
+            inside = self._find_origin_inside()
         px, py, pz = p
         ox, oy, oz = _ORIGIN
         mx, my, mz = oy * pz - oz * py, oz * px - ox * pz, ox * py - oy * px
@@ -248,24 +263,21 @@ def _turning(vertices: list[Point]) -> float:
     total = 0.0
     for i in range(n):
         a, b, c = vertices[i - 1], vertices[i], vertices[(i + 1) % n]
-        t = angle(_cross(a, b), _cross(b, c))
-        total += t if sign(a, b, c) > 0 else -t
+        ab, bc = _cross(a, b), _cross(b, c)
+        t = angle(ab, bc)
+        det = _dot(ab, c)  # sign(a, b, c)'s determinant: only a near tie needs sign() itself
+        left = det > 0 if abs(det) > _MAX_DET_ERROR else sign(a, b, c) > 0
+        total += t if left else -t
     return total
 
 
 def _make_loop(vertices: list[Point], cap: bool = True) -> Loop:
-    """A loop of normalized vertices (see _orient), with whether S2's origin lies inside it
-    found as S2Loop does: from the semi-open rule at vertex 1."""
+    """A loop of normalized vertices (see _orient), with its edges' normals and its cap."""
     loop = Loop(vertices)
     for i, c in enumerate(vertices):
         d = vertices[(i + 1) % len(vertices)]
         n = _cross(c, d)
         loop.edge_data.append((c, d, n, _dot(n, _ORIGIN)))
-    if vertices[0] != vertices[1] and vertices[2] != vertices[1]:
-        v1_inside = _angle_contains_vertex(vertices[0], vertices[1], vertices[2])
-    else:
-        v1_inside = False
-    loop.origin_inside = v1_inside != loop._crossings(vertices[1])
     if cap:
         _set_cap(loop)
     return loop
@@ -280,9 +292,9 @@ def _set_cap(loop: Loop) -> None:
     if n < 1e-9:
         return
     center = (s[0] / n, s[1] / n, s[2] / n)
-    radius = max(angle(center, p) for p in v)
-    if radius < math.pi / 2 * 0.99:
-        loop.center, loop.cos_radius = center, math.cos(radius + 1e-9)
+    lowest = min(_dot(center, p) for p in v)
+    if lowest > _COS_LARGEST_CAP:
+        loop.center, loop.cos_radius = center, lowest - 1e-9  # a margin for rounding
 
 
 @dataclass(eq=False)
@@ -347,15 +359,16 @@ def _wedge_contains(a0: Point, ab1: Point, a2: Point, b0: Point, b2: Point) -> b
 
 def _orient(vertices: list[Point]) -> list[Point]:
     """The vertices in S2's normalized order (S2Loop::Normalize): reversed when their left side
-    is the larger one. As S2 does, a loop whose left side holds neither pole and spans under 180
-    degrees of longitude is taken as it is without measuring (this decides for loops that cross
-    themselves, whose turning says little); otherwise the sign of its turning decides."""
+    is the larger one. S2 takes a loop as it is when its left side holds neither pole and spans
+    under 180 degrees of longitude, and otherwise goes by the sign of its turning. A loop that
+    turns left passes either way; only one that turns right (a clockwise loop, or one crossing
+    itself) needs the first test, which decides for the loops that cross themselves."""
     distinct = [v for i, v in enumerate(vertices) if v != vertices[i - 1]]
-    if len(distinct) < 3:
+    if len(distinct) < 3 or _turning(distinct) >= 0:
         return vertices
-    if not _make_loop(distinct, cap=False).contains(_NORTH_POLE) and _lng_span(distinct) < math.pi:
+    if _lng_span(distinct) < math.pi and not _make_loop(distinct, cap=False).contains(_NORTH_POLE):
         return vertices
-    return vertices[::-1] if _turning(distinct) < 0 else vertices
+    return vertices[::-1]
 
 
 def _lng_span(vertices: list[Point]) -> float:
@@ -388,7 +401,7 @@ def polygon(rings: Sequence[Sequence[Coord]]) -> Polygon:
             raise InvalidGeometry(f"Loop {i}: {reason}")
     loops = [_make_loop(v) for v in oriented]
     poly = Polygon(loops)
-    poly.depth = _nesting_depths(loops)
+    poly.depth = [0] if len(loops) == 1 else _nesting_depths(loops)
     reason = _crossing_error(poly)
     if reason is not None:
         raise InvalidGeometry(reason)
@@ -424,6 +437,8 @@ def _crossing_error(poly: Polygon) -> str | None:
     """The first pair of edges that cross or meet where S2 allows neither (s2shapeutil's
     FindSelfIntersection and its messages), taking pairs in edge order: S2 visits them in index
     cell order, so with several faults it may name another first."""
+    if len(poly.loops) == 1 and len(poly.loops[0].vertices) <= 3:
+        return None  # a triangle's edges all meet at its vertices, which are distinct
     chains = poly.chains()
     several = len(chains) > 1
     edges = [(c, k, e) for c, chain in enumerate(chains) for k, e in enumerate(chain)]
@@ -510,8 +525,10 @@ def _cap_of(vertices: list[Point]) -> tuple[Point, float] | None:
     if n < 1e-9:
         return None
     center = (s[0] / n, s[1] / n, s[2] / n)
-    radius = max(angle(center, p) for p in vertices)
-    return (center, radius) if radius < math.pi / 2 * 0.99 else None
+    lowest = min(_dot(center, p) for p in vertices)
+    if lowest <= _COS_LARGEST_CAP:
+        return None
+    return center, math.acos(min(1.0, lowest))
 
 
 def _apart(a: Geography, b: Geography) -> bool:
@@ -519,7 +536,7 @@ def _apart(a: Geography, b: Geography) -> bool:
     ca, cb = a.cap(), b.cap()
     if ca is None or cb is None:
         return False
-    return angle(ca[0], cb[0]) > ca[1] + cb[1] + 1e-9
+    return angle(ca[0], cb[0]) > ca[1] + cb[1] + 1e-7  # acos near 1 loses ~1e-8
 
 
 def collection(members: Sequence[Geography]) -> Geography:
