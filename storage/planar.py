@@ -5,7 +5,6 @@ bounds. $center is a distance test and lives in storage/geo.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 Coord = tuple[float, float]
 
@@ -19,8 +18,11 @@ def _orientation(a: Coord, b: Coord, p: Coord) -> int:
         return 1
     if det < -bound:
         return -1
-    fa, fb, fp = (tuple(Fraction(v) for v in q) for q in (a, b, p))
-    exact = (fb[0] - fa[0]) * (fp[1] - fa[1]) - (fb[1] - fa[1]) * (fp[0] - fa[0])
+    # Near a tie, exactly: each coordinate an integer over the common power-of-two denominator.
+    ratios = [v.as_integer_ratio() for v in (*a, *b, *p)]
+    scale = max(d for _, d in ratios)
+    ax, ay, bx, by, px, py = (n * (scale // d) for n, d in ratios)
+    exact = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
     return (exact > 0) - (exact < 0)
 
 
