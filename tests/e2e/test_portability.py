@@ -30,7 +30,8 @@ EXPECTED = {
 _FACILITIES_RE = re.compile(r"platform facilities: (\{.*?\})")
 
 
-def _env(mode: str) -> dict[str, str]:
+def server_env(mode: str) -> dict[str, str]:
+    """The environment of a server on its POSIX ways ("posix") or without them ("hidden")."""
     env = dict(os.environ)
     env.pop("EBBDB_TEST_POSIX_HIDDEN", None)
     if mode == "hidden":
@@ -43,7 +44,7 @@ def _env(mode: str) -> dict[str, str]:
 def _start(mode: str, dbpath: Path, log_dir: Path) -> ServerProcess:
     args = ["--port", "0", "--dbpath", str(dbpath), "-v"]
     srv = ServerProcess(
-        [*args, "--setParameter", "enableTestCommands=1"], log_dir, env=_env(mode)
+        [*args, "--setParameter", "enableTestCommands=1"], log_dir, env=server_env(mode)
     )
     srv.startup_line()
     return srv
@@ -94,7 +95,7 @@ def test_the_server_works_with_and_without_its_posix_facilities(
             second = subprocess.run(
                 [*SERVER_CMD, "--port", "0", "--dbpath", str(dbpath)],
                 cwd=ROOT,
-                env=_env(mode),
+                env=server_env(mode),
                 capture_output=True,
                 text=True,
                 timeout=START_TIMEOUT,
@@ -161,7 +162,7 @@ def test_the_hiding_takes() -> None:
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
-        env=_env("hidden"),
+        env=server_env("hidden"),
         capture_output=True,
         text=True,
         timeout=START_TIMEOUT,
