@@ -24,7 +24,12 @@ from tests.e2e.test_cli import ROOT, SERVER_CMD, START_TIMEOUT, ServerProcess
 WITHOUT_POSIX = Path(__file__).resolve().parent / "without_posix"
 #: What each seam must take (the server logs it at -v: server/cli.py).
 EXPECTED = {
-    "posix": {"lock": "flock", "preallocate": "posix_fallocate", "SIGXFSZ": "yes", "signals": "loop"},
+    "posix": {
+        "lock": "flock",
+        "preallocate": "posix_fallocate",
+        "SIGXFSZ": "yes",
+        "signals": "loop",
+    },
     "hidden": {"lock": "msvcrt", "preallocate": "zeros", "SIGXFSZ": "no", "signals": "signal"},
 }
 _FACILITIES_RE = re.compile(r"platform facilities: (\{.*?\})")
@@ -67,9 +72,7 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_the_server_works_with_and_without_its_posix_facilities(
-    mode: str, tmp_path: Path
-) -> None:
+def test_the_server_works_with_and_without_its_posix_facilities(mode: str, tmp_path: Path) -> None:
     dbpath = tmp_path / "data"
     procs: list[ServerProcess] = []
     try:
@@ -131,7 +134,9 @@ def test_the_server_works_with_and_without_its_posix_facilities(
 
 def _crud(items: Any) -> None:
     items.insert_many([{"_id": i, "v": f"v{i}"} for i in range(1, 4)])
-    assert items.update_one({"_id": 2}, {"$set": {"v": "two"}, "$inc": {"n": 1}}).modified_count == 1
+    assert (
+        items.update_one({"_id": 2}, {"$set": {"v": "two"}, "$inc": {"n": 1}}).modified_count == 1
+    )
     assert items.delete_one({"_id": 1}).deleted_count == 1
     assert items.find_one({"_id": 2}) == {"_id": 2, "v": "two", "n": 1}
     assert items.count_documents({}) == 2

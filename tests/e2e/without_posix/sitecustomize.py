@@ -8,14 +8,13 @@ was hidden. Every process started with it (the server, its regex helper) checks 
 from __future__ import annotations
 
 import asyncio.unix_events
+import fcntl as _fcntl  # kept for the msvcrt stand-in only, then hidden
 import importlib.abc
 import os
 import signal
 import subprocess  # noqa: F401 - before the msvcrt stand-in: it reads "msvcrt there" as Windows
 import sys
 import types
-
-import fcntl as _fcntl  # kept for the msvcrt stand-in only, then hidden
 
 _HIDDEN = {"fcntl", "uvloop"}
 
