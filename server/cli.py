@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import signal
+import logging
 import sys
 
 from ebbdb.server.app import App
@@ -14,7 +14,10 @@ from ebbdb.server.config import Config, parse_args
 from ebbdb.server.log import LogFileError
 from ebbdb.server.tls import TLSConfigError
 from ebbdb.server.version import EBBDB_VERSION
+from ebbdb.storage import portability
 from ebbdb.storage.engine import DataDirLocked
+
+log = logging.getLogger("ebbdb.control")
 
 #: mongod's exit codes for a data directory in use, an address in use, and a --logpath it cannot
 #: open (its generic EXIT_FAILURE).
@@ -32,8 +35,7 @@ SWITCH_INTERVAL = 0.001
 async def serve(config: Config) -> int:
     app = App(config)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, app.stop_requested.set)
+    signals = portability.on_stop_signals(loop, app.stop_requested.set)
     try:
         await app.start()
     except DataDirLocked as exc:
@@ -53,6 +55,7 @@ async def serve(config: Config) -> int:
         )
         return EXIT_ADDRESS_IN_USE
     assert app.address is not None
+    log.debug("platform facilities: %s", {**portability.facilities(), "signals": signals})
     # Everything made so far (modules, the command registry, the catalog: some 40,000 objects)
     # lives as long as the process: out of the cyclic collector's reach, a full collection no
     # longer walks it, which took ~50 ms holding the interpreter (every client waited).
@@ -74,9 +77,7 @@ async def serve(config: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(sys.argv[1:] if argv is None else argv)
-    # Past a file-size limit (ulimit -f) the kernel would kill the process with SIGXFSZ; ignored,
-    # the write fails with EFBIG and the storage engine answers OutOfDiskSpace instead.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    portability.ignore_file_size_signal()  # a write past `ulimit -f` fails (EFBIG), not kills
     try:
         import uvloop
     except ImportError:

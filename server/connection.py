@@ -9,9 +9,8 @@ import collections
 import contextvars
 import itertools
 import logging
-import types
-from asyncio import tasks
-from collections.abc import Coroutine, Generator, Iterator
+import sys
+from collections.abc import Coroutine, Iterator
 from typing import Any, Protocol
 
 from ebbdb.protocol import FrameDecoder, ProtocolError
@@ -37,31 +36,26 @@ _MAX_QUEUED = 64
 #: (every ordinary request is smaller: only large messages pay for the accounting).
 _FREE_INPUT = 64 * 1024
 
-_Request = Coroutine[Any, Any, bytes | list[bytes] | None]
+_Reply = bytes | list[bytes] | None
+_Request = Coroutine[Any, Any, _Reply]
 
 
-@types.coroutine
-def _resume(
-    coro: _Request, pending: Any, thrown: BaseException | None = None
-) -> Generator[Any, Any, bytes | None]:
-    """Go on with a request that was started outside this Task's own steps and suspended on
-    `pending` (or is to receive `thrown` first). What the Task throws in (a cancellation) is passed
-    on to the request."""
-    while True:
-        if thrown is None:
-            try:
-                yield pending
-            except BaseException as exc:  # noqa: BLE001 - forwarded, not handled
-                thrown = exc
-        try:
-            pending = coro.send(None) if thrown is None else coro.throw(thrown)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        thrown = None
+if sys.version_info >= (3, 12):
+    #: asyncio.Task's eager_start (3.12+): a task's first step runs at once, in its creator's turn.
+    _EAGER_TASKS = True
 
+    def _eager_task(
+        request: _Request, loop: asyncio.AbstractEventLoop, context: contextvars.Context
+    ) -> asyncio.Task[_Reply]:
+        return asyncio.Task(request, loop=loop, context=context, eager_start=True)
 
-#: A request handed to the connection's Task before its first step.
-_NOT_STARTED = object()
+else:
+    _EAGER_TASKS = False
+
+    def _eager_task(
+        request: _Request, loop: asyncio.AbstractEventLoop, context: contextvars.Context
+    ) -> asyncio.Task[_Reply]:
+        raise NotImplementedError("eager tasks are 3.12+")
 
 
 class Owner(Protocol):
@@ -89,11 +83,12 @@ class Owner(Protocol):
 
 
 class Connection(asyncio.Protocol):
-    """Every request runs inside this connection's Task (`_runner`), so `asyncio.timeout()` and
-    cancellation work in every handler. A request starts at once, as an eager task does: in
-    data_received, with the Task made current; one that never waits (a ping, a find_one answered
-    from one chunk) is answered there and then. One that waits is handed to the Task to finish,
-    and later requests queue behind it."""
+    """Every request runs inside a Task, so `asyncio.timeout()` and cancellation work in every
+    handler. On Python 3.12+ a request starts at once as an eager task of its own, in
+    data_received: one that never waits (a ping, a find_one answered from one chunk) is answered
+    there and then; one that waits is handed to the connection's Task (`_runner`) to await, and
+    later requests queue behind it. On 3.11 (no eager tasks) the connection's Task runs each
+    request from its start, a turn of the loop later."""
 
     def __init__(self, dispatcher: Dispatcher, owner: Owner) -> None:
         self._dispatcher = dispatcher
@@ -105,7 +100,8 @@ class Connection(asyncio.Protocol):
         self._queue: collections.deque[bytes] = collections.deque()
         self._runner: asyncio.Task[None] | None = None
         self._context = contextvars.Context()
-        self._handoff: asyncio.Future[tuple[_Request, Any]] | None = None
+        #: A request for the connection's Task: one to start, or (3.12+) its eager task.
+        self._handoff: asyncio.Future[_Request | asyncio.Task[_Reply]] | None = None
         self._write_paused = False
         #: The slices of a large reply still to write (server/raw_reply.py); no other reply is
         #: sent, and no request starts, until it is all written.
@@ -148,9 +144,9 @@ class Connection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         loop = asyncio.get_running_loop()
         self._handoff = loop.create_future()
-        # The Task runs in a context of its own, and so does a request's first step (taken
-        # outside the Task, see _pump): every step of a request sees the same context variables
-        # (the operation's interruption token).
+        # The Task runs in a context of its own, and so does each request's eager task (see
+        # _pump): every step of a request sees the same context variables (the operation's
+        # interruption token).
         self._context = contextvars.copy_context()
         self._runner = loop.create_task(self._run(), context=self._context)
         count = self._owner.open_connections
@@ -330,46 +326,43 @@ class Connection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Run queued requests in order, as the connection's Task, until one has to wait (the Task
-        then finishes it and serves the rest), the client stops reading our replies, or the
-        queue is empty."""
-        runner = self._runner
+        """Start queued requests in order until one has to wait (the connection's Task then
+        finishes it and serves the rest), the client stops reading our replies, or the queue is
+        empty."""
+        runner, handoff = self._runner, self._handoff
         if not self._idle.is_set() or runner is None or runner.done():
             return  # a request runs (the Task serves the queue after it), or the Task is gone
+        if handoff is None or handoff.done():
+            return  # the Task has a request it has not taken yet
         loop = asyncio.get_running_loop()
-        if tasks.current_task(loop) is not None:
-            # Called from inside some task, not from a transport callback: the Task starts the
-            # next request on its next step.
-            if self._queue and self._handoff is not None and not self._handoff.done():
-                self._idle.clear()
-                self._handoff.set_result((self._next_request(), _NOT_STARTED))
-            return
         while self._queue and not self._writing_blocked and self._transport is not None:
             request = self._next_request()
             self._idle.clear()
-            # What an eager task does (asyncio.Task's eager_start, 3.12+): run the first step
-            # now, with the Task current, so that a request that never waits is answered
-            # without waiting for another turn of the loop.
-            tasks._enter_task(loop, runner)
+            if not _EAGER_TASKS or asyncio.current_task(loop) is not None:
+                # Without eager tasks (3.11), or called from inside some task (not a transport
+                # callback): the connection's Task starts the request on its next step.
+                handoff.set_result(request)
+                return
+            # An eager task runs its first step now, so that a request that never waits is
+            # answered without waiting for another turn of the loop.
+            task = _eager_task(request, loop, self._context)
+            if not task.done():
+                handoff.set_result(task)
+                return
             try:
-                pending = self._context.run(request.send, None)
-            except StopIteration as stop:
-                self._send(stop.value)
-                continue
+                self._send(task.result())
             except ProtocolError as exc:
                 self.abort(f"bad message: {exc}")
                 break
             except CloseConnection:
                 self.abort("the failCommand fail point closes it")
                 break
+            except asyncio.CancelledError:
+                self.abort("request cancelled")
+                break
             except Exception as exc:
                 self._failed(exc)
                 break
-            finally:
-                tasks._leave_task(loop, runner)
-            assert self._handoff is not None
-            self._handoff.set_result((request, pending))
-            return
         self._idle.set()
         self._request_done()
         self._resume_reading()
@@ -390,23 +383,22 @@ class Connection(asyncio.Protocol):
             while True:
                 handoff = self._handoff
                 assert handoff is not None
-                thrown: BaseException | None = None
                 try:
-                    request, pending = await handoff
-                except asyncio.CancelledError as exc:
-                    if not handoff.done() or handoff.cancelled():
-                        raise  # cancelled while idle: the connection is gone
-                    # Cancelled (by a timeout the request set) before this Task took the
-                    # request over: the request gets the cancellation.
-                    request, pending = handoff.result()
-                    thrown = exc
+                    work = await handoff
+                except asyncio.CancelledError:
+                    if handoff.done() and not handoff.cancelled():
+                        # The connection ended (or the server stops) as a request was handed
+                        # over: it is cancelled too, and its own clean-up awaited.
+                        work = handoff.result()
+                        if isinstance(work, asyncio.Task):
+                            work.cancel()
+                            await asyncio.wait((work,))
+                        else:
+                            work.close()
+                    raise
                 self._handoff = loop.create_future()
                 try:
-                    if pending is _NOT_STARTED:
-                        reply = await request
-                    else:
-                        reply = await _resume(request, pending, thrown)
-                    self._send(reply)
+                    self._send(await work)
                     while self._queue and not self._writing_blocked and self._transport is not None:
                         self._send(await self._next_request())
                 except ProtocolError as exc:

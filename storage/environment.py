@@ -11,7 +11,6 @@ order): a crash may undo the last commits, never corrupt the database. So WRITEM
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import TypeAlias
 
 import lmdb
 
+from ebbdb.storage import portability
 from ebbdb.storage.errors import StorageError
 from ebbdb.storage.space import DataFileSpace
 
@@ -33,7 +33,8 @@ Cursor: TypeAlias = "lmdb.Cursor[bytes]"
 #: A sub-database handle (opened once, at startup).
 Database: TypeAlias = "lmdb._Database"
 
-INITIAL_MAP_SIZE = 1 << 30
+#: The map a fresh environment starts with (smaller where the data file is as large as the map).
+INITIAL_MAP_SIZE = portability.INITIAL_MAP_SIZE
 LOCK_FILE = "ebbdb.lock"
 #: Grow the map before a write when less than this share of it is free, so that a write rarely
 #: meets a full map (which costs re-running the whole group of writes).
@@ -107,10 +108,9 @@ class Environment:
         """Open (creating if needed) the data directory. Raises DataDirLocked if another process
         has it open."""
         os.makedirs(path, exist_ok=True)
-        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        flags = os.O_RDWR | os.O_CREAT | portability.O_BINARY
+        fd = os.open(os.path.join(path, LOCK_FILE), flags, 0o644)
+        if not portability.lock_exclusive(fd):
             os.close(fd)
             raise DataDirLocked(
                 f"Unable to lock the data directory {path}: another ebbdb process is using it"

@@ -18,6 +18,8 @@ import logging
 import os
 from collections.abc import Callable
 
+from ebbdb.storage import portability
+
 log = logging.getLogger("ebbdb.storage")
 
 #: Bytes kept allocated for writes that free space (a delete touches, and so copies, a few pages
@@ -35,7 +37,7 @@ class DataFileSpace:
     def __init__(self, path: str) -> None:
         self.path = path
         self.low = False
-        self._fd = os.open(path, os.O_RDWR)
+        self._fd = os.open(path, os.O_RDWR | portability.O_BINARY)
         self._allocated = 0  # bytes known to be allocated (by us, or written by LMDB)
         self._errno = errno.ENOSPC
 
@@ -70,8 +72,8 @@ class DataFileSpace:
     def _extend(self, size: int) -> bool:
         try:
             # From the known end only: the range below is allocated already, and a file system
-            # without fallocate gets zeros written (by the C library) over nothing but new blocks.
-            os.posix_fallocate(self._fd, self._allocated, size - self._allocated)
+            # (or a platform) without fallocate gets zeros written over nothing but new blocks.
+            portability.preallocate(self._fd, self._allocated, size - self._allocated)
         except OSError as exc:
             if exc.errno not in SPACE_ERRNOS:
                 raise

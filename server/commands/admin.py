@@ -19,6 +19,7 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import FILTER_NOTE
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
+from ebbdb.storage import portability
 
 log = logging.getLogger("ebbdb.storage")
 
@@ -141,10 +142,8 @@ async def get_cmd_line_opts(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 
 
 def _mem_total_mb() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024))
-    except (ValueError, OSError):
-        return 0
+    """The machine's memory in MB (0 where it cannot be read)."""
+    return (portability.physical_memory() or 0) // (1024 * 1024)
 
 
 @REGISTRY.command("hostInfo", lenient=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +47,12 @@ def _file_system(path: str, scale: int) -> dict[str, float]:
     """fsUsedSize and fsTotalSize of the file system holding the data directory (none if it
     cannot be read, as mongod leaves them out)."""
     try:
-        fs = os.statvfs(path)
+        usage = shutil.disk_usage(path)  # statvfs on POSIX, GetDiskFreeSpaceExW on Windows
     except OSError as exc:
         log.warning("dbStats: cannot read the file system of %s: %s", path, exc)
         return {}
-    total = fs.f_blocks * fs.f_frsize
-    used = total - fs.f_bavail * fs.f_frsize
-    return {"fsUsedSize": used / scale, "fsTotalSize": total / scale}
+    # Used is what is not free to us: blocks reserved for root count as used, as mongod counts.
+    return {"fsUsedSize": (usage.total - usage.free) / scale, "fsTotalSize": usage.total / scale}
 
 
 @REGISTRY.command("dbStats", "dbstats", params=DbStatsParams)
@@ -84,7 +83,7 @@ async def db_stats(ctx: CommandContext, p: DbStatsParams) -> dict[str, Any]:
         # LMDB reuses freed pages for the whole environment: no free space belongs to a database.
         reply.update(freeStorageSize=0.0, indexFreeStorageSize=0.0, totalFreeStorageSize=0.0)
     reply["scaleFactor"] = Int64(scale)
-    # statvfs is a call into the file system: on a reader thread, like the sizes.
+    # A call into the file system: on a reader thread, like the sizes.
     file_system = await ctx.gateway.read(_file_system, ctx.config.dbpath, scale) if colls else None
     reply.update(_NO_FILE_SYSTEM if file_system is None else file_system)
     reply["ok"] = 1.0

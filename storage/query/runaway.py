@@ -77,6 +77,9 @@ class Helper:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             return proc
+        # Here, not at the top: the helper's program (this file run by path) imports no ebbdb.
+        from ebbdb.storage import portability
+
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-P", __file__],  # -P: not this folder first on its path
@@ -84,7 +87,7 @@ class Helper:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 close_fds=True,
-                start_new_session=True,  # a terminal's Ctrl+C is the server's to handle
+                **portability.own_session(),  # a terminal's Ctrl+C is the server's to handle
             )
         except OSError as exc:
             log.warning("the regex helper process could not be started: %s", exc)

@@ -52,6 +52,7 @@ class ServerProcess:
         log_dir: Path,
         cmd: list[str] = SERVER_CMD,
         preexec_fn: Callable[[], None] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.stderr_path = log_dir / f"stderr-{time.monotonic_ns()}.log"
         self._stderr = open(self.stderr_path, "w")
@@ -63,6 +64,7 @@ class ServerProcess:
             stderr=self._stderr,
             text=True,
             preexec_fn=preexec_fn,
+            env=env,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)

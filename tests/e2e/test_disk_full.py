@@ -18,6 +18,8 @@ import pytest
 from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
+from tests.e2e.test_portability import server_env as portability_env
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Every file the server writes stays under this size (the data file is the one that grows).
 FILE_LIMIT = 24 << 20
@@ -36,12 +38,17 @@ def _limit_files() -> None:
 
 
 class LimitedServer:
-    def __init__(self, dbpath: Path, log: Path) -> None:
+    def __init__(self, dbpath: Path, log: Path, env: dict[str, str] | None = None) -> None:
         # The server's log goes to `log` (under the limit too); its startup line to a pipe.
         argv = [sys.executable, "-m", "ebbdb", "--port=0", f"--dbpath={dbpath}"]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, preexec_fn=_limit_files
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=ROOT,
+                preexec_fn=_limit_files,
+                env=env,
             )
         assert self.proc.stdout is not None
         match = _LISTENING.search(self.proc.stdout.readline())
@@ -78,9 +85,13 @@ def _fill(client: Client) -> tuple[list[int], OperationFailure]:
     raise AssertionError("the file-size limit was never reached")
 
 
-def test_writes_to_a_full_disk(paths: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("mode", ["posix", "hidden"])
+def test_writes_to_a_full_disk(paths: tuple[Path, Path], mode: str) -> None:
+    """Also with posix_fallocate hidden (tests/e2e/test_portability.py): the headroom is then
+    zeros written past the data file's end, and the limit must show there just the same."""
     dbpath, log = paths
-    srv = LimitedServer(dbpath, log)
+    env = portability_env(mode)
+    srv = LimitedServer(dbpath, log, env)
     try:
         client = srv.client
         client.full.create_collection("other")
@@ -136,7 +147,7 @@ def test_writes_to_a_full_disk(paths: tuple[Path, Path]) -> None:
             srv.proc.wait()
 
     # A restart finds everything that was acknowledged and not deleted.
-    srv = LimitedServer(dbpath, log)
+    srv = LimitedServer(dbpath, log, env)
     try:
         coll = srv.client.full.docs
         ids = {d["_id"] for d in coll.find({}, {"_id": 1})}
@@ -149,3 +160,4 @@ def test_writes_to_a_full_disk(paths: tuple[Path, Path]) -> None:
             srv.proc.kill()
             srv.proc.wait()
     assert "Traceback" not in log.read_text()
+    assert "Error in sitecustomize" not in log.read_text()  # the hiding took
