@@ -1,0 +1,194 @@
+"""Start to first answer: how long after launch `python -m ebbdb` answers its first ping, beside
+`python -c pass` measured the same way in the same run.
+
+    python bench/startup.py [--runs 5] [--script]
+
+Each run launches the server (`python -m ebbdb`, or with --script the `ebbdb` console script
+beside this interpreter) with --port on a free port and a fresh temporary --dbpath, connects a
+raw socket as soon as the port accepts, sends one OP_MSG ``{ping: 1, $db: "admin"}`` built here
+with bson, and takes the time from just before the launch to the reply's last byte; then the
+server is stopped (SIGTERM) and its directory removed. `python -c pass` (the same interpreter)
+is timed from launch to exit, and so are two rows that place the server's own share:
+`python -c "import asyncio, bson, lmdb"` (what any server on this stack imports) and
+`python -c "import ebbdb.server.cli"` (the server's code, before it opens anything).
+
+The figure is the median of --runs runs (default 5). Nothing is asserted; the figures are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import bson
+
+#: The issue's target for the median, in seconds.
+TARGET = 0.150
+#: How long one launch may take to answer before the run counts as failed.
+TIMEOUT = 30.0
+#: Between connection attempts while the server is not yet listening.
+POLL = 0.001
+OP_MSG = 2013
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ping_message(request_id: int = 1) -> bytes:
+    """One OP_MSG (no flags, one kind-0 section) holding {ping: 1, $db: "admin"}."""
+    body = bson.encode({"ping": 1, "$db": "admin"})
+    payload = struct.pack("<I", 0) + b"\x00" + body
+    return struct.pack("<iiii", 16 + len(payload), request_id, 0, OP_MSG) + payload
+
+
+def read_reply(sock: socket.socket) -> dict[str, object]:
+    """The body of the OP_MSG reply on `sock` (header, flags, kind 0, one document)."""
+    data = b""
+    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection before replying")
+        data += chunk
+    length, _rid, _to, op = struct.unpack_from("<iiii", data)
+    if op != OP_MSG or data[20] != 0:
+        raise ConnectionError(f"not an OP_MSG reply (opCode {op})")
+    return dict(bson.decode(data[21:length]))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def server_command(script: bool, port: int, dbpath: Path) -> list[str]:
+    if script:
+        exe = Path(sys.executable).with_name("ebbdb")
+        if not exe.is_file():
+            raise SystemExit(f"no console script at {exe}: install ebbdb into this interpreter")
+        launch = [str(exe)]
+    else:
+        launch = [sys.executable, "-m", "ebbdb"]
+    return [*launch, "--port", str(port), "--dbpath", str(dbpath), "--bind_ip", "127.0.0.1"]
+
+
+def first_answer(script: bool) -> float:
+    """Seconds from launching a server on a fresh dbpath to its reply to one ping."""
+    workdir = Path(tempfile.mkdtemp(prefix="ebbdb-startup-"))
+    port = free_port()
+    message = ping_message()
+    log = workdir / "server.log"
+    try:
+        with log.open("wb") as err:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(
+                server_command(script, port, workdir / "db"),
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        try:
+            while True:
+                if time.perf_counter() - t0 > TIMEOUT or proc.poll() is not None:
+                    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+                    raise RuntimeError(
+                        f"the server did not answer (status {proc.poll()}): " + " | ".join(tail)
+                    )
+                try:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+                except ConnectionRefusedError:
+                    time.sleep(POLL)
+                    continue
+                with sock:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    sock.sendall(message)
+                    reply = read_reply(sock)
+                    elapsed = time.perf_counter() - t0
+                if reply.get("ok") != 1:
+                    raise RuntimeError(f"the ping was refused: {reply}")
+                return elapsed
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def to_exit(argv: Sequence[str]) -> Callable[[], float]:
+    """A run that times `argv` from launch to exit (it must exit with status 0)."""
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        status = subprocess.call(list(argv), cwd=REPO, stdin=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - t0
+        if status != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited with status {status}")
+        return elapsed
+
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python bench/startup.py --runs 5",
+    )
+    ap.add_argument("--runs", type=int, default=5, help="launches per row (default 5)")
+    ap.add_argument(
+        "--script", action="store_true", help="launch the `ebbdb` console script, not -m ebbdb"
+    )
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    py = sys.executable
+    launch = "ebbdb (console script)" if args.script else "python -m ebbdb"
+    rows: list[tuple[str, Callable[[], float]]] = [
+        ("python -c pass", to_exit([py, "-c", "pass"])),
+        ("python -c 'import asyncio, bson, lmdb'", to_exit([py, "-c", "import asyncio, bson, lmdb"])),
+        ("python -c 'import ebbdb.server.cli'", to_exit([py, "-c", "import ebbdb.server.cli"])),
+        (f"{launch}: first ping answered", lambda: first_answer(args.script)),
+    ]
+    print(
+        f"Python {sys.version.split()[0]} ({py}), {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}; median of {args.runs} runs, times in seconds"
+    )
+    medians: dict[str, float] = {}
+    # Rounds interleave the rows, so that a burst of load elsewhere on the machine falls on all
+    # of them rather than on one.
+    times: dict[str, list[float]] = {name: [] for name, _run in rows}
+    for _ in range(args.runs):
+        for name, run in rows:
+            times[name].append(run())
+    width = max(len(name) for name, _run in rows)
+    for name, _run in rows:
+        medians[name] = statistics.median(times[name])
+        runs = " ".join(f"{t:.3f}" for t in times[name])
+        print(f"  {name:<{width}}  {medians[name]:6.3f}  (runs: {runs})")
+    first = medians[f"{launch}: first ping answered"]
+    base = medians["python -c pass"]
+    verdict = "met" if first <= TARGET else "NOT met"
+    print(
+        f"start to first answer {first:.3f} s, python -c pass {base:.3f} s, "
+        f"ratio {first / base:.1f}x; target <= {TARGET:.3f} s: {verdict}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
