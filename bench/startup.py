@@ -12,6 +12,11 @@ is timed from launch to exit, and so are two rows that place the server's own sh
 `python -c "import asyncio, bson, lmdb"` (what any server on this stack imports) and
 `python -c "import ebbdb.server.cli"` (the server's code, before it opens anything).
 
+Every launch runs with Python's bytecode cache, as an installed ebbdb does (pip compiles a regular
+install; an editable one is compiled on its first import): PYTHONDONTWRITEBYTECODE is taken out of
+the launches' environment, and one launch before the measured ones fills the cache. With it set,
+an editable install compiles all of ebbdb's source on every start.
+
 The figure is the median of --runs runs (default 5). Nothing is asserted; the figures are printed.
 """
 
@@ -97,6 +102,7 @@ def first_answer(script: bool) -> float:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                env=launch_environment(),
             )
         try:
             while True:
@@ -129,12 +135,21 @@ def first_answer(script: bool) -> float:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def launch_environment() -> dict[str, str]:
+    """This environment, with Python's bytecode cache on (see the module's docstring)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def to_exit(argv: Sequence[str]) -> Callable[[], float]:
     """A run that times `argv` from launch to exit (it must exit with status 0)."""
 
     def run() -> float:
         t0 = time.perf_counter()
-        status = subprocess.call(list(argv), cwd=REPO, stdin=subprocess.DEVNULL)
+        status = subprocess.call(
+            list(argv), cwd=REPO, stdin=subprocess.DEVNULL, env=launch_environment()
+        )
         elapsed = time.perf_counter() - t0
         if status != 0:
             raise RuntimeError(f"{' '.join(argv)} exited with status {status}")
@@ -160,7 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     launch = "ebbdb (console script)" if args.script else "python -m ebbdb"
     rows: list[tuple[str, Callable[[], float]]] = [
         ("python -c pass", to_exit([py, "-c", "pass"])),
-        ("python -c 'import asyncio, bson, lmdb'", to_exit([py, "-c", "import asyncio, bson, lmdb"])),
+        (
+            "python -c 'import asyncio, bson, lmdb'",
+            to_exit([py, "-c", "import asyncio, bson, lmdb"]),
+        ),
         ("python -c 'import ebbdb.server.cli'", to_exit([py, "-c", "import ebbdb.server.cli"])),
         (f"{launch}: first ping answered", lambda: first_answer(args.script)),
     ]
@@ -168,6 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Python {sys.version.split()[0]} ({py}), {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.2f}; median of {args.runs} runs, times in seconds"
     )
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("  (PYTHONDONTWRITEBYTECODE is set here: the launches run without it)")
+    first_answer(args.script)  # fills the bytecode cache; not counted
     medians: dict[str, float] = {}
     # Rounds interleave the rows, so that a burst of load elsewhere on the machine falls on all
     # of them rather than on one.
