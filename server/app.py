@@ -13,7 +13,6 @@ import sys
 import tempfile
 from typing import Any
 
-import ebbdb.server.commands  # noqa: F401  (registers every command)
 from ebbdb.server import log as logsetup
 from ebbdb.server.auth import startup as auth_startup
 from ebbdb.server.clock import ExpiryClock

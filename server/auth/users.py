@@ -1,12 +1,13 @@
 """The users: documents in admin.system.users (salted keys only, never a password), written through
-the gateway's writer, and a cache of them with each user's privileges, reloaded after a change."""
+the gateway's writer, and a cache of them with each user's privileges, reloaded after a change.
+Changing or dropping a user imports the query language (storage.writes) then, not at start."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 
@@ -14,12 +15,13 @@ from ebbdb.server.auth.roles import Privileges
 from ebbdb.server.auth.scram import MECHANISMS
 from ebbdb.server.auth.state import user_id
 from ebbdb.server.gateway import Gateway
-from ebbdb.storage import ttl, writes
+from ebbdb.storage import ttl
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import DuplicateKey
-from ebbdb.storage.execute import QuerySpec
-from ebbdb.storage.query.update import parse_update
+
+if TYPE_CHECKING:
+    from ebbdb.storage.engine import Engine
+    from ebbdb.storage.execute import QuerySpec
 
 USERS_DB = "admin"
 USERS_COLLECTION = "system.users"
@@ -118,6 +120,8 @@ def _load(engine: Engine) -> list[User]:
 
 
 def _by_id(uid: str) -> QuerySpec:
+    from ebbdb.storage.execute import QuerySpec
+
     return QuerySpec.parse({"_id": uid})
 
 
@@ -168,6 +172,9 @@ class UserStore:
 
     async def replace(self, gateway: Gateway, user: User) -> bool:
         """Store a changed user; False if it no longer exists."""
+        from ebbdb.storage import writes
+        from ebbdb.storage.query.update import parse_update
+
         change = parse_update(user.document())
         result = await gateway.write_stamped(
             writes.update,
@@ -186,6 +193,9 @@ class UserStore:
         """Remove users by id; how many there were."""
         if not ids or gateway.engine.collection(USERS_DB, USERS_COLLECTION) is None:
             return 0
+        from ebbdb.storage import writes
+        from ebbdb.storage.execute import QuerySpec
+
         spec = QuerySpec.parse({"_id": {"$in": ids}})
         result = await gateway.write_stamped(
             writes.delete, gateway.engine, USERS_DB, USERS_COLLECTION, spec, False
