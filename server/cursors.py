@@ -9,7 +9,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 import bson.errors
@@ -17,7 +17,9 @@ import bson.errors
 from ebbdb.server.gateway import Gateway
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun
+
+if TYPE_CHECKING:
+    from ebbdb.storage.execute import QueryRun
 
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
 MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024

@@ -14,7 +14,7 @@ from typing import Any
 import bson
 
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
-from ebbdb.server import views, write_concern
+from ebbdb.server import view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.auth.check import authorize
 from ebbdb.server.context import Client, CommandContext, Services
@@ -179,7 +179,7 @@ class Dispatcher:
                 action = self.services.fail_command.check(cmd.name, app_name(client.metadata))
                 if action is not None:
                     await self._fail(action)
-            refused = views.guard(self.services.gateway.engine, cmd.name, db, body)
+            refused = view_guard.guard(self.services.gateway.engine, cmd.name, db, body)
             params: Any = None
             if refused is None:
                 params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
