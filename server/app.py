@@ -7,10 +7,8 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
-import shutil
 import socket
 import sys
-import tempfile
 from typing import Any
 
 from ebbdb.server import log as logsetup
@@ -140,6 +138,8 @@ class App:
         )
         try:
             if config.ephemeral:
+                import tempfile
+
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
@@ -258,6 +258,8 @@ class App:
         """With --ephemeral, delete the temporary data directory (storage is closed by now)."""
         path, self._ephemeral_dir = self._ephemeral_dir, None
         if path is not None:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             log.info("removed the ephemeral data directory %s", path)
 

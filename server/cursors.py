@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import secrets
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -127,7 +127,9 @@ class CursorManager:
         tail: Tailing | None = None,
     ) -> Cursor:
         while True:
-            cid = secrets.randbits(63)
+            # 63 random bits from the system's source, as secrets.randbits(63) gives (that
+            # module brings hmac and hashlib with it, for nothing else on the start path).
+            cid = int.from_bytes(os.urandom(8)) >> 1
             if cid and cid not in self._cursors:
                 break
         cursor = Cursor(cid, ns, run, no_timeout, tail=tail)

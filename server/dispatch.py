@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import bson
@@ -16,7 +16,6 @@ import bson
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
 from ebbdb.server import view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
-from ebbdb.server.auth.check import authorize
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
@@ -58,6 +57,12 @@ class Dispatcher:
         self.registry = registry
         self._profiler = services.profiler
         self._operations = services.operations
+        #: The access check (server/auth/check.py), loaded only by a server run with --auth.
+        self._authorize: Callable[..., Awaitable[None]] | None = None
+        if services.config.auth:
+            from ebbdb.server.auth.check import authorize
+
+            self._authorize = authorize
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
         """The reply frame for one request frame (a large one as the list of its parts, see
@@ -166,9 +171,9 @@ class Dispatcher:
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
-            if self.services.config.auth:
+            if self._authorize is not None:
                 services = self.services
-                await authorize(
+                await self._authorize(
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
             refuse_transaction_fields(body)

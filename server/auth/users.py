@@ -1,6 +1,7 @@
 """The users: documents in admin.system.users (salted keys only, never a password), written through
 the gateway's writer, and a cache of them with each user's privileges, reloaded after a change.
-Changing or dropping a user imports the query language (storage.writes) then, not at start."""
+The store is part of every server; what only logins need (the roles' privileges, SCRAM) and
+changing or dropping a user (the query language) are imported on first use, not at start."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import bson
 
-from ebbdb.server.auth.roles import Privileges
-from ebbdb.server.auth.scram import MECHANISMS
 from ebbdb.server.auth.state import user_id
 from ebbdb.server.gateway import Gateway
 from ebbdb.storage import ttl
@@ -20,6 +19,7 @@ from ebbdb.storage.documents import CODEC
 from ebbdb.storage.errors import DuplicateKey
 
 if TYPE_CHECKING:
+    from ebbdb.server.auth.roles import Privileges
     from ebbdb.storage.engine import Engine
     from ebbdb.storage.execute import QuerySpec
 
@@ -44,6 +44,8 @@ class User:
 
     @property
     def mechanisms(self) -> list[str]:
+        from ebbdb.server.auth.scram import MECHANISMS
+
         return [m for m in MECHANISMS if m in self.credentials]
 
     @classmethod
@@ -141,6 +143,8 @@ class UserStore:
         """Every user by id ("db.user")."""
         users = self._users
         if users is None:
+            from ebbdb.server.auth.roles import Privileges
+
             loaded = await gateway.read(_load, gateway.engine)
             users = {u.id: u for u in loaded}
             self._users = users
@@ -152,6 +156,8 @@ class UserStore:
 
     async def privileges(self, gateway: Gateway, ids: list[str]) -> Privileges:
         """What the users `ids` may do together (a dropped user adds nothing)."""
+        from ebbdb.server.auth.roles import Privileges
+
         await self.users(gateway)
         if len(ids) == 1:
             return self._privileges.get(ids[0]) or Privileges()

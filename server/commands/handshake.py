@@ -9,8 +9,6 @@ from typing import Any
 
 from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
-from ebbdb.server.auth.check import client_privileges
-from ebbdb.server.auth.roles import privilege_documents
 from ebbdb.server.context import CommandContext
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import (
@@ -111,6 +109,9 @@ async def connection_status(ctx: CommandContext, p: ConnectionStatusParams) -> d
             roles += [r for r in users[uid].role_documents() if r not in roles]
     auth: dict[str, Any] = {"authenticatedUsers": names, "authenticatedUserRoles": roles}
     if p.show_privileges:
+        from ebbdb.server.auth.check import client_privileges
+        from ebbdb.server.auth.roles import privilege_documents
+
         privileges = await client_privileges(ctx.users, ctx.gateway, ctx.client.auth)
         auth["authenticatedUserPrivileges"] = privilege_documents(privileges)
     return {"authInfo": auth, "ok": 1.0}
