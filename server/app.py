@@ -11,6 +11,10 @@ import socket
 import sys
 from typing import Any
 
+# hello, every client's first command, is loaded with the server rather than by the first client
+# (the registry imports the other command modules on first use): a client is answered even when
+# the process has no file descriptor left to open a module with.
+import ebbdb.server.commands.handshake  # noqa: F401
 from ebbdb.server import log as logsetup
 from ebbdb.server.auth import startup as auth_startup
 from ebbdb.server.clock import ExpiryClock

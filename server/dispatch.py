@@ -161,6 +161,9 @@ class Dispatcher:
         try:
             _check_depth(body, size)
             cmd = self.registry.lookup(name)
+            # The first request naming a command imports its module (server/registry.py): once
+            # per server, and not the operation's time (its latency, the slow-query log).
+            started = time.perf_counter_ns()
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
             if not isinstance(db, str):
