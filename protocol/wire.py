@@ -56,8 +56,15 @@ _REQUIRED_MASK = 0xFFFF
 _KNOWN = _KNOWN_REQUIRED | int(MsgFlags.EXHAUST_ALLOWED)
 _CHECKSUM = int(MsgFlags.CHECKSUM_PRESENT)
 _MORE_TO_COME = int(MsgFlags.MORE_TO_COME)
-# Flag combinations built once: making an IntFlag per message is slow on the hot path.
-_FLAG_VALUES = {v: MsgFlags(v) for v in range(_KNOWN + 1) if v & ~_KNOWN == 0}
+_EXHAUST = int(MsgFlags.EXHAUST_ALLOWED)
+# Flag combinations built once: making an IntFlag per message is slow on the hot path. Only the
+# eight subsets of the known bits, rather than a scan of all 65,540 numbers up to them at import.
+_FLAG_VALUES = {
+    c | m | e: MsgFlags(c | m | e)
+    for c in (0, _CHECKSUM)
+    for m in (0, _MORE_TO_COME)
+    for e in (0, _EXHAUST)
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,14 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
-import shutil
 import socket
 import sys
-import tempfile
 from typing import Any
 
-import ebbdb.server.commands  # noqa: F401  (registers every command)
+# hello, every client's first command, is loaded with the server rather than by the first client
+# (the registry imports the other command modules on first use): a client is answered even when
+# the process has no file descriptor left to open a module with.
+import ebbdb.server.commands.handshake  # noqa: F401
 from ebbdb.server import log as logsetup
 from ebbdb.server.auth import startup as auth_startup
 from ebbdb.server.clock import ExpiryClock
@@ -141,6 +142,8 @@ class App:
         )
         try:
             if config.ephemeral:
+                import tempfile
+
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
@@ -259,6 +262,8 @@ class App:
         """With --ephemeral, delete the temporary data directory (storage is closed by now)."""
         path, self._ephemeral_dir = self._ephemeral_dir, None
         if path is not None:
+            import shutil
+
             shutil.rmtree(path, ignore_errors=True)
             log.info("removed the ephemeral data directory %s", path)
 

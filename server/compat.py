@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import ebbdb.server.commands  # noqa: F401  (importing the command modules registers them)
 from ebbdb.server.parameters import PARAMETERS
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION

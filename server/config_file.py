@@ -1,14 +1,13 @@
 """--config FILE: the mongod.conf YAML options ebbdb applies, read into plain settings. An option
 mongod has but ebbdb does not, a misspelt one, or a value of the wrong type is an error naming the
-option's path and what was expected, as mongod refuses a config file it does not understand."""
+option's path and what was expected, as mongod refuses a config file it does not understand. PyYAML
+is imported only when there is a file to read."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import yaml  # type: ignore[import-untyped]
 
 from ebbdb.server.tls import TLS_MODES
 
@@ -121,6 +120,8 @@ def _scalar_text(value: Any) -> str:
 
 def parse_config(text: str, path: str = "<config>") -> FileSettings:
     """Read the options of a mongod.conf text. Raises ConfigFileError naming the option."""
+    import yaml  # type: ignore[import-untyped]
+
     try:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import secrets
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 import bson.errors
@@ -17,7 +17,9 @@ import bson.errors
 from ebbdb.server.gateway import Gateway
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun
+
+if TYPE_CHECKING:
+    from ebbdb.storage.execute import QueryRun
 
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
 MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024
@@ -125,7 +127,9 @@ class CursorManager:
         tail: Tailing | None = None,
     ) -> Cursor:
         while True:
-            cid = secrets.randbits(63)
+            # 63 random bits from the system's source, as secrets.randbits(63) gives (that
+            # module brings hmac and hashlib with it, for nothing else on the start path).
+            cid = int.from_bytes(os.urandom(8)) >> 1
             if cid and cid not in self._cursors:
                 break
         cursor = Cursor(cid, ns, run, no_timeout, tail=tail)

@@ -8,15 +8,14 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import bson
 
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
-from ebbdb.server import views, write_concern
+from ebbdb.server import view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
-from ebbdb.server.auth.check import authorize
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
@@ -58,6 +57,12 @@ class Dispatcher:
         self.registry = registry
         self._profiler = services.profiler
         self._operations = services.operations
+        #: The access check (server/auth/check.py), loaded only by a server run with --auth.
+        self._authorize: Callable[..., Awaitable[None]] | None = None
+        if services.config.auth:
+            from ebbdb.server.auth.check import authorize
+
+            self._authorize = authorize
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
         """The reply frame for one request frame (a large one as the list of its parts, see
@@ -156,6 +161,9 @@ class Dispatcher:
         try:
             _check_depth(body, size)
             cmd = self.registry.lookup(name)
+            # The first request naming a command imports its module (server/registry.py): once
+            # per server, and not the operation's time (its latency, the slow-query log).
+            started = time.perf_counter_ns()
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
             if not isinstance(db, str):
@@ -166,9 +174,9 @@ class Dispatcher:
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
                 )
-            if self.services.config.auth:
+            if self._authorize is not None:
                 services = self.services
-                await authorize(
+                await self._authorize(
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
             refuse_transaction_fields(body)
@@ -179,7 +187,7 @@ class Dispatcher:
                 action = self.services.fail_command.check(cmd.name, app_name(client.metadata))
                 if action is not None:
                     await self._fail(action)
-            refused = views.guard(self.services.gateway.engine, cmd.name, db, body)
+            refused = view_guard.guard(self.services.gateway.engine, cmd.name, db, body)
             params: Any = None
             if refused is None:
                 params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)

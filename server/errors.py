@@ -9,9 +9,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ebbdb.storage.errors import DuplicateKey, StorageError
+from ebbdb.storage.errors import DocumentValidationFailure, DuplicateKey, StorageError
 from ebbdb.storage.interrupt import Interrupted
-from ebbdb.storage.schema import DocumentValidationFailure
 from ebbdb.storage.values import render
 
 log = logging.getLogger("ebbdb.command")

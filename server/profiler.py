@@ -4,7 +4,8 @@ levels (0 off, 1 slow operations, 2 all) and filters, the global `slowms` and `s
 documents written through the storage writer, never on the event loop.
 
 The dispatcher times every command and calls `finished` only for one past `threshold`, a number
-that is slowms while nothing is profiled: a fast command costs one comparison."""
+that is slowms while nothing is profiled: a fast command costs one comparison. The query language
+(a profile filter, a find's plan) is imported when there is one, not at start."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 from bson import Int64
@@ -25,11 +26,11 @@ from ebbdb.server.arguments import DocSequence
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import log_event
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.execute import QueryRun
-from ebbdb.storage.planner import IndexScan
-from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.query.match_tree import Predicate
 from ebbdb.storage.values import render
+
+if TYPE_CHECKING:
+    from ebbdb.storage.execute import QueryRun
+    from ebbdb.storage.query.match_tree import Predicate
 
 log = logging.getLogger("ebbdb.command")
 
@@ -133,6 +134,8 @@ def _namespace(db: str, name: str, body: Mapping[str, Any]) -> str:
 
 def plan_summary(run: QueryRun) -> str:
     """mongod's planSummary: COLLSCAN, IDHACK (an _id lookup), or IXSCAN with the key pattern."""
+    from ebbdb.storage.planner import IndexScan  # loaded already: `run` was planned
+
     plan = run.plan
     if not isinstance(plan, IndexScan):
         return "COLLSCAN"
@@ -146,7 +149,11 @@ def _metrics(f: Finished) -> dict[str, Any]:
     cursorid, keysExamined, docsExamined, nMatched, nModified, ninserted, ndeleted, nUpserted,
     cursorExhausted, nreturned, and the error (ok, errMsg, errName, errCode)."""
     out: dict[str, Any] = {}
-    run = f.run if isinstance(f.run, QueryRun) else None
+    run = None
+    if f.run is not None:
+        from ebbdb.storage.execute import QueryRun  # loaded already: a run was made
+
+        run = f.run if isinstance(f.run, QueryRun) else None
     cursor = f.reply.get("cursor")
     raw = getattr(cursor, "raw", None)
     if isinstance(raw, bytes):  # a cursor reply laid out as BSON (server.commands.replies)
@@ -324,6 +331,8 @@ class Profiler:
             new = ProfileSettings(new.level)
         elif filter is not False:
             assert isinstance(filter, dict)
+            from ebbdb.storage.query.match import compile_filter
+
             new = ProfileSettings(new.level, filter, compile_filter(filter))
         if 0 <= level <= 2:
             new = ProfileSettings(level, new.filter, new.predicate)

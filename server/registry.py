@@ -1,7 +1,12 @@
-"""The command registry: handlers register with a decorator; the dispatcher and listCommands read it."""
+"""The command registry: handlers register with a decorator; the dispatcher and listCommands read it.
+
+A command module is imported on the first request that names one of its commands, not at start:
+COMMAND_MODULES says where each name lives (tests/server/test_registry.py holds it to what the
+modules register, so a new command cannot be left out)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -10,6 +15,63 @@ from typing import Any
 from ebbdb.server.arguments import NoParams
 
 Handler = Callable[[Any, Any], Awaitable[dict[str, Any]]]
+
+#: The package of the command modules the global registry loads.
+COMMANDS_PACKAGE = "ebbdb.server.commands"
+
+#: Every module under server/commands that registers commands, with the names (aliases included)
+#: each registers.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "admin": (
+        "fsync",
+        "fsyncUnlock",
+        "getCmdLineOpts",
+        "getLog",
+        "getParameter",
+        "hostInfo",
+        "listCommands",
+        "profile",
+        "serverStatus",
+        "setParameter",
+    ),
+    "aggregate": ("aggregate", "mapReduce"),
+    "auth": (
+        "createUser",
+        "dropAllUsersFromDatabase",
+        "dropUser",
+        "grantRolesToUser",
+        "logout",
+        "revokeRolesFromUser",
+        "saslContinue",
+        "saslStart",
+        "updateUser",
+        "usersInfo",
+    ),
+    "capped": ("cloneCollectionAsCapped", "convertToCapped"),
+    "catalog": ("collMod", "create", "drop", "dropDatabase", "listCollections", "listDatabases"),
+    "current_op": ("currentOp", "killOp"),
+    "handshake": (
+        "buildInfo",
+        "buildinfo",
+        "connectionStatus",
+        "endSessions",
+        "hello",
+        "isMaster",
+        "ismaster",
+        "ping",
+        "whatsmyuri",
+    ),
+    "indexes": ("createIndexes", "deleteIndexes", "dropIndexes", "listIndexes"),
+    "lifecycle": ("shutdown",),
+    "reads": ("count", "distinct", "explain", "find", "getMore", "killCursors"),
+    "rename": ("renameCollection",),
+    "stats": ("collStats", "collstats", "dbStats", "dbstats"),
+    "testing": ("configureFailPoint", "ttlClock", "ttlMonitorPass"),
+    "transactions": ("abortTransaction", "commitTransaction"),
+    "ttl_status": ("ttlStatus",),
+    "validate": ("validate",),
+    "writes": ("delete", "findAndModify", "findandmodify", "insert", "update"),
+}
 
 
 @dataclass(frozen=True)
@@ -31,9 +93,17 @@ class Command:
 
 
 class Registry:
-    def __init__(self) -> None:
+    """Commands by name. `modules` (module -> the names it registers, under `package`) are
+    imported on the first lookup of one of their names, or all at once by commands()."""
+
+    def __init__(
+        self, modules: Mapping[str, tuple[str, ...]] | None = None, package: str = ""
+    ) -> None:
         self._by_name: dict[str, Command] = {}
         self._canonical: dict[str, Command] = {}
+        self._package = package
+        self._module_of = {name: m for m, names in (modules or {}).items() for name in names}
+        self._unloaded = set(modules or ())
 
     def command(
         self,
@@ -63,11 +133,24 @@ class Registry:
         return register
 
     def lookup(self, name: str) -> Command | None:
-        return self._by_name.get(name)
+        """The command `name` names (case-sensitive), importing its module the first time;
+        None for a name nothing registers."""
+        cmd = self._by_name.get(name)
+        if cmd is None and name in self._module_of:
+            self._load(self._module_of[name])
+            cmd = self._by_name.get(name)
+        return cmd
 
     def commands(self) -> list[Command]:
+        """Every command, once each (not its aliases), in name order: every module loaded."""
+        for module in sorted(self._unloaded):
+            self._load(module)
         return [self._canonical[n] for n in sorted(self._canonical)]
+
+    def _load(self, module: str) -> None:
+        importlib.import_module(f"{self._package}.{module}")
+        self._unloaded.discard(module)
 
 
 #: The one registry every module under server/commands registers into.
-REGISTRY = Registry()
+REGISTRY = Registry(COMMAND_MODULES, COMMANDS_PACKAGE)

@@ -1,5 +1,7 @@
 """The catalog's records: databases, collections and their indexes, with MongoDB's naming rules.
-Pure data and validation; storage/engine.py persists them."""
+Pure data and validation; storage/engine.py persists them. What an index's or a collection's
+options say (a collation, a partial filter) is compiled on first use: loading the catalog at
+start compiles nothing, nor imports the query language."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Any
 
 from ebbdb.storage.collation import Collation, parse_collation
 from ebbdb.storage.errors import InvalidNamespace
-from ebbdb.storage.query.match import compile_filter
 
 MAX_NS_LEN = 255
 MAX_DB_NAME_LEN = 63
@@ -71,7 +72,11 @@ class IndexInfo:
     def partial_predicate(self) -> Callable[[dict[str, Any]], bool] | None:
         """The compiled partialFilterExpression (documents it rejects have no entries)."""
         pfe = self.partial_filter
-        return None if pfe is None else compile_filter(pfe)
+        if pfe is None:
+            return None
+        from ebbdb.storage.query.match import compile_filter
+
+        return compile_filter(pfe)
 
     @cached_property
     def kind(self) -> str | None:

@@ -6,61 +6,32 @@ is comparing the strings under the collation.
 The simple collation is None everywhere: code that meets None does exactly what it did before
 collations existed, so only a non-simple collation pays for one. A key is the ICU sort key's bytes
 as a latin-1 `str` (one character per byte): it stays a string to the matcher, the sort and the
-index key encoding, and its code point order is the sort key's byte order."""
+index key encoding, and its code point order is the sort key's byte order.
+
+PyICU is imported by the first collation that is not the simple one, not at start; a filter under a
+collation is storage/query/collate.py's."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
-import icu
 from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.query.match import (
-    elem_match_object_test,
-    elem_match_value_test,
-    element_test,
-    node_predicate,
-)
-from ebbdb.storage.query.match_leaves import (
-    eq_test,
-    in_test,
-    is_regex,
-    range_test,
-    regex_source,
-    regex_test,
-)
-from ebbdb.storage.query.match_tree import (
-    All,
-    And,
-    Compare,
-    ElemMatchObject,
-    ElemMatchValue,
-    In,
-    Node,
-    Nor,
-    Not,
-    Or,
-    ParsedFilter,
-)
 from ebbdb.storage.values import render, type_name
 
 #: The collator version MongoDB 7.0 reports (its bundled ICU's); a collation document asking for
 #: another version is refused, as MongoDB refuses one its ICU cannot give.
 VERSION = "57.1"
 
-_A = icu.UCollAttribute
-_V = icu.UCollAttributeValue
-_STRENGTHS = {1: _V.PRIMARY, 2: _V.SECONDARY, 3: _V.TERTIARY, 4: _V.QUATERNARY, 5: _V.IDENTICAL}
-_STRENGTH_OF = {int(v): k for k, v in _STRENGTHS.items()}
-_CASE_FIRST = {"upper": _V.UPPER_FIRST, "lower": _V.LOWER_FIRST, "off": _V.OFF}
-_CASE_FIRST_OF = {int(v): k for k, v in _CASE_FIRST.items()}
-_ALTERNATE = {"non-ignorable": _V.NON_IGNORABLE, "shifted": _V.SHIFTED}
-_ALTERNATE_OF = {int(v): k for k, v in _ALTERNATE.items()}
+#: MongoDB's strengths, caseFirst and alternate values: the names of ICU's attribute values.
+_STRENGTHS = {1: "PRIMARY", 2: "SECONDARY", 3: "TERTIARY", 4: "QUATERNARY", 5: "IDENTICAL"}
+_CASE_FIRST = {"upper": "UPPER_FIRST", "lower": "LOWER_FIRST", "off": "OFF"}
+_ALTERNATE = {"non-ignorable": "NON_IGNORABLE", "shifted": "SHIFTED"}
 _FIELDS = (
     "locale",
     "caseLevel",
@@ -73,6 +44,44 @@ _FIELDS = (
     "backwards",
     "version",
 )
+
+
+class _Icu(NamedTuple):
+    """PyICU, with MongoDB's options as ICU's attribute values and back."""
+
+    icu: Any
+    attribute: Any  # icu.UCollAttribute
+    value: Any  # icu.UCollAttributeValue
+    strengths: dict[int, Any]
+    strength_of: dict[int, int]
+    case_first: dict[str, Any]
+    case_first_of: dict[int, str]
+    alternate: dict[str, Any]
+    alternate_of: dict[int, str]
+
+
+@functools.cache
+def _icu() -> _Icu:
+    """PyICU, imported here by the first collation that needs it."""
+    import icu
+
+    v = icu.UCollAttributeValue
+
+    def values(names: Mapping[Any, str]) -> dict[Any, Any]:
+        return {option: getattr(v, name) for option, name in names.items()}
+
+    strengths, case_first, alternate = values(_STRENGTHS), values(_CASE_FIRST), values(_ALTERNATE)
+    return _Icu(
+        icu,
+        icu.UCollAttribute,
+        v,
+        strengths,
+        {int(x): k for k, x in strengths.items()},
+        case_first,
+        {int(x): k for k, x in case_first.items()},
+        alternate,
+        {int(x): k for k, x in alternate.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -118,19 +127,21 @@ class Collation:
 
 
 def _make_collator(c: Collation) -> Any:
+    t = _icu()
+    a = t.attribute
     name = c.locale
     if c.max_variable == "space":
         # PyICU has no setMaxVariable; ICU takes it as the locale keyword `kv`.
         name += (";" if "@" in name else "@") + "kv=space"
-    collator = icu.Collator.createInstance(icu.Locale.createFromName(name))
-    on_off = {True: _V.ON, False: _V.OFF}
-    collator.setAttribute(_A.CASE_LEVEL, on_off[c.case_level])
-    collator.setAttribute(_A.CASE_FIRST, _CASE_FIRST[c.case_first])
-    collator.setAttribute(_A.STRENGTH, _STRENGTHS[c.strength])
-    collator.setAttribute(_A.NUMERIC_COLLATION, on_off[c.numeric_ordering])
-    collator.setAttribute(_A.ALTERNATE_HANDLING, _ALTERNATE[c.alternate])
-    collator.setAttribute(_A.NORMALIZATION_MODE, on_off[c.normalization])
-    collator.setAttribute(_A.FRENCH_COLLATION, on_off[c.backwards])
+    collator = t.icu.Collator.createInstance(t.icu.Locale.createFromName(name))
+    on_off = {True: t.value.ON, False: t.value.OFF}
+    collator.setAttribute(a.CASE_LEVEL, on_off[c.case_level])
+    collator.setAttribute(a.CASE_FIRST, t.case_first[c.case_first])
+    collator.setAttribute(a.STRENGTH, t.strengths[c.strength])
+    collator.setAttribute(a.NUMERIC_COLLATION, on_off[c.numeric_ordering])
+    collator.setAttribute(a.ALTERNATE_HANDLING, t.alternate[c.alternate])
+    collator.setAttribute(a.NORMALIZATION_MODE, on_off[c.normalization])
+    collator.setAttribute(a.FRENCH_COLLATION, on_off[c.backwards])
     return collator
 
 
@@ -247,36 +258,38 @@ def _parse(spec: Mapping[str, Any]) -> Collation | None:
         raise QueryError(
             "BadValue", f"Field 'locale' cannot be the empty string in: {render(spec)}"
         )
-    icu_locale = icu.Locale.createFromName(locale)
+    t = _icu()
+    a = t.attribute
+    icu_locale = t.icu.Locale.createFromName(locale)
     if icu_locale.isBogus():
         raise QueryError("BadValue", f"Field 'locale' is not valid in: {render(spec)}")
-    collator = icu.Collator.createInstance(icu_locale)
-    valid = collator.getLocale(icu.ULocDataLocaleType.VALID_LOCALE).getName()
+    collator = t.icu.Collator.createInstance(icu_locale)
+    valid = collator.getLocale(t.icu.ULocDataLocaleType.VALID_LOCALE).getName()
     if valid != locale:
         # ICU would have used another locale (or the root one): MongoDB names it, if any.
         hint = f". Did you mean '{valid}'?" if valid and valid != "root" else ""
         raise QueryError("BadValue", f"Field 'locale' is invalid in: {render(spec)}{hint}")
-    on = int(_V.ON)
-    case_level = _bool(spec, "caseLevel", int(collator.getAttribute(_A.CASE_LEVEL)) == on)
+    on = int(t.value.ON)
+    case_level = _bool(spec, "caseLevel", int(collator.getAttribute(a.CASE_LEVEL)) == on)
     case_first = _choice(
         spec,
         "caseFirst",
-        _CASE_FIRST_OF[int(collator.getAttribute(_A.CASE_FIRST))],
+        t.case_first_of[int(collator.getAttribute(a.CASE_FIRST))],
         ("upper", "lower", "off"),
     )
-    strength = _strength(spec, _STRENGTH_OF[int(collator.getAttribute(_A.STRENGTH))])
-    numeric = _bool(spec, "numericOrdering", int(collator.getAttribute(_A.NUMERIC_COLLATION)) == on)
+    strength = _strength(spec, t.strength_of[int(collator.getAttribute(a.STRENGTH))])
+    numeric = _bool(spec, "numericOrdering", int(collator.getAttribute(a.NUMERIC_COLLATION)) == on)
     alternate = _choice(
         spec,
         "alternate",
-        _ALTERNATE_OF[int(collator.getAttribute(_A.ALTERNATE_HANDLING))],
+        t.alternate_of[int(collator.getAttribute(a.ALTERNATE_HANDLING))],
         ("non-ignorable", "shifted"),
     )
     max_variable = _choice(spec, "maxVariable", "punct", ("punct", "space"))
     normalization = _bool(
-        spec, "normalization", int(collator.getAttribute(_A.NORMALIZATION_MODE)) == on
+        spec, "normalization", int(collator.getAttribute(a.NORMALIZATION_MODE)) == on
     )
-    backwards = _bool(spec, "backwards", int(collator.getAttribute(_A.FRENCH_COLLATION)) == on)
+    backwards = _bool(spec, "backwards", int(collator.getAttribute(a.FRENCH_COLLATION)) == on)
     if "version" in spec:
         version = spec["version"]
         if type(version) is not str:
@@ -336,7 +349,7 @@ def normalise(given: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if c is None else c.document()
 
 
-# -- filters ----------------------------------------------------------------------------------------
+# -- values ------------------------------------------------------------------------------------------
 
 
 def has_string(value: Any) -> bool:
@@ -350,52 +363,3 @@ def has_string(value: Any) -> bool:
     if t is list:
         return any(has_string(v) for v in value)
     return False
-
-
-def collate_filter(
-    parsed: ParsedFilter, c: Collation, variables: Mapping[str, Any] | None = None
-) -> ParsedFilter:
-    """The filter with its comparisons ($eq, ranges, $ne, $in, $nin, $all's values, inside
-    $elemMatch too) made under the collation; the tree keeps the values as written (for upsert
-    seeding and the planner, which collates bounds itself). Regular expressions, $type, $exists
-    and the rest do not compare strings, and stay as they are."""
-    tree = _collate(parsed.tree, c)
-    if tree is parsed.tree:
-        return parsed
-    return ParsedFilter(parsed.filter, tree, node_predicate(tree, variables))
-
-
-def _collate(node: Node, c: Collation) -> Node:
-    collate = c.collate
-    if isinstance(node, Compare):
-        if not has_string(node.value):
-            return node  # a value without strings compares the same under any collation
-        q = collate(node.value)
-        base = eq_test(q) if node.op == "$eq" else range_test(q, node.op)
-        return replace(node, test=lambda v: base(collate(v)))
-    if isinstance(node, In):
-        if not any(has_string(v) for v in node.values):
-            return node
-        plain = in_test([collate(v) for v in node.values if not is_regex(v)])
-        regexes = [regex_test(*regex_source(v)) for v in node.values if is_regex(v)]
-
-        def in_values(v: Any) -> bool:
-            return plain(collate(v)) or any(r(v) for r in regexes)
-
-        return replace(node, test=in_values)
-    if isinstance(node, Not):
-        child = _collate(node.child, c)
-        return node if child is node.child else Not(child)
-    if isinstance(node, (And, Or, Nor, All)):
-        children = tuple(_collate(ch, c) for ch in node.children)
-        if all(a is b for a, b in zip(children, node.children)):
-            return node
-        return replace(node, children=children)
-    if isinstance(node, (ElemMatchValue, ElemMatchObject)):
-        inner = _collate(node.child, c)
-        if inner is node.child:
-            return node
-        if isinstance(node, ElemMatchValue):
-            return replace(node, test=elem_match_value_test(element_test(inner)), child=inner)
-        return replace(node, test=elem_match_object_test(node_predicate(inner)), child=inner)
-    return node

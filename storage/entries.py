@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ebbdb.storage import keys, ttl
+from ebbdb.storage import index_kinds, keys, ttl
 from ebbdb.storage.catalog import IndexInfo
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.index_kinds import kinds as index_kinds
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.paths import MISSING, leaves, split
 

@@ -69,3 +69,14 @@ class DuplicateKey(StorageError):
         self.index_name = index_name
         self.key_pattern = key_pattern
         self.key_value = key_value
+
+
+class DocumentValidationFailure(StorageError):
+    """A document the collection's validator refuses (storage/schema.py); `err_info` is
+    MongoDB's errInfo."""
+
+    code_name = "DocumentValidationFailure"
+
+    def __init__(self, err_info: dict[str, Any]) -> None:
+        super().__init__("Document failed validation")
+        self.err_info = err_info

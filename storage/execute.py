@@ -18,12 +18,13 @@ from bson import Int64
 
 from ebbdb.storage import interrupt, keys, layout, ttl
 from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.collation import Collation, collate_filter
+from ebbdb.storage.collation import Collation
 from ebbdb.storage.engine import CODEC, Engine, Reader
 from ebbdb.storage.entries import index_bodies
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
 from ebbdb.storage.planner import CollScan, IndexScan, Plan, id_hack, plan_query
+from ebbdb.storage.query.collate import collate_filter
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
 from ebbdb.storage.query.metadata import with_text_score

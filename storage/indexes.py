@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ebbdb.storage import index_kinds
 from ebbdb.storage.catalog import IndexInfo, kind_name
 from ebbdb.storage.collation import normalise
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.index_kinds import kinds as index_kinds
-from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.values import is_number, render, to_float, type_name
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
@@ -247,6 +246,8 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         elif field == "partialFilterExpression":
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
+            from ebbdb.storage.query.match import compile_filter  # the query language, only here
+
             compile_filter(dict(value))  # raises for an invalid filter
             for op in ("$expr", "$text"):
                 if _uses(value, op):

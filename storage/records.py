@@ -15,12 +15,12 @@ from bson.binary import Binary
 
 from ebbdb.storage import capped, layout, schema, ttl
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.date_strings import DateStringNotices
 from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
 from ebbdb.storage.environment import Database, Environment, Txn
 from ebbdb.storage.errors import DuplicateKey, QueryError
 from ebbdb.storage.query.compare import UNDEFINED
-from ebbdb.storage.ttl_status import DateStringNotices
 from ebbdb.storage.writer import CatalogChanges
 
 IndexFlags = dict[int, set[str]]
@@ -42,7 +42,7 @@ class Records:
         """`on_insert` is told the collection id of every record inserted (the writer collects
         them for the listeners it tells after the commit: tailable cursors awaiting data)."""
         self.env = env
-        #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/ttl_status.py).
+        #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/date_strings.py).
         self.date_strings = DateStringNotices()
         self._on_insert = on_insert
 

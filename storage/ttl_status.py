@@ -2,6 +2,8 @@
 document to its expiry time or to the reason it never expires, the read-only count behind the
 ttlStatus command, and the notices of date-like strings in TTL fields that the TTL monitor logs.
 
+Which strings look like dates, and the notices of them, are storage/date_strings.py's.
+
 A rule kind is a builder registered with `rule_kind`: given a collection's catalog entry it yields
 the `Rule`s of that kind: the native TTL index, the Cosmos `_ts` default, and the rules a
 collection's own options set (clustered: the `_id` date; time series: the timeField). Whether a
@@ -9,11 +11,7 @@ document is hidden stays decided by `ttl.expired`: a new kind must be part of th
 
 from __future__ import annotations
 
-import datetime
-import email.utils
 import enum
-import re
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -23,9 +21,9 @@ import bson
 
 from ebbdb.storage import ttl
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
+from ebbdb.storage.date_strings import date_string
 from ebbdb.storage.documents import CODEC
 from ebbdb.storage.errors import NamespaceNotFound
-from ebbdb.storage.query.compare import RANK_DATE, rank
 from ebbdb.storage.query.paths import MISSING, leaves, split
 from ebbdb.storage.values import type_name
 
@@ -129,63 +127,6 @@ def rules_of(coll: CollectionInfo) -> list[Rule]:
     return [rule for builder in _KINDS for rule in builder(coll)]
 
 
-# -- strings that look like dates ------------------------------------------------------------------
-
-_ISO = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?)?"
-)
-#: JavaScript's Date.prototype.toString, what a Date becomes when an application stringifies it.
-_JS = re.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4} \d{2}:\d{2}:\d{2} GMT[+-]\d{4}\b.*")
-_LONGEST = 100
-
-
-def looks_like_date(s: str) -> bool:
-    """Whether a string reads as a date or date-time: ISO 8601 (`2024-01-01`,
-    `2024-01-01T00:00:00.000Z`, with an offset or a space), RFC 2822 (`Mon, 01 Jan 2024 00:00:00
-    GMT`) or JavaScript's Date.toString. Only real calendar dates count."""
-    s = s.strip()
-    if not 10 <= len(s) <= _LONGEST:
-        return False
-    if _ISO.fullmatch(s):
-        try:
-            datetime.date.fromisoformat(s[:10])
-        except ValueError:
-            return False
-        return True
-    if _JS.fullmatch(s):
-        return True
-    if "," in s[:5] or s[:1].isdigit():
-        try:
-            return email.utils.parsedate_to_datetime(s) is not None
-        except (TypeError, ValueError, IndexError):
-            return False
-    return False
-
-
-def _date_string(value: Any) -> str | None:
-    """`value`, or the first element of an array `value`, that is a date-like string."""
-    for item in value if isinstance(value, list) else (value,):
-        if isinstance(item, str) and looks_like_date(item):
-            return item
-    return None
-
-
-def _has_date(value: Any) -> bool:
-    return any(rank(item) == RANK_DATE for item in (value if isinstance(value, list) else (value,)))
-
-
-def date_string_in(ix: IndexInfo, doc: dict[str, Any]) -> str | None:
-    """A date-like string the native TTL index's path yields in a document it gives no date,
-    or None (also when its partial filter rejects the document)."""
-    pred = ix.partial_predicate
-    if pred is not None and not pred(doc):
-        return None
-    values = [v for v in leaves(doc, split(ix.key[0][0])) if v is not MISSING]
-    if any(_has_date(v) for v in values):
-        return None
-    return next((s for v in values if (s := _date_string(v)) is not None), None)
-
-
 def no_date(ix: IndexInfo, doc: dict[str, Any]) -> Never:
     """Why a native TTL index finds no date in a document (the checks of Reason, in order)."""
     pred = ix.partial_predicate
@@ -195,7 +136,7 @@ def no_date(ix: IndexInfo, doc: dict[str, Any]) -> Never:
     if not values:
         return Never(Reason.FIELD_MISSING)
     for v in values:
-        s = _date_string(v)
+        s = date_string(v)
         if s is not None:
             return Never(Reason.DATE_STRING, s)
     for v in values:
@@ -266,7 +207,7 @@ def collection_rules(coll: CollectionInfo) -> Iterator[Rule]:
             value = s.doc.get(name, MISSING)
             if value is MISSING:
                 return Never(Reason.FIELD_MISSING)
-            text = _date_string(value)
+            text = date_string(value)
             return (
                 Never(Reason.DATE_STRING, text)
                 if text is not None
@@ -367,55 +308,3 @@ def ttl_status(engine: Source, coll: CollectionInfo, now_ms: int) -> TtlStatus:
     for tally in tallies:
         tally.reasons = {r: tally.reasons[r] for r in Reason if r in tally.reasons}
     return TtlStatus(current.ns, now_ms, documents, overall, tuple(tallies))
-
-
-# -- date-like strings met on writes ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DateStringNotice:
-    """A native TTL index met a date-like string where it needs a date: in which collection and
-    index, and the first document's `_id` and string."""
-
-    ns: str
-    index: str
-    field: str
-    id: Any
-    value: str
-
-
-class DateStringNotices:
-    """Date-like strings in TTL fields, noticed where documents are written and TTL indexes built
-    (the writer thread), at most once per index for the life of the engine; the TTL monitor takes
-    the new ones and logs them. Costs nothing for documents that have their dates."""
-
-    def __init__(self) -> None:
-        self._seen: set[int] = set()  # TTL index ids (unique in a data directory)
-        self._new: list[DateStringNotice] = []
-        self._lock = threading.Lock()
-
-    def check(self, coll: CollectionInfo, doc: dict[str, Any], header: bytes) -> None:
-        """Look at a document just written with this header: does a native TTL index of the
-        collection find no date but a date-like string?"""
-        native = ttl.rules_for(coll).native
-        if not native:
-            return
-        dated = {ix_id for ix_id, _ms in ttl.read_meta(header).dates}
-        for ix, _e in native:
-            if ix.id in dated or ix.id in self._seen:
-                continue
-            s = date_string_in(ix, doc)
-            if s is None:
-                continue
-            with self._lock:
-                if ix.id not in self._seen:
-                    self._seen.add(ix.id)
-                    self._new.append(
-                        DateStringNotice(coll.ns, ix.name, ix.key[0][0], doc.get("_id"), s)
-                    )
-
-    def take(self) -> list[DateStringNotice]:
-        """The notices not taken yet."""
-        with self._lock:
-            new, self._new = self._new, []
-        return new

@@ -2,22 +2,25 @@
 As in MongoDB, a database's views are documents of its `system.views` collection
 (`{_id: "db.view", viewOn, pipeline[, collation]}`); this module reads, checks (cycles, depth,
 stages a view may not hold) and writes them, and resolves a view to the collection it reads and
-the pipeline in front of every read."""
+the pipeline in front of every read. Views are read and written through the query executor,
+imported by the first database that has any (not at start)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 
 from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import NamespaceExists, NamespaceNotFound, QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.records import CollectionWrites
+
+if TYPE_CHECKING:
+    from ebbdb.storage.engine import Engine
+    from ebbdb.storage.execute import QueryRun
+    from ebbdb.storage.records import CollectionWrites
 
 SYSTEM_VIEWS = "system.views"
 #: MongoDB's ViewGraph::kMaxViewDepth: views in one chain.
@@ -85,10 +88,18 @@ class Resolved:
 # -- reading -----------------------------------------------------------------------------------------
 
 
+def _run(coll: CollectionInfo, filter: dict[str, Any] | None) -> QueryRun:
+    """A query over `coll` (system.views) by the query executor, imported here: by the first
+    database that has views."""
+    from ebbdb.storage.execute import QueryRun, QuerySpec
+
+    return QueryRun(coll, QuerySpec.parse(filter))
+
+
 def _documents(
     engine: Engine, coll: CollectionInfo, filter: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    run = QueryRun(coll, QuerySpec.parse(filter))
+    run = _run(coll, filter)
     out: list[dict[str, Any]] = []
     while not run.exhausted:
         out += (bson.decode(raw, CODEC) for raw in run.next_chunk(engine, 1 << 31, _BIG))
@@ -210,7 +221,7 @@ def _record_of(engine: Engine, w: CollectionWrites, ns: str) -> tuple[int, bytes
     """(record id, stored value) of the view document `ns` inside the write."""
     if w.info is None:
         return None
-    rids = QueryRun(w.info, QuerySpec.parse({"_id": ns})).record_ids(engine, w.now_ms, 1)
+    rids = _run(w.info, {"_id": ns}).record_ids(engine, w.now_ms, 1)
     for rid in rids:
         value = w.get(rid)
         if value is not None:

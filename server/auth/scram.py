@@ -3,7 +3,7 @@
 
 MongoDB's quirks live here: SCRAM-SHA-1 hashes the hex MD5 digest of "user:mongo:password" (the
 client does the same), SCRAM-SHA-256 the SASLprep'd password itself; MongoDB's default iteration
-counts and salt lengths."""
+counts and salt lengths. scramp is imported by the first login or new credentials, not at start."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any
-
-import scramp
 
 SHA1 = "SCRAM-SHA-1"
 SHA256 = "SCRAM-SHA-256"
@@ -46,6 +44,8 @@ def make_credentials(
     `digested`, `password` is already the SCRAM-SHA-1 digest (createUser's digestPassword: false).
     Runs PBKDF2 for tens of milliseconds: call it off the event loop. Raises ValueError for a
     password SASLprep refuses."""
+    import scramp
+
     out: dict[str, Any] = {}
     for mech in mechanisms:
         secret = password
@@ -108,6 +108,8 @@ class Conversation:
     message, checks the proof and answers the server-final message. Raises ScramError."""
 
     def __init__(self, mechanism: str, keys: StoredKeys) -> None:
+        import scramp
+
         self.mechanism = mechanism
         self._keys = keys
         self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup)
@@ -120,6 +122,8 @@ class Conversation:
         return k.salt, k.stored_key, k.server_key, k.iterations
 
     def start(self, payload: bytes) -> bytes:
+        import scramp
+
         try:
             self._server.set_client_first(payload.decode("utf-8"))
             return self._server.get_server_first().encode("utf-8")  # type: ignore[no-any-return]
@@ -127,6 +131,8 @@ class Conversation:
             raise ScramError(str(exc)) from exc
 
     def finish(self, payload: bytes) -> bytes:
+        import scramp
+
         try:
             self._server.set_client_final(payload.decode("utf-8"))
             final = self._server.get_server_final()

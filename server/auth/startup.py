@@ -1,16 +1,18 @@
 """At start: the root user the `mongo` image's variables ask for, created if missing, and mongod's
-warning when the server listens beyond this machine without access control."""
+warning when the server listens beyond this machine without access control. SCRAM is loaded
+only for a root user to create."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+from typing import TYPE_CHECKING
 
-from ebbdb.server.auth.scram import MECHANISMS, make_credentials
-from ebbdb.server.auth.users import User, UserStore
 from ebbdb.server.config import Config
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import log_event
+
+if TYPE_CHECKING:
+    from ebbdb.server.auth.users import UserStore
 
 log = logging.getLogger("ebbdb.control")
 
@@ -26,6 +28,9 @@ async def prepare(config: Config, store: UserStore, gateway: Gateway) -> None:
     """Create the configured root user if missing; warn about an open server."""
     root = config.root_user
     if root is not None and await store.get(gateway, root.name, "admin") is None:
+        from ebbdb.server.auth.scram import MECHANISMS, make_credentials
+        from ebbdb.server.auth.users import User
+
         credentials = await gateway.read(make_credentials, root.name, root.password, MECHANISMS)
         await store.insert(gateway, User.new(root.name, "admin", (("root", "admin"),), credentials))
         log.info("created the root user %s@admin (MONGO_INITDB_ROOT_USERNAME)", root.name)
@@ -43,8 +48,10 @@ async def prepare(config: Config, store: UserStore, gateway: Gateway) -> None:
 
 
 def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    if host in ("localhost", "127.0.0.1", "::1"):
+        return True  # the default addresses, known without the ipaddress module
+    import ipaddress
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

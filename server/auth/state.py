@@ -3,9 +3,10 @@ conversation it is in the middle of."""
 
 from __future__ import annotations
 
-import ipaddress
+from typing import TYPE_CHECKING
 
-from ebbdb.server.auth.scram import Conversation
+if TYPE_CHECKING:
+    from ebbdb.server.auth.scram import Conversation
 
 #: MongoDB numbers a client's SASL conversation 1 (one runs at a time per connection).
 CONVERSATION_ID = 1
@@ -33,6 +34,8 @@ def is_localhost(peer: str) -> bool:
     as the localhost exception requires."""
     # The connection writes its peer as f"{host}:{port}", IPv6 hosts without brackets.
     host = peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
+    import ipaddress  # only under --auth, for the localhost exception
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -1,25 +1,27 @@
 """The users: documents in admin.system.users (salted keys only, never a password), written through
-the gateway's writer, and a cache of them with each user's privileges, reloaded after a change."""
+the gateway's writer, and a cache of them with each user's privileges, reloaded after a change.
+The store is part of every server; what only logins need (the roles' privileges, SCRAM) and
+changing or dropping a user (the query language) are imported on first use, not at start."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 
-from ebbdb.server.auth.roles import Privileges
-from ebbdb.server.auth.scram import MECHANISMS
 from ebbdb.server.auth.state import user_id
 from ebbdb.server.gateway import Gateway
-from ebbdb.storage import ttl, writes
+from ebbdb.storage import ttl
 from ebbdb.storage.documents import CODEC
-from ebbdb.storage.engine import Engine
 from ebbdb.storage.errors import DuplicateKey
-from ebbdb.storage.execute import QuerySpec
-from ebbdb.storage.query.update import parse_update
+
+if TYPE_CHECKING:
+    from ebbdb.server.auth.roles import Privileges
+    from ebbdb.storage.engine import Engine
+    from ebbdb.storage.execute import QuerySpec
 
 USERS_DB = "admin"
 USERS_COLLECTION = "system.users"
@@ -42,6 +44,8 @@ class User:
 
     @property
     def mechanisms(self) -> list[str]:
+        from ebbdb.server.auth.scram import MECHANISMS
+
         return [m for m in MECHANISMS if m in self.credentials]
 
     @classmethod
@@ -118,6 +122,8 @@ def _load(engine: Engine) -> list[User]:
 
 
 def _by_id(uid: str) -> QuerySpec:
+    from ebbdb.storage.execute import QuerySpec
+
     return QuerySpec.parse({"_id": uid})
 
 
@@ -137,6 +143,8 @@ class UserStore:
         """Every user by id ("db.user")."""
         users = self._users
         if users is None:
+            from ebbdb.server.auth.roles import Privileges
+
             loaded = await gateway.read(_load, gateway.engine)
             users = {u.id: u for u in loaded}
             self._users = users
@@ -148,6 +156,8 @@ class UserStore:
 
     async def privileges(self, gateway: Gateway, ids: list[str]) -> Privileges:
         """What the users `ids` may do together (a dropped user adds nothing)."""
+        from ebbdb.server.auth.roles import Privileges
+
         await self.users(gateway)
         if len(ids) == 1:
             return self._privileges.get(ids[0]) or Privileges()
@@ -168,6 +178,9 @@ class UserStore:
 
     async def replace(self, gateway: Gateway, user: User) -> bool:
         """Store a changed user; False if it no longer exists."""
+        from ebbdb.storage import writes
+        from ebbdb.storage.query.update import parse_update
+
         change = parse_update(user.document())
         result = await gateway.write_stamped(
             writes.update,
@@ -186,6 +199,9 @@ class UserStore:
         """Remove users by id; how many there were."""
         if not ids or gateway.engine.collection(USERS_DB, USERS_COLLECTION) is None:
             return 0
+        from ebbdb.storage import writes
+        from ebbdb.storage.execute import QuerySpec
+
         spec = QuerySpec.parse({"_id": {"$in": ids}})
         result = await gateway.write_stamped(
             writes.delete, gateway.engine, USERS_DB, USERS_COLLECTION, spec, False

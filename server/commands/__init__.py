@@ -1,21 +1,2 @@
-"""Command handlers, one module per group; importing this package registers them all."""
-
-from ebbdb.server.commands import (  # noqa: F401
-    admin,
-    aggregate,
-    auth,
-    capped,
-    catalog,
-    current_op,
-    handshake,
-    indexes,
-    lifecycle,
-    reads,
-    rename,
-    stats,
-    testing,
-    transactions,
-    ttl_status,
-    validate,
-    writes,
-)
+"""Command handlers, one module per group. Importing this package imports none of them: the
+registry (server/registry.py) imports a module on the first request naming one of its commands."""

@@ -9,9 +9,6 @@ from typing import Any
 
 from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
-from ebbdb.server.auth.check import client_privileges
-from ebbdb.server.auth.roles import privilege_documents
-from ebbdb.server.commands.auth import hello_fields
 from ebbdb.server.context import CommandContext
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import (
@@ -42,6 +39,9 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
     login: dict[str, Any] = {}
     if p.speculative is not None or p.sasl_supported_mechs is not None:
+        # The login commands' module (and SCRAM) only for a client that logs in.
+        from ebbdb.server.commands.auth import hello_fields
+
         login = await hello_fields(ctx, p.speculative, p.sasl_supported_mechs)
     return {
         primary_field: True,
@@ -109,6 +109,9 @@ async def connection_status(ctx: CommandContext, p: ConnectionStatusParams) -> d
             roles += [r for r in users[uid].role_documents() if r not in roles]
     auth: dict[str, Any] = {"authenticatedUsers": names, "authenticatedUserRoles": roles}
     if p.show_privileges:
+        from ebbdb.server.auth.check import client_privileges
+        from ebbdb.server.auth.roles import privilege_documents
+
         privileges = await client_privileges(ctx.users, ctx.gateway, ctx.client.auth)
         auth["authenticatedUserPrivileges"] = privilege_documents(privileges)
     return {"authInfo": auth, "ok": 1.0}

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
-from ebbdb.storage.collation import collate_filter
+from ebbdb.storage.query.collate import collate_filter
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.geo_match import NEAR_REFUSED, near_leaves
 from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter

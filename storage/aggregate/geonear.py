@@ -22,7 +22,6 @@ from ebbdb.storage.aggregate.stage import (
 )
 from ebbdb.storage.catalog import CollectionInfo
 from ebbdb.storage.errors import QueryError
-from ebbdb.storage.index_kinds.geo import FLAT, SPHERE, measure
 from ebbdb.storage.planner import IndexScan, plan_query
 from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match import parse_filter
@@ -46,6 +45,10 @@ class GeoNear(Stage, name="$geoNear"):
     key: str | None
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        # The geo index kinds and the geometry libraries: loaded by the first $geoNear that
+        # runs, not by every pipeline (this family registers with the others).
+        from ebbdb.storage.index_kinds.geo import measure
+
         source = ctx.source
         if not isinstance(source, EngineSource) or ctx.collection is None:
             raise QueryError("NotImplemented", "$geoNear needs a collection of the storage engine")
@@ -85,6 +88,8 @@ def _leaves(parsed: ParsedFilter) -> list[Geo]:
 def _geo_field(coll: CollectionInfo) -> str:
     """The field of the collection's one 2d index, else of its one 2dsphere index (MongoDB's
     choice), with its IndexNotFound errors."""
+    from ebbdb.storage.index_kinds.geo import FLAT, SPHERE
+
     ns = f"{coll.db}.{coll.name}"
     for kind in (FLAT, SPHERE):
         found = [ix for ix in coll.indexes if ix.kind == kind]

@@ -1,7 +1,7 @@
 """Index kinds beyond ascending and descending keys (`hashed`, wildcard, `text`, `2dsphere`, `2d`):
 the registry (storage/index_kinds/registry.py, re-exported here) and the kind modules, which
-register themselves on import. storage/index_kinds/kinds.py imports them all: what needs every
-kind registered (entries, index specs) imports that module. This package's own import loads the
+register themselves on import. The registry imports a kind's module on the first lookup of that
+kind; storage/index_kinds/kinds.py imports them all. This package's own import loads the
 registry alone, so that the planner can import a kind's helpers while the geo kinds import the
 planner (no import cycle).
 
@@ -10,6 +10,7 @@ sparse and parallel-array rules) as an argument, so that a kind that only transf
 (hashed) reuses it without importing entries."""
 
 from ebbdb.storage.index_kinds.registry import (
+    KIND_MODULES,
     Bodies,
     IndexKind,
     Key,
@@ -23,6 +24,7 @@ from ebbdb.storage.index_kinds.registry import (
 )
 
 __all__ = [
+    "KIND_MODULES",
     "Bodies",
     "IndexKind",
     "Key",

@@ -1,5 +1,6 @@
 """Every index kind, registered: importing this module imports each kind module (each calls
-register() on import) and gives the registry's functions. Add a new kind's module here."""
+register() on import) and gives the registry's functions. Add a new kind's module here and in
+the registry's KIND_MODULES (the registry imports a kind's module on first use)."""
 
 from ebbdb.storage.index_kinds import geo, hashed, text, wildcard
 from ebbdb.storage.index_kinds.registry import (

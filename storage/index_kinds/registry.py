@@ -1,9 +1,12 @@
 """The index-kind registry (see the package's docstring): IndexKind and its functions, in a
 module of their own so that the kind modules, which the package imports, import this one and
-not the package (no import cycle)."""
+not the package (no import cycle). A kind's module is imported by the first lookup of the kind
+(KIND_MODULES says which module registers which kind), so that a catalog without such indexes
+never imports the geometry or the text-search libraries."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +43,16 @@ class IndexKind:
     stored_key: Callable[[Key], Key] | None = None
 
 
+#: Every kind, with the module under storage/index_kinds that registers it
+#: (tests/storage/test_index_kinds_registry.py holds this to what the modules register).
+KIND_MODULES: dict[str, str] = {
+    "2d": "geo",
+    "2dsphere": "geo",
+    "hashed": "hashed",
+    "text": "text",
+    "wildcard": "wildcard",
+}
+
 _KINDS: dict[str, IndexKind] = {}
 
 
@@ -49,13 +62,19 @@ def register(kind: IndexKind) -> IndexKind:
 
 
 def kind_named(name: str) -> IndexKind | None:
-    return _KINDS.get(name)
+    """The kind `name` names (importing its module the first time); None for no kind."""
+    kind = _KINDS.get(name)
+    if kind is None and name in KIND_MODULES:
+        importlib.import_module(f"{__package__}.{KIND_MODULES[name]}")
+        kind = _KINDS.get(name)
+    return kind
 
 
 def registered() -> frozenset[str]:
-    return frozenset(_KINDS)
+    """The names of every kind (their modules need not be imported yet)."""
+    return frozenset(KIND_MODULES)
 
 
 def kind_options() -> frozenset[str]:
-    """Every option some registered kind takes."""
-    return frozenset(o for k in _KINDS.values() for o in k.options)
+    """Every option some kind takes (every kind module imported)."""
+    return frozenset(o for name in KIND_MODULES if (k := kind_named(name)) for o in k.options)

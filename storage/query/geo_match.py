@@ -1,15 +1,19 @@
 """The geospatial query operators as the matcher parses them: `$geoWithin` (and its old name
 `$within`), `$geoIntersects`, `$near` and `$nearSphere` (with `$minDistance`/`$maxDistance`
-beside a legacy point), each a Geo leaf whose test reads a value's geometry (storage/geo.py)."""
+beside a legacy point), each a Geo leaf whose test reads a value's geometry (storage/geo.py, and
+its geometry libraries, imported by the first geo operator parsed, not by every filter)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from ebbdb.storage import geo
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.query.match_tree import And, ElemMatchObject, Geo, Node, Nor, Not, Or, Test
+
+if TYPE_CHECKING:
+    from ebbdb.storage import geo
 
 NEAR_OPERATORS = frozenset({"$near", "$nearSphere"})
 #: MongoDB's message for a proximity operator where results cannot be sorted by distance (a
@@ -22,45 +26,52 @@ NEAR_REFUSED = (
 )
 
 
-def _shape_of(value: Any) -> geo.Shape | None:
-    """A value's geometry, or None when it holds none (the value then matches no geo operator)."""
+def _shape_of(g: ModuleType, value: Any) -> geo.Shape | None:
+    """A value's geometry (`g` is storage/geo.py), or None when it holds none (the value then
+    matches no geo operator)."""
     try:
-        return geo.parse_shape(value)
+        shape: geo.Shape = g.parse_shape(value)
     except QueryError:
         return None
+    return shape
 
 
-def _within_test(region: geo.Region) -> Test:
+def _within_test(g: ModuleType, region: geo.Region) -> Test:
     def test(value: Any) -> bool:
-        shape = _shape_of(value)
-        return shape is not None and geo.within(shape, region)
+        shape = _shape_of(g, value)
+        return shape is not None and bool(g.within(shape, region))
 
     return test
 
 
-def _intersects_test(region: geo.Region) -> Test:
+def _intersects_test(g: ModuleType, region: geo.Region) -> Test:
     def test(value: Any) -> bool:
-        shape = _shape_of(value)
-        return shape is not None and geo.intersects(shape, region)
+        shape = _shape_of(g, value)
+        return shape is not None and bool(g.intersects(shape, region))
 
     return test
 
 
-def _has_geometry(value: Any) -> bool:
-    return _shape_of(value) is not None
+def _has_geometry_test(g: ModuleType) -> Test:
+    def test(value: Any) -> bool:
+        return _shape_of(g, value) is not None
+
+    return test
 
 
 def parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     """One geo operator on `path` (with the field's other operators at hand, for the distance
     bounds of a legacy $near). Raises QueryError (BadValue) for a malformed argument."""
+    from ebbdb.storage import geo
+
     if op in ("$geoWithin", "$within"):
         region = geo.parse_within(arg)
-        return Geo(path, _within_test(region), op, arg, region)
+        return Geo(path, _within_test(geo, region), op, arg, region)
     if op == "$geoIntersects":
         region = geo.parse_intersects(arg)
-        return Geo(path, _intersects_test(region), op, arg, region)
+        return Geo(path, _intersects_test(geo, region), op, arg, region)
     near = geo.parse_near(op, arg, ops)
-    return Geo(path, _has_geometry, op, arg, near)
+    return Geo(path, _has_geometry_test(geo), op, arg, near)
 
 
 def parse_distance(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import ebbdb.server.commands  # noqa: F401  (registers every command)
 from ebbdb.server.auth import roles
 from ebbdb.server.auth.roles import COMMANDS, Privileges, required
 from ebbdb.server.auth.scram import Conversation, StoredKeys, client_user, make_credentials

@@ -11,7 +11,6 @@ from typing import Any
 import bson
 import pytest
 
-import ebbdb.server.commands  # noqa: F401  (registers every command)
 from ebbdb.protocol import MsgFlags, decode_message, encode_msg
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, NoParams, arg
 from ebbdb.server.context import Client, CommandContext, Services

@@ -1,17 +1,23 @@
 """The command registry: every command the first milestone serves is registered (with its aliases),
-every handler is a documented coroutine function taking typed parameters, and names are unique."""
+every handler is a documented coroutine function taking typed parameters, and names are unique;
+COMMAND_MODULES, which lets the registry import a command's module on first use, says exactly what
+the modules register."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import pkgutil
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-import ebbdb.server.commands  # noqa: F401  (importing registers every handler)
+from ebbdb.server import commands as commands_package
 from ebbdb.server.arguments import NoParams
-from ebbdb.server.registry import REGISTRY, Command, Registry
+from ebbdb.server.registry import COMMAND_MODULES, COMMANDS_PACKAGE, REGISTRY, Command, Registry
 
 EXPECTED = [
     "hello",
@@ -134,3 +140,54 @@ def test_fresh_registry_is_independent_of_the_global_one() -> None:
     reg = Registry()
     assert reg.commands() == []
     assert reg.lookup("ping") is None
+
+
+def test_command_modules_table_is_what_the_modules_register() -> None:
+    """Every module under server/commands, imported into a registry of its own: the names each
+    registers are the ones COMMAND_MODULES gives it (a module that registers nothing, such as a
+    helper of several commands, is not in the table)."""
+    registered: dict[str, set[str]] = {}
+    for info in pkgutil.iter_modules(commands_package.__path__):
+        importlib.import_module(f"{COMMANDS_PACKAGE}.{info.name}")
+    for cmd in REGISTRY.commands():
+        module = cmd.handler.__module__.removeprefix(COMMANDS_PACKAGE + ".")
+        registered.setdefault(module, set()).update((cmd.name, *cmd.aliases))
+    assert registered == {m: set(names) for m, names in COMMAND_MODULES.items()}
+    names = [n for names in COMMAND_MODULES.values() for n in names]
+    assert len(names) == len(set(names)), "a name in two modules"
+
+
+def test_a_lookup_imports_only_its_own_module() -> None:
+    """In a fresh interpreter: looking up ping imports the handshake module and no other command
+    module; listing the commands imports them all."""
+    script = (
+        "import sys\n"
+        "from ebbdb.server.registry import COMMANDS_PACKAGE, REGISTRY\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.startswith(COMMANDS_PACKAGE + '.'))\n"
+        "before = loaded()\n"
+        "assert REGISTRY.lookup('ping') is not None\n"
+        "assert REGISTRY.lookup('isMaster') is REGISTRY.lookup('hello')\n"
+        "assert REGISTRY.lookup('nosuchcommand') is None\n"
+        "print(before, loaded())\n"
+        "REGISTRY.commands()\n"
+        "print(len(loaded()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[0] == f"[] ['{COMMANDS_PACKAGE}.handshake']"
+    modules = {
+        info.name
+        for info in pkgutil.iter_modules(commands_package.__path__)
+        if info.name in COMMAND_MODULES
+    }
+    assert int(out[1]) >= len(modules)
+
+
+def test_a_registry_loads_a_module_on_the_first_lookup_of_its_names() -> None:
+    reg = Registry({"handshake": ("ping",)}, COMMANDS_PACKAGE)
+    # The module is imported already (by the tests above), so nothing registers into `reg`:
+    # the lookup finds nothing rather than failing.
+    assert reg.lookup("nosuchcommand") is None
+    assert reg.commands() == []

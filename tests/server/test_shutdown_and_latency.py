@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from bson import Int64
 
-import ebbdb.server.commands  # noqa: F401  (registers every command)
 from ebbdb.server.context import Client, Services
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.latency import BUCKETS, MAX_NAMESPACES, NamespaceLatency, bucket

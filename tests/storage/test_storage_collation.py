@@ -1,5 +1,5 @@
-"""storage/collation.py without a server: parsing with MongoDB's codes and normalised document,
-sort keys, collated values, filters, sorts, index keys and plans."""
+"""storage/collation.py (and storage/query/collate.py) without a server: parsing with MongoDB's
+codes and normalised document, sort keys, collated values, filters, sorts, index keys and plans."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ import pytest
 from bson import Regex
 
 from ebbdb.storage.catalog import CollectionInfo, IndexInfo
-from ebbdb.storage.collation import (
-    VERSION,
-    collate_filter,
-    has_string,
-    normalise,
-    parse_collation,
-    resolve,
-)
+from ebbdb.storage.collation import VERSION, has_string, normalise, parse_collation, resolve
 from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
 from ebbdb.storage.errors import QueryError
 from ebbdb.storage.planner import CollScan, IndexScan, plan_query
+from ebbdb.storage.query.collate import collate_filter
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 
