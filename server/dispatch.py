@@ -160,10 +160,14 @@ class Dispatcher:
         db: Any = body.get("$db")
         try:
             _check_depth(body, size)
+            if self.registry.unloaded_module(name) is not None:
+                # The first request naming a command imports its module (server/registry.py),
+                # once per server: on a worker thread, as the event loop never waits on a disk
+                # or a long computation, and not counted as the operation's time (its latency,
+                # the slow-query log).
+                await asyncio.to_thread(self.registry.lookup, name)
+                started = time.perf_counter_ns()
             cmd = self.registry.lookup(name)
-            # The first request naming a command imports its module (server/registry.py): once
-            # per server, and not the operation's time (its latency, the slow-query log).
-            started = time.perf_counter_ns()
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
             if not isinstance(db, str):

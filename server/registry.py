@@ -141,6 +141,12 @@ class Registry:
             cmd = self._by_name.get(name)
         return cmd
 
+    def unloaded_module(self, name: str) -> str | None:
+        """The module that registers `name` while it is not imported yet (the next lookup of
+        `name` imports it); None once it is, and for a name no module registers."""
+        module = self._module_of.get(name)
+        return module if module in self._unloaded else None
+
     def commands(self) -> list[Command]:
         """Every command, once each (not its aliases), in name order: every module loaded."""
         for module in sorted(self._unloaded):

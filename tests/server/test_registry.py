@@ -11,6 +11,7 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -191,3 +192,39 @@ def test_a_registry_loads_a_module_on_the_first_lookup_of_its_names() -> None:
     # the lookup finds nothing rather than failing.
     assert reg.lookup("nosuchcommand") is None
     assert reg.commands() == []
+
+
+def test_unloaded_module_names_the_module_a_lookup_would_import(tmp_path: Any) -> None:
+    """The dispatcher asks this before a lookup, to import a command's module on a worker thread
+    rather than on the event loop: a name is pending until its module is imported, and a name no
+    module registers never is."""
+    package = tmp_path / "lazycmds"
+    package.mkdir()
+    (package / "__init__.py").write_text("REGISTRY = None  # the test's own, set below\n")
+    (package / "one.py").write_text(
+        "import threading\n"
+        "from lazycmds import REGISTRY\n"
+        "IMPORTED_ON = threading.current_thread().name\n"
+        "@REGISTRY.command('lazyOne', 'lazyAlias')\n"
+        "async def lazy_one(ctx, p):\n"
+        "    '''A command of the test's own.'''\n"
+        "    return {}\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        lazy = Registry({"one": ("lazyOne", "lazyAlias")}, "lazycmds")
+        importlib.import_module("lazycmds").REGISTRY = lazy
+        assert lazy.unloaded_module("lazyAlias") == "one"
+        assert lazy.unloaded_module("nosuch") is None
+        found: list[Command | None] = []
+        worker = threading.Thread(target=lambda: found.append(lazy.lookup("lazyAlias")))
+        worker.start()
+        worker.join()
+        assert found[0] is not None and found[0].name == "lazyOne"
+        assert sys.modules["lazycmds.one"].IMPORTED_ON == worker.name
+        assert lazy.unloaded_module("lazyOne") is None
+        assert lazy.lookup("lazyOne") is found[0]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("lazycmds.one", "lazycmds"):
+            sys.modules.pop(name, None)
