@@ -11,7 +11,7 @@
 #       -e MONGO_INITDB_ROOT_PASSWORD=secret ebbdb
 # tests/test_docker.py lints this file, and runs its install RUN line and its ENTRYPOINT + CMD in a
 # fresh virtual environment, so keep the install in one RUN line naming /tmp/ebbdb-src.
-FROM python:3.11-slim
+FROM python:3.11-slim-trixie
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -185,8 +185,8 @@ def test_hadolint_finds_nothing() -> None:
 
 def test_dockerfile_shape() -> None:
     image = read_image()
-    name, _, tag = image.base.partition(":")
-    assert name == "python" and tag.startswith("3.") and tag.endswith("-slim"), image.base
+    # A slim image on a named Debian release (tests/test_platforms.py reads its glibc and Python).
+    assert re.fullmatch(r"python:3\.\d+-slim-[a-z]+", image.base), image.base
     assert image.user.split(":")[0] not in ("", "0", "root"), "the server must not run as root"
     assert image.volumes == [DATA_PATH]
     assert str(PORT) in image.exposed
