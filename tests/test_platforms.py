@@ -219,7 +219,7 @@ def resolve(key: str, python: str, requirements: list[Requirement]) -> Resolutio
     unavailable: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "report.json"
-        for _ in range(5):
+        for _ in range(len(wanted) + 5):  # each round drops a missing package or adds one
             result = _pip(platform, python, list(wanted.values()), report_path)
             if result.returncode != 0:
                 missing = _NO_MATCH_RE.search(result.stderr)
