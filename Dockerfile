@@ -11,7 +11,7 @@
 #       -e MONGO_INITDB_ROOT_PASSWORD=secret ebbdb
 # tests/test_docker.py lints this file, and runs its install RUN line and its ENTRYPOINT + CMD in a
 # fresh virtual environment, so keep the install in one RUN line naming /tmp/ebbdb-src.
-FROM python:3.11-slim
+FROM python:3.11-slim-trixie
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -35,9 +35,10 @@ WORKDIR /data
 VOLUME ["/data/db"]
 EXPOSE 27017
 
-# The ping uses the image's own Python and pymongo (installed with ebbdb); any failure exits 1.
+# The ping reads the server's own command line (PID 1's), so it follows the port, the address and
+# the TLS mode given after the image name or in a --config file; any failure exits 1.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "from pymongo import MongoClient; MongoClient('127.0.0.1', 27017, directConnection=True, serverSelectionTimeoutMS=3000).admin.command('ping')"]
+    CMD ["python", "-m", "ebbdb.server.healthcheck"]
 
 # Exec form: ebbdb is PID 1 and gets docker stop's SIGTERM itself, which shuts it down gracefully
 # (requests in flight finish, LMDB is closed cleanly, exit status 0).

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -185,8 +186,8 @@ def test_hadolint_finds_nothing() -> None:
 
 def test_dockerfile_shape() -> None:
     image = read_image()
-    name, _, tag = image.base.partition(":")
-    assert name == "python" and tag.startswith("3.") and tag.endswith("-slim"), image.base
+    # A slim image on a named Debian release (tests/test_platforms.py reads its glibc and Python).
+    assert re.fullmatch(r"python:3\.\d+-slim-[a-z]+", image.base), image.base
     assert image.user.split(":")[0] not in ("", "0", "root"), "the server must not run as root"
     assert image.volumes == [DATA_PATH]
     assert str(PORT) in image.exposed
@@ -197,9 +198,9 @@ def test_dockerfile_shape() -> None:
     assert option(argv, "--dbpath") == DATA_PATH
     assert option(argv, "--port") == str(PORT)
     assert image.stopsignal in (None, "SIGTERM")
-    # The health check runs the image's Python against the server's port.
-    assert image.health_cmd[:2] == ["python", "-c"] and len(image.health_cmd) == 3
-    assert str(PORT) in image.health_cmd[2]
+    # The health check runs the image's Python and reads the server's options (port, TLS) from
+    # its command line: nothing about the server is written into it.
+    assert image.health_cmd == ["python", "-m", "ebbdb.server.healthcheck"]
     for flag in ("--interval=", "--timeout=", "--retries="):
         assert flag in image.health_options
 
@@ -478,13 +479,11 @@ class Server:
             self.proc.wait(EXIT_TIMEOUT)
 
 
-def run_health_check(venv: Venv, health_cmd: list[str], port: int) -> int:
-    """The HEALTHCHECK command with the image's port swapped for `port`; its exit status."""
-    code = health_cmd[-1]
-    assert code.count(str(PORT)) == 1, code
-    argv = [*health_cmd[:-1], code.replace(str(PORT), str(port))]
+def run_health_check(venv: Venv, health_cmd: list[str], server: Server) -> int:
+    """The HEALTHCHECK command, told the server's process id (in the container it is PID 1, which
+    the check reads by default); its exit status."""
     result = subprocess.run(
-        venv.resolve(argv),
+        venv.resolve([*health_cmd, "--pid", str(server.proc.pid)]),
         env=venv.env,
         capture_output=True,
         text=True,
@@ -494,12 +493,21 @@ def run_health_check(venv: Venv, health_cmd: list[str], port: int) -> int:
     return result.returncode
 
 
+def free_port() -> int:
+    """A port nothing listens on now: the health check reads the port from the server's command
+    line, so the servers here get a real one, not --port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def start_like_the_image(venv: Venv, args: list[str], tmp_path: Path) -> Server:
-    """ENTRYPOINT + `args` with a temporary data path and a free port (--port 0)."""
+    """ENTRYPOINT + `args` with a temporary data path and a free port."""
     image = read_image()
     tmp_path.mkdir(parents=True, exist_ok=True)
     argv = with_option(image.entrypoint + args, "--dbpath", str(tmp_path / "db"))
-    argv = with_option(argv, "--port", "0")
+    argv = with_option(argv, "--port", str(free_port()))
     return Server(venv, argv, tmp_path)
 
 
@@ -513,14 +521,22 @@ def test_image_starts_answers_its_health_check_and_stops_on_sigterm(
             assert client.admin.command("ping")["ok"] == 1.0
             client.app.items.insert_one({"_id": 1})
             assert client.app.items.find_one() == {"_id": 1}
-        assert run_health_check(image_venv, image.health_cmd, server.port) == 0
+        assert run_health_check(image_venv, image.health_cmd, server) == 0
+        # Stopped (SIGSTOP: the process and its command line are there, its answers are not),
+        # it is unhealthy: Docker reads exit status 1 so (2 is reserved), and the check must
+        # fail that way, not hang (its own timeout is 2 s; past Docker's --timeout, Docker
+        # counts a failure too).
+        server.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert run_health_check(image_venv, image.health_cmd, server) == 1
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
         assert server.terminate() == 0, server.stderr
         assert "Traceback" not in server.stderr, server.stderr
     finally:
         server.kill()
     assert (tmp_path / "db").is_dir()
-    # Docker reads exit status 1 as unhealthy (2 is reserved): the check must fail that way.
-    assert run_health_check(image_venv, image.health_cmd, server.port) == 1
+    assert run_health_check(image_venv, image.health_cmd, server) == 1  # gone
 
 
 def test_compose_command_starts_with_parameters_from_the_environment(
@@ -548,3 +564,88 @@ def test_compose_command_starts_with_parameters_from_the_environment(
         assert server.terminate() == 0, server.stderr
     finally:
         server.kill()
+
+
+# -- the health check follows the server's port and TLS mode ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throwaway CA (trustme) and the server's certificate for 127.0.0.1, as tests/e2e/test_tls.py
+    makes them."""
+    import trustme
+
+    folder = tmp_path_factory.mktemp("certs")
+    ca = trustme.CA()
+    paths = {"ca": folder / "ca.pem", "server": folder / "server.pem"}
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(paths["server"])
+    )
+    return paths
+
+
+def plain_ping(port: int) -> bool:
+    with MongoClient(
+        "127.0.0.1", port, directConnection=True, serverSelectionTimeoutMS=1500
+    ) as client:
+        try:
+            client.admin.command("ping")
+        except Exception:
+            return False
+        return True
+
+
+@pytest.mark.parametrize("client_certificates", [False, True], ids=["tls", "tls-client-certs"])
+def test_health_check_follows_another_port_and_required_tls(
+    image_venv: Venv, certs: dict[str, Path], tmp_path: Path, client_certificates: bool
+) -> None:
+    """Arguments after the image name replace CMD: another port, TLS required (and, with a CA
+    file, client certificates asked for). The check reads them and passes; a plain ping fails."""
+    image = read_image()
+    args = [*image.cmd, "--tlsMode", "requireTLS", "--tlsCertificateKeyFile", str(certs["server"])]
+    if client_certificates:
+        args += ["--tlsCAFile", str(certs["ca"])]
+    server = start_like_the_image(image_venv, args, tmp_path)
+    try:
+        assert server.port != PORT
+        assert not plain_ping(server.port)  # TLS is required: the old fixed check would fail
+        assert run_health_check(image_venv, image.health_cmd, server) == 0
+        assert server.terminate() == 0, server.stderr
+    finally:
+        server.kill()
+
+
+def test_health_check_reads_a_config_file(
+    image_venv: Venv, certs: dict[str, Path], tmp_path: Path
+) -> None:
+    """`--config` given after the image name: the port and TLS mode come from the file."""
+    image = read_image()
+    port = free_port()
+    conf = tmp_path / "mongod.conf"
+    conf.write_text(
+        f"net:\n  port: {port}\n  bindIpAll: true\n  tls:\n    mode: requireTLS\n"
+        f"    certificateKeyFile: {certs['server']}\n"
+        f"storage:\n  dbPath: {tmp_path / 'db'}\n",
+        encoding="utf-8",
+    )
+    server = Server(image_venv, [*image.entrypoint, "--config", str(conf)], tmp_path)
+    try:
+        assert server.port == port and not plain_ping(port)
+        assert run_health_check(image_venv, image.health_cmd, server) == 0
+        assert server.terminate() == 0, server.stderr
+    finally:
+        server.kill()
+
+
+def test_health_check_refuses_a_process_that_is_not_ebbdb(image_venv: Venv) -> None:
+    image = read_image()
+    result = subprocess.run(
+        image_venv.resolve([*image.health_cmd, "--pid", str(os.getpid())]),
+        env=image_venv.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1 and "not an ebbdb server" in result.stderr, result.stderr
