@@ -4,8 +4,7 @@ command line from /proc/<pid>/cmdline (PID 1, the image's exec-form ENTRYPOINT; 
 --init` the ebbdb process found in /proc), parses it as the server does (--config file included),
 and exits 0 when the server answers, 1 (Docker's "unhealthy") on anything else.
 
-/proc and PID 1 are the container's (Linux) contract; this module is the image's tool, which is
-why it reads /proc itself instead of going through a portability layer."""
+/proc and PID 1 are the container's (Linux) contract; storage/portability.py reads them."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from ebbdb.server.config import Config, parse_args
+from ebbdb.storage.portability import process_command_line, process_ids
 
 #: Under Docker's --timeout (5 s), with room for the interpreter's start on a busy machine.
 TIMEOUT_MS = 2000
@@ -43,25 +43,18 @@ def server_arguments(cmdline: list[str]) -> list[str]:
     raise ValueError(f"not an ebbdb server: {' '.join(cmdline)!r}")
 
 
-def read_cmdline(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        raw = f.read()
-    return [os.fsdecode(part) for part in raw.split(b"\0") if part]
-
-
 def find_server() -> list[str]:
     """The server's arguments: PID 1's, or (PID 1 being an init) those of the first ebbdb process
     in /proc. Raises ValueError when there is none."""
     try:
-        return server_arguments(read_cmdline(1))
+        return server_arguments(process_command_line(1))
     except (OSError, ValueError):
         pass
-    pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
-    for pid in pids:
+    for pid in process_ids():
         if pid in (1, os.getpid()):
             continue
         try:
-            return server_arguments(read_cmdline(pid))
+            return server_arguments(process_command_line(pid))
         except (OSError, ValueError):
             continue
     raise ValueError("no ebbdb process found in /proc")
@@ -104,7 +97,7 @@ def client_options(config: Config) -> dict[str, Any]:
 
 def check(pid: int | None) -> None:
     """Ping the ebbdb server whose process is `pid` (None: find it); raises on any failure."""
-    args = find_server() if pid is None else server_arguments(read_cmdline(pid))
+    args = find_server() if pid is None else server_arguments(process_command_line(pid))
     # The root user variables are the server's business, not the check's (ping needs no login).
     config = parse_args(args, environ={})
     with MongoClient(_host(config), config.port, **client_options(config)) as client:

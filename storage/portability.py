@@ -216,6 +216,23 @@ def _windows_physical_memory() -> int | None:
     return int(status.ullTotalPhys)
 
 
+# -- other processes ---------------------------------------------------------------------------
+
+
+def process_command_line(pid: int) -> list[str]:
+    """Process `pid`'s command line, from Linux's /proc (the Docker image's health check reads the
+    server's, server/healthcheck.py). Raises OSError where it cannot be read: no such process, or
+    a system without /proc."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        raw = f.read()
+    return [os.fsdecode(part) for part in raw.split(b"\0") if part]
+
+
+def process_ids() -> list[int]:
+    """The ids of this system's processes, in order, from Linux's /proc; OSError without it."""
+    return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+
+
 def facilities() -> dict[str, str]:
     """Which way each seam goes in this process (logged at startup; the portability test reads
     it)."""
