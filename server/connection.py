@@ -113,6 +113,7 @@ class Connection(asyncio.Protocol):
         self._running_bytes = 0  # the request that runs: its frame is held until it answers
         self._reserved = 0  # bytes reserved from the input budget
         self._message_timer: asyncio.TimerHandle | None = None
+        self._stopping = False  # close() was called: the server stops
         self.closed = asyncio.Event()
         #: Set while no request runs (cleared before one starts; shutdown waits on it).
         self._idle = asyncio.Event()
@@ -165,15 +166,40 @@ class Connection(asyncio.Protocol):
         if self._runner is None:  # refused in connection_made: never counted in
             self.closed.set()
             return
+        # As mongod, which reads and runs each message before it reads the end of the stream:
+        # the requests received whole still run, in order, to completion (unacknowledged writes
+        # sent just before a close are applied), and their replies are dropped. That includes
+        # a long read whose client has gone: mongod interrupts such a read when it next checks
+        # that its client is there, but this layer does not know which requests only read (the
+        # dispatcher does), and a write with a reply (w:1) must run as a w:0 one does; a read is
+        # bounded by its maxTimeMS, and killOp and shutdown stop it. A partial message is dropped.
         self._transport = None
         self._outgoing = None
-        self._queue.clear()
-        self._queued_bytes = self._running_bytes = 0
+        self._write_paused = False  # nothing is written any more: nothing holds the queue back
         self._decoder.clear()
         self._stop_message_timer()
+        if self._stopping:  # the server's shutdown closed it: what it has queued does not run
+            self._end()
+            return
+        if self._reserved:
+            self._account()  # the partial message's announced length goes back
+        self._pump()
+        if self._idle.is_set():  # nothing to run (or it ran at once): the connection ends now
+            self._end()
+        # Otherwise the connection's Task ends it once the queue is drained.
+
+    def _end(self) -> None:
+        """The connection is over and its requests have run (or shutdown stopped them): count it
+        out, give its input budget back, set `closed` and log the end."""
+        runner = self._runner
+        if runner is None or self.closed.is_set():
+            return
+        self._queue.clear()
+        self._queued_bytes = self._running_bytes = 0
         reserved, self._reserved = self._reserved, 0
         self._owner.input_budget.give_back(reserved)  # also lets a queued wait of ours go
-        self._runner.cancel()
+        if runner is not asyncio.current_task():
+            runner.cancel()  # it waits for a request that will not come (or shutdown stops it)
         self._idle.set()
         self._owner.connection_closed(self)
         self.closed.set()
@@ -335,7 +361,7 @@ class Connection(asyncio.Protocol):
         if handoff is None or handoff.done():
             return  # the Task has a request it has not taken yet
         loop = asyncio.get_running_loop()
-        while self._queue and not self._writing_blocked and self._transport is not None:
+        while self._queue and not self._writing_blocked:
             request = self._next_request()
             self._idle.clear()
             if not _EAGER_TASKS or asyncio.current_task(loop) is not None:
@@ -387,8 +413,8 @@ class Connection(asyncio.Protocol):
                     work = await handoff
                 except asyncio.CancelledError:
                     if handoff.done() and not handoff.cancelled():
-                        # The connection ended (or the server stops) as a request was handed
-                        # over: it is cancelled too, and its own clean-up awaited.
+                        # The server stops as a request was handed over: it is cancelled too,
+                        # and its own clean-up awaited.
                         work = handoff.result()
                         if isinstance(work, asyncio.Task):
                             work.cancel()
@@ -399,14 +425,14 @@ class Connection(asyncio.Protocol):
                 self._handoff = loop.create_future()
                 try:
                     self._send(await work)
-                    while self._queue and not self._writing_blocked and self._transport is not None:
+                    while self._queue and not self._writing_blocked:
                         self._send(await self._next_request())
                 except ProtocolError as exc:
                     self.abort(f"bad message: {exc}")
                 except CloseConnection:
                     self.abort("the failCommand fail point closes it")
                 except asyncio.CancelledError:
-                    if self._transport is not None:  # not the connection's end: a bug
+                    if not self._stopping:  # not the server's shutdown: a bug
                         self.abort("request cancelled")
                     raise
                 except Exception as exc:
@@ -414,8 +440,12 @@ class Connection(asyncio.Protocol):
                 self._idle.set()
                 self._request_done()
                 self._resume_reading()
+                if self._transport is None:
+                    return  # the connection ended and the requests it left have run
         finally:
             self._idle.set()
+            if self._transport is None:
+                self._end()
 
     def _resume_reading(self) -> None:
         if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2:
@@ -462,18 +492,26 @@ class Connection(asyncio.Protocol):
         self.abort("internal error")
 
     def abort(self, reason: str) -> None:
-        """Drop this connection (framing is lost, so nothing more can be read from it)."""
-        if self._transport is None:
+        """Drop this connection (framing is lost, so nothing more can be read from it) and the
+        requests it has queued, also those an ended connection has left to run."""
+        if self._transport is None and not self._queue:
             return
         log.warning("[conn%d] closing connection from %s: %s", self.id, self.peer, reason)
         self._queue.clear()
         self._queued_bytes = 0
         self._outgoing = None  # the rest of a large reply: nobody will read it
-        self._transport.abort()
+        if self._transport is not None:
+            self._transport.abort()
 
     def close(self) -> None:
-        """Close gracefully: pending replies are flushed first."""
-        if self._transport is not None:
+        """The server's shutdown: close gracefully (pending replies are flushed first). The
+        requests still queued when it ends do not run, nor do those left by a connection its
+        client ended (their Task is cancelled)."""
+        self._stopping = True
+        if self._transport is None:
+            if self._runner is not None and not self.closed.is_set():
+                self._runner.cancel()
+        else:
             if self._outgoing is not None:  # the rest of a large reply, in the transport's buffer
                 for piece in self._outgoing:
                     self._transport.write(piece)

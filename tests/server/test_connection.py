@@ -167,17 +167,36 @@ def test_requests_queue_behind_the_running_one_and_idle_is_an_event(services: Se
     assert not busy
 
 
-def test_a_lost_connection_cancels_its_request(services: Services) -> None:
-    async def main() -> bool:
+def test_a_lost_connection_runs_what_it_received_and_ends_after(services: Services) -> None:
+    async def main() -> tuple[bool, bool, list[bytes]]:
         Gate.release = asyncio.Event()
         conn, transport = open_connection(services)
-        feed(conn, "waitForRelease")
+        feed(conn, "waitForRelease", "inTask")
         await asyncio.sleep(0.01)
         conn.connection_lost(None)
-        await asyncio.wait_for(conn.wait_idle(), 5)
-        return conn.closed.is_set() and not transport.written
+        await asyncio.sleep(0.01)
+        running = conn.busy and not conn.closed.is_set()
+        Gate.release.set()
+        await asyncio.wait_for(conn.closed.wait(), 5)
+        return running, conn.busy, transport.written
 
-    assert asyncio.run(main())
+    running, busy, written = asyncio.run(main())
+    assert running and not busy
+    assert written == []  # the replies have nobody to go to
+
+
+def test_shutdown_stops_what_a_lost_connection_left(services: Services) -> None:
+    async def main() -> tuple[bool, list[bytes]]:
+        Gate.release = asyncio.Event()
+        conn, transport = open_connection(services)
+        feed(conn, "waitForRelease", "inTask")
+        await asyncio.sleep(0.01)
+        conn.connection_lost(None)
+        conn.close()
+        await asyncio.wait_for(conn.closed.wait(), 5)
+        return conn.busy, transport.written
+
+    assert asyncio.run(main()) == (False, [])
 
 
 def test_requests_fed_from_inside_a_task_run_in_the_connection_s_task(services: Services) -> None:
