@@ -309,7 +309,7 @@ def _log_tail(log: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM (ebbdb shuts down cleanly on it), then SIGKILL if it lingers."""
     if proc.poll() is None:
         proc.terminate()
@@ -336,7 +336,7 @@ def _start(
             list(cmd), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
         )
     spawned = Spawned(name, proc, "", log)
-    stack.callback(_stop, proc)
+    stack.callback(stop, proc)
     lines: queue.Queue[str | None] = queue.Queue()
     listening = threading.Event()
 
@@ -353,7 +353,7 @@ def _start(
         try:
             line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            _stop(proc)
+            stop(proc)
             raise RuntimeError(
                 f"{name} did not report listening within {timeout:g} s\n{_log_tail(log)}"
             ) from None

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import bson
+import common
 
 try:
     import resource
@@ -161,12 +162,7 @@ def first_answer(script: bool) -> Run:
                     raise RuntimeError(f"the ping was refused: {reply}")
                 return elapsed, cpu
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            common.stop(proc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
