@@ -3,6 +3,7 @@ host, status, commands, and fsync (with its lock)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
@@ -224,7 +225,9 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 async def list_commands(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """Every command this server knows, from the registry."""
     commands = {}
-    for cmd in REGISTRY.commands():
+    # The registry imports every command module not loaded yet: on a worker thread, as the
+    # dispatcher does for one command's module, so the event loop does not wait on it.
+    for cmd in await asyncio.to_thread(REGISTRY.commands):
         if cmd.test_only and not ctx.test_commands_enabled():
             continue
         commands[cmd.name] = {
