@@ -25,7 +25,7 @@ sys.path.insert(
 
 from ebbdb.server.app import App  # noqa: E402
 from ebbdb.server.config import Config  # noqa: E402
-from ebbdb.storage.indexes import parse_index_spec  # noqa: E402
+from ebbdb.storage.indexes.specs import parse_index_spec  # noqa: E402
 
 
 async def run(n: int, path: str) -> None:

@@ -33,8 +33,9 @@ from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
-from ebbdb.storage import interrupt, spill
-from ebbdb.storage.engine import Engine
+from ebbdb.storage.core import interrupt
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution import spill
 
 log = logging.getLogger("ebbdb.control")
 network_log = logging.getLogger("ebbdb.network")

@@ -14,10 +14,10 @@ import bson
 from bson import Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage.collation import parse_collation
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.values import is_number, to_decimal, type_name
+from ebbdb.storage.core.collation import parse_collation
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, to_decimal, type_name
 
 #: Fields every command may carry that the extractor lets through: sessions, concerns, read
 #: preference, API versioning, comments, server-side timeouts, driver metadata. The dispatcher acts
@@ -72,7 +72,7 @@ class Kind(enum.Enum):
     STRING_OR_DOC = "string or object"
     #: A string, an object, or an array of strings (an index by name, key pattern or names).
     STRING_OR_DOC_OR_STRINGS = "string, object or array of strings"
-    #: A collation document (checked by storage/collation.py: MongoDB's codes for a bad one).
+    #: A collation document (checked by storage/core/collation.py: MongoDB's codes for a bad one).
     COLLATION = "collation"
     CURSOR_ID = "long"  # a cursor id: a long, kept as an Int64
     CURSOR_IDS = "array of longs"
@@ -184,7 +184,7 @@ class ItemCount(Check):
 
 
 class _ValidCollation(Check):
-    """A collation document MongoDB accepts (storage/collation.py says which, with its codes);
+    """A collation document MongoDB accepts (storage/core/collation.py says which, with its codes);
     `{}` gives none."""
 
     code = ErrorCode.BadValue

@@ -14,8 +14,8 @@ from ebbdb.server.config import Config, parse_args
 from ebbdb.server.log import LogFileError
 from ebbdb.server.tls import TLSConfigError
 from ebbdb.server.version import EBBDB_VERSION
-from ebbdb.storage import portability
-from ebbdb.storage.engine import DataDirLocked
+from ebbdb.storage.core import portability
+from ebbdb.storage.engine.store import DataDirLocked
 
 log = logging.getLogger("ebbdb.control")
 

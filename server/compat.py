@@ -18,9 +18,9 @@ from typing import Any
 from ebbdb.server.parameters import PARAMETERS
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
-from ebbdb.storage import indexes
 from ebbdb.storage.aggregate.stage import STAGES
-from ebbdb.storage.index_kinds import kinds as index_kinds
+from ebbdb.storage.indexes import specs as indexes
+from ebbdb.storage.indexes.index_kinds import kinds as index_kinds
 from ebbdb.storage.query.expressions import objects as expression_objects
 from ebbdb.storage.query.expressions.accumulators import ACCUMULATORS
 from ebbdb.storage.query.expressions.core import OPERATORS as EXPRESSION_OPERATORS
@@ -65,7 +65,7 @@ PARAMETER_NOTES: dict[str, str] = {
     "ttlMonitorSleepSecs": "seconds between TTL passes; a new value wakes the monitor at once",
 }
 
-#: Notes on index options, by option name (each must be an option storage/indexes.py accepts).
+#: Notes on index options, by option name (each must be an option storage/indexes/specs.py accepts).
 _INDEX_OPTION_NOTES = {
     "collation": "ICU collations (see Collation); the collection's default when none is given",
     "expireAfterSeconds": "TTL, both models",

@@ -19,7 +19,7 @@ from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.ttl_monitor import TTLMonitor
-from ebbdb.storage.catalog import CollectionInfo
+from ebbdb.storage.catalog.info import CollectionInfo
 
 
 class Listener(Protocol):

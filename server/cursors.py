@@ -15,11 +15,11 @@ import bson
 import bson.errors
 
 from ebbdb.server.gateway import Gateway
-from ebbdb.storage.documents import CODEC, MAX_DOCUMENT_SIZE
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE
+from ebbdb.storage.core.errors import QueryError
 
 if TYPE_CHECKING:
-    from ebbdb.storage.execute import QueryRun
+    from ebbdb.storage.execution.execute import QueryRun
 
 #: Every reply must stay under maxBsonObjectSize; leave room for the envelope.
 MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024

@@ -25,10 +25,10 @@ from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggab
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.transactions import refuse_transaction_fields
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.interrupt import Interrupted
-from ebbdb.storage.interrupt import current as current_op
-from ebbdb.storage.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.interrupt import Interrupted
+from ebbdb.storage.core.interrupt import current as current_op
+from ebbdb.storage.core.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")

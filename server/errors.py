@@ -9,9 +9,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ebbdb.storage.errors import DocumentValidationFailure, DuplicateKey, StorageError
-from ebbdb.storage.interrupt import Interrupted
-from ebbdb.storage.values import render
+from ebbdb.storage.core.errors import DocumentValidationFailure, DuplicateKey, StorageError
+from ebbdb.storage.core.interrupt import Interrupted
+from ebbdb.storage.core.values import render
 
 log = logging.getLogger("ebbdb.command")
 
@@ -152,7 +152,7 @@ def _describe(exc: BaseException) -> tuple[int, str, str, dict[str, Any]]:
         code, name = _code_of(exc.code_name)
         return code, name, exc.message, {}
     if isinstance(exc, RecursionError):
-        # A value nested too deeply for ebbdb to walk (see storage/limits.py): MongoDB's
+        # A value nested too deeply for ebbdb to walk (see storage/core/limits.py): MongoDB's
         # Overflow, never an InternalError.
         overflow = ErrorCode.Overflow
         return int(overflow), overflow.name, "exceeded maximum nesting depth", {}

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ebbdb.server.inserts import InsertWatch
-from ebbdb.storage import interrupt
-from ebbdb.storage.engine import Engine
+from ebbdb.storage.core import interrupt
+from ebbdb.storage.engine.store import Engine
 
 T = TypeVar("T")
 log = logging.getLogger("ebbdb.storage")

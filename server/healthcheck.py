@@ -4,7 +4,7 @@ command line from /proc/<pid>/cmdline (PID 1, the image's exec-form ENTRYPOINT; 
 --init` the ebbdb process found in /proc), parses it as the server does (--config file included),
 and exits 0 when the server answers, 1 (Docker's "unhealthy") on anything else.
 
-/proc and PID 1 are the container's (Linux) contract; storage/portability.py reads them."""
+/proc and PID 1 are the container's (Linux) contract; storage/core/portability.py reads them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from ebbdb.server.config import Config, parse_args
-from ebbdb.storage.portability import process_command_line, process_ids
+from ebbdb.storage.core.portability import process_command_line, process_ids
 
 #: Under Docker's --timeout (5 s), with room for the interpreter's start on a busy machine.
 TIMEOUT_MS = 2000

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ebbdb.server.parameters import Parameters
-from ebbdb.storage.limits import MemoryLimits
+from ebbdb.storage.core.limits import MemoryLimits
 
 #: Where operations spill, under the data directory (emptied at startup).
 SPILL_DIR = "_tmp"

@@ -18,8 +18,8 @@ from bson import Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, app_name, loggable_command
-from ebbdb.storage.interrupt import CHECK_EVERY, OpToken
-from ebbdb.storage.values import is_number
+from ebbdb.storage.core.interrupt import CHECK_EVERY, OpToken
+from ebbdb.storage.core.values import is_number
 
 
 class Client(Protocol):

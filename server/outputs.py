@@ -2,7 +2,7 @@
 then written by jobs for the writer thread ($out in one job, so the target changes atomically;
 $merge in batches), and the reply is MongoDB's empty cursor. With `batchSize: 0` the cursor stays
 open and the write happens at its first getMore, as in MongoDB. The storage side is
-storage/outputs.py."""
+storage/aggregate/writing.py."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from typing import Any
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import PipelineRun
 from ebbdb.storage.aggregate.output import Merge, Out
-from ebbdb.storage.collation import Collation
-from ebbdb.storage.outputs import (
+from ebbdb.storage.aggregate.writing import (
     MERGE_BATCH,
     MergeTarget,
     check_target,
     merge_batch,
     replace_collection,
 )
+from ebbdb.storage.core.collation import Collation
 
 _ALL = 1 << 31
 _NO_LIMIT = 1 << 62

@@ -89,7 +89,7 @@ PARAMETERS: dict[str, ParameterDef] = {
             float,
             _in_range("incomingMessageTimeoutSecs", 0.1, 86_400, False),
         ),
-        # Memory limits (storage/limits.py, storage/spill.py): a blocking sort and a $group past
+        # Memory limits (storage/core/limits.py, storage/execution/spill.py): a blocking sort and a $group past
         # theirs spill to disk when the operation allows it, else fail with 292.
         ParameterDef(
             "internalQueryMaxBlockingSortMemoryUsageBytes", 104_857_600, int, _positive_int

@@ -25,11 +25,11 @@ from bson.raw_bson import RawBSONDocument
 from ebbdb.server.arguments import DocSequence
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import log_event
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.values import render
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.values import render
 
 if TYPE_CHECKING:
-    from ebbdb.storage.execute import QueryRun
+    from ebbdb.storage.execution.execute import QueryRun
     from ebbdb.storage.query.match_tree import Predicate
 
 log = logging.getLogger("ebbdb.command")
@@ -134,7 +134,7 @@ def _namespace(db: str, name: str, body: Mapping[str, Any]) -> str:
 
 def plan_summary(run: QueryRun) -> str:
     """mongod's planSummary: COLLSCAN, IDHACK (an _id lookup), or IXSCAN with the key pattern."""
-    from ebbdb.storage.planner import IndexScan  # loaded already: `run` was planned
+    from ebbdb.storage.indexes.planner import IndexScan  # loaded already: `run` was planned
 
     plan = run.plan
     if not isinstance(plan, IndexScan):
@@ -151,7 +151,7 @@ def _metrics(f: Finished) -> dict[str, Any]:
     out: dict[str, Any] = {}
     run = None
     if f.run is not None:
-        from ebbdb.storage.execute import QueryRun  # loaded already: a run was made
+        from ebbdb.storage.execution.execute import QueryRun  # loaded already: a run was made
 
         run = f.run if isinstance(f.run, QueryRun) else None
     cursor = f.reply.get("cursor")

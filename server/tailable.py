@@ -12,11 +12,11 @@ from typing import Any
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import Cursor, Tailing, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage import capped
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.planner import CollScan
-from ebbdb.storage.values import render
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core.values import render
+from ebbdb.storage.engine import capped
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes.planner import CollScan
 
 #: How long a getMore on an awaitData cursor waits when the client gives no maxTimeMS.
 DEFAULT_AWAIT_MS = 1000

@@ -16,7 +16,7 @@ from typing import Protocol
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import log_event
 from ebbdb.server.parameters import Parameters
-from ebbdb.storage.date_strings import DateStringNotice
+from ebbdb.storage.expiry.date_strings import DateStringNotice
 
 log = logging.getLogger("ebbdb.ttl")
 #: ebbdb's own log id (MongoDB has no such warning) for date-like strings in a TTL index's field.

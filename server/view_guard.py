@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
-from ebbdb.storage import views
-from ebbdb.storage.collation import normalise
+from ebbdb.storage.core.collation import normalise
+from ebbdb.storage.execution import views
 
 if TYPE_CHECKING:
-    from ebbdb.storage.engine import Engine
+    from ebbdb.storage.engine.store import Engine
 
 #: Write commands: their statements' field and the counts of their reply.
 _WRITES: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -1,7 +1,7 @@
 """Views as the server sees them: how find, count and distinct read one, as an aggregation over
 the view, MongoDB's own conversion, so the view's pipeline runs in front of the command's filter,
 sort, skip, limit and projection; and defining one. What a command naming a view is refused is
-server/view_guard.py's; definitions, checks and resolution are storage/views.py's."""
+server/view_guard.py's; definitions, checks and resolution are storage/execution/views.py's."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import PipelineRun
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.latency import Facts
-from ebbdb.storage import views
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
-from ebbdb.storage.collation import Collation, normalise, parse_collation
-from ebbdb.storage.engine import Engine
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.collation import Collation, normalise, parse_collation
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import type_name
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution import views
 from ebbdb.storage.query.expressions import command_variables
-from ebbdb.storage.values import type_name
 
 # -- reading a view ------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ebbdb.server.arguments import Kind, type_mismatch
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage.values import is_number, to_float
+from ebbdb.storage.core.values import is_number, to_float
 
 #: MongoDB caps a numeric `w` at the most members a replica set can have.
 MAX_W = 50

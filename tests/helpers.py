@@ -14,9 +14,9 @@ import pytest
 from pymongo import monitoring
 
 from ebbdb.protocol import FrameDecoder
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 
 # -- tables of cases -------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ BARE = set(PACKAGES)
 
 
 def layer(module: str) -> str:
-    """What an import reaches: `ebbdb.storage.engine` -> `ebbdb.storage`, `ebbdb` -> `ebbdb`,
+    """What an import reaches: `ebbdb.storage.engine.store` -> `ebbdb.storage`, `ebbdb` -> `ebbdb`,
     anything else its top-level module (`asyncio.locks` -> `asyncio`, `server.app` -> `server`)."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "ebbdb" else parts[0]
@@ -76,7 +76,7 @@ def test_the_checker_sees_every_import_form(tmp_path: Path) -> None:
     sample.write_text(
         "import asyncio\n"
         "import ebbdb.server.app as app\n"
-        "from ebbdb.storage.engine import Engine\n"
+        "from ebbdb.storage.engine.store import Engine\n"
         "from . import sibling\n"
         "import ebbdb\n"
         "def f():\n"
@@ -227,3 +227,72 @@ def test_the_cycle_checker_sees_type_only_and_relative_imports(tmp_path: Path) -
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.sub.leaf", "pkg.a"]
     del graph["pkg.sub.leaf"]
     assert find_cycle(graph) is None
+
+
+# -- the parts of storage/ and the arrows between them ---------------------------------------------
+
+#: storage/'s parts from the bottom up (storage/__init__.py): a part imports only the parts before
+#: it in this list, and itself.
+STORAGE_PARTS = (
+    "core",
+    "geometry",
+    "query",
+    "catalog",
+    "expiry",
+    "indexes",
+    "engine",
+    "execution",
+    "aggregate",
+)
+
+
+def storage_part(module: str) -> str | None:
+    """`ebbdb.storage.engine.writer` -> `engine`; None for the package `ebbdb.storage` itself."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else None
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from a part to a part above it, as `a -> b (part -> part)`."""
+    rank = {part: n for n, part in enumerate(STORAGE_PARTS)}
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        here = storage_part(module)
+        for target in sorted(imported):
+            there = storage_part(target)
+            if here is None or there is None:
+                continue
+            if rank[there] > rank[here]:
+                wrong.append(f"{module} -> {target} ({here} -> {there})")
+    return wrong
+
+
+def test_every_storage_module_belongs_to_a_part() -> None:
+    modules = import_graph("storage")
+    loose = sorted(
+        m for m in modules if m != "ebbdb.storage" and storage_part(m) not in STORAGE_PARTS
+    )
+    assert not loose, f"storage modules outside the parts {STORAGE_PARTS}: {loose}"
+    assert {storage_part(m) for m in modules} - {None} == set(STORAGE_PARTS)
+
+
+def test_storage_parts_import_only_the_parts_below_them() -> None:
+    wrong = upward_arrows(import_graph("storage"))
+    assert not wrong, "imports running up storage's parts:\n" + "\n".join(wrong)
+
+
+def test_each_storage_part_says_what_it_owns_and_may_import() -> None:
+    for part in STORAGE_PARTS:
+        doc = ast.get_docstring(ast.parse((ROOT / "storage" / part / "__init__.py").read_text()))
+        assert doc and "import" in doc, f"storage/{part}/__init__.py: no docstring on its imports"
+
+
+def test_the_arrow_checker_sees_an_upward_import() -> None:
+    graph = {
+        "ebbdb.storage.core.errors": set(),
+        "ebbdb.storage.engine.writer": {"ebbdb.storage.core.errors"},
+        "ebbdb.storage.indexes.planner": {"ebbdb.storage.engine.writer"},
+    }
+    assert upward_arrows(graph) == [
+        "ebbdb.storage.indexes.planner -> ebbdb.storage.engine.writer (indexes -> engine)"
+    ]

@@ -41,7 +41,7 @@ TOY_FILES = {
 PROBE = """
 import importlib.metadata, json, sys
 import server, server.routes, storage
-import ebbdb, ebbdb.server.app, ebbdb.storage.engine, ebbdb.protocol
+import ebbdb, ebbdb.server.app, ebbdb.storage.engine.store, ebbdb.protocol
 from ebbdb.server.version import EBBDB_VERSION
 print(json.dumps({
     "app": server.create_app(),
@@ -49,7 +49,7 @@ print(json.dumps({
     "storage": storage.KIND,
     "server_file": server.__file__,
     "storage_file": storage.__file__,
-    "ebbdb_files": [m.__file__ for m in (ebbdb, ebbdb.server.app, ebbdb.storage.engine, ebbdb.protocol)],
+    "ebbdb_files": [m.__file__ for m in (ebbdb, ebbdb.server.app, ebbdb.storage.engine.store, ebbdb.protocol)],
     "version": ebbdb.__version__,
     "server_version": EBBDB_VERSION,
     "dist_version": importlib.metadata.version("ebbdb"),

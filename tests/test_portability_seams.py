@@ -1,5 +1,5 @@
 """One portability module: what POSIX and Windows do differently (file locks, preallocation,
-signals, fork, /proc, sysconf, statvfs, sessions) is used in storage/portability.py only, and no
+signals, fork, /proc, sysconf, statvfs, sessions) is used in storage/core/portability.py only, and no
 module reaches into asyncio's private task bookkeeping. This parses every source file of
 protocol/, storage/ and server/ and fails on such a use anywhere else; tests/e2e/test_portability.py
 then runs the server with those facilities hidden."""
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("protocol", "storage", "server")
-HOME = ROOT / "storage" / "portability.py"
+HOME = ROOT / "storage" / "core" / "portability.py"
 
 #: Modules that exist on one family of systems only.
 PLATFORM_MODULES = frozenset(

@@ -13,7 +13,7 @@ from ebbdb.server.auth.users import UserStore
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, loggable_command
-from ebbdb.storage.values import render
+from ebbdb.storage.core.values import render
 
 
 async def authorize(

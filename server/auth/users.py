@@ -14,14 +14,14 @@ import bson
 
 from ebbdb.server.auth.state import user_id
 from ebbdb.server.gateway import Gateway
-from ebbdb.storage import ttl
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.errors import DuplicateKey
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import DuplicateKey
+from ebbdb.storage.expiry import ttl
 
 if TYPE_CHECKING:
     from ebbdb.server.auth.roles import Privileges
-    from ebbdb.storage.engine import Engine
-    from ebbdb.storage.execute import QuerySpec
+    from ebbdb.storage.engine.store import Engine
+    from ebbdb.storage.execution.execute import QuerySpec
 
 USERS_DB = "admin"
 USERS_COLLECTION = "system.users"
@@ -122,7 +122,7 @@ def _load(engine: Engine) -> list[User]:
 
 
 def _by_id(uid: str) -> QuerySpec:
-    from ebbdb.storage.execute import QuerySpec
+    from ebbdb.storage.execution.execute import QuerySpec
 
     return QuerySpec.parse({"_id": uid})
 
@@ -178,7 +178,7 @@ class UserStore:
 
     async def replace(self, gateway: Gateway, user: User) -> bool:
         """Store a changed user; False if it no longer exists."""
-        from ebbdb.storage import writes
+        from ebbdb.storage.execution import writes
         from ebbdb.storage.query.update import parse_update
 
         change = parse_update(user.document())
@@ -199,8 +199,8 @@ class UserStore:
         """Remove users by id; how many there were."""
         if not ids or gateway.engine.collection(USERS_DB, USERS_COLLECTION) is None:
             return 0
-        from ebbdb.storage import writes
-        from ebbdb.storage.execute import QuerySpec
+        from ebbdb.storage.execution import writes
+        from ebbdb.storage.execution.execute import QuerySpec
 
         spec = QuerySpec.parse({"_id": {"$in": ids}})
         result = await gateway.write_stamped(

@@ -20,7 +20,7 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import FILTER_NOTE
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
-from ebbdb.storage import portability
+from ebbdb.storage.core import portability
 
 log = logging.getLogger("ebbdb.storage")
 

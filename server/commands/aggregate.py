@@ -22,8 +22,8 @@ from ebbdb.server.outputs import output_run, writes_output
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from ebbdb.storage.aggregate.output import writer_of
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.collation import resolve
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.core.collation import resolve
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.javascript import refuse_javascript
 

@@ -14,12 +14,12 @@ from ebbdb.server.commands.plans import execution_stats, finish_explain, winning
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import each_chunk
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage import views as storage_views
 from ebbdb.storage.aggregate import parse_pipeline
 from ebbdb.storage.aggregate.pushdown import plan_read
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.collation import resolve
-from ebbdb.storage.execute import QueryRun, QuerySpec
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.core.collation import resolve
+from ebbdb.storage.execution import views as storage_views
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 from ebbdb.storage.query.expressions import command_variables
 
 

@@ -1,6 +1,6 @@
 """Capped collections: the `capped`/`size`/`max` options of create, collMod's cappedSize and
-cappedMax, and the convertToCapped and cloneCollectionAsCapped commands (storage/capped.py and
-storage/capped_ddl.py do the work)."""
+cappedMax, and the convertToCapped and cloneCollectionAsCapped commands (storage/engine/capped.py and
+storage/engine/capped_ddl.py do the work)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import capped
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.values import to_decimal
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.core.values import to_decimal
+from ebbdb.storage.engine import capped
 
 _INT64_MAX = (1 << 63) - 1
 

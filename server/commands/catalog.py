@@ -22,11 +22,11 @@ from ebbdb.server.commands.schema_options import (
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import views as storage_views
-from ebbdb.storage.catalog import CollectionInfo, validate_collection_name, validate_db_name
-from ebbdb.storage.collation import normalise
+from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name, validate_db_name
+from ebbdb.storage.core.collation import normalise
+from ebbdb.storage.core.values import to_decimal
+from ebbdb.storage.execution import views as storage_views
 from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.values import to_decimal
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
 _PAGE = 4096

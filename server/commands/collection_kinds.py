@@ -1,7 +1,7 @@
 """Clustered and time series collections at the command edge: create's `clusteredIndex`,
 `timeseries` and `expireAfterSeconds` read as MongoDB 7's IDL reads them, collMod's
 `expireAfterSeconds` and `timeseries`, and how listCollections and listIndexes show these
-collections. Their rules live in storage/clustered.py and storage/timeseries.py; catalog.py and
+collections. Their rules live in storage/catalog/clustered.py and storage/catalog/timeseries.py; catalog.py and
 indexes.py call in here with one line each."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from bson import Int64
 from ebbdb.server.arguments import Kind, Unsupported, arg, extract
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage import clustered, timeseries
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.values import is_number, to_decimal, type_name
+from ebbdb.storage.catalog import clustered, timeseries
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, to_decimal, type_name
+from ebbdb.storage.indexes.specs import parse_index_spec
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from ebbdb.server.arguments import REST, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
+from ebbdb.storage.core.values import is_number, to_float, type_name
 from ebbdb.storage.query.match import parse_filter
-from ebbdb.storage.values import is_number, to_float, type_name
 
 #: The $currentOp options MongoDB 7.0 takes (all booleans). ebbdb has no sessions, cursors
 #: without a request, or other users to leave out, so only the fact that they are booleans counts.

@@ -18,7 +18,7 @@ from ebbdb.server.version import (
     MONGODB_VERSION,
     MONGODB_VERSION_ARRAY,
 )
-from ebbdb.storage.documents import MAX_DOCUMENT_SIZE
+from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
 
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 

@@ -12,8 +12,8 @@ from ebbdb.server.commands import collection_kinds
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.indexes.specs import parse_index_spec
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import Any
 
 from ebbdb.server.context import CommandContext
 from ebbdb.server.version import MONGODB_VERSION
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.planner import CollScan, IndexScan, Plan
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes.planner import CollScan, IndexScan, Plan
+from ebbdb.storage.indexes.text_plan import TextScan
 from ebbdb.storage.query.sort import TEXT_SCORE_KEY
-from ebbdb.storage.text_plan import TextScan
-from ebbdb.storage.text_search import TextQuery
+from ebbdb.storage.query.text_search import TextQuery
 
 
 def _plan_doc(plan: Plan, run: QueryRun | None = None) -> dict[str, Any]:

@@ -29,17 +29,17 @@ from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.memory import memory_limits
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import keys
-from ebbdb.storage import views as storage_views
-from ebbdb.storage.catalog import CollectionInfo, validate_collection_name
-from ebbdb.storage.collation import Collation, resolve
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
-from ebbdb.storage.limits import MemoryLimits
+from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
+from ebbdb.storage.core.collation import Collation, resolve
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.limits import MemoryLimits
+from ebbdb.storage.execution import views as storage_views
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.indexes import keys
+from ebbdb.storage.indexes.text_plan import check_no_collection
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING, leaves, split
-from ebbdb.storage.text_plan import check_no_collection
 
 _BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {value}")
 

@@ -1,5 +1,5 @@
 """renameCollection: a collection's new name, in its database or another, with MongoDB 7.0's checks
-and errors (the move itself is storage/ddl.py's, one write that keeps indexes, TTL and expiry)."""
+and errors (the move itself is storage/engine/ddl.py's, one write that keeps indexes, TTL and expiry)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.errors import InvalidNamespace
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.core.errors import InvalidNamespace
 
 #: System collections a client may write (MongoDB's legal client system namespaces that ebbdb
 #: could hold); any other `system.` name is refused on either side of a rename.

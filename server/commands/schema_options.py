@@ -10,7 +10,7 @@ from typing import Any
 
 from ebbdb.server.arguments import Kind, OneOf, arg
 from ebbdb.server.errors import ErrorCode
-from ebbdb.storage.schema import VALIDATION_ACTIONS, VALIDATION_LEVELS, parse_validator
+from ebbdb.storage.catalog.schema import VALIDATION_ACTIONS, VALIDATION_LEVELS, parse_validator
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Storage statistics: dbStats and collStats, in MongoDB 7.0's reply shapes and field types. The
-figures are storage/sizes.py's (exact counts and data sizes, estimated storage and index sizes);
+figures are storage/engine/sizes.py's (exact counts and data sizes, estimated storage and index sizes);
 they count documents that have expired but are not yet deleted, as MongoDB's do."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from ebbdb.server.arguments import COMMAND_VALUE, REST, Check, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import views
 from ebbdb.storage.aggregate.diagnostics import storage_stats_scale
-from ebbdb.storage.catalog import validate_collection_name, validate_db_name
-from ebbdb.storage.sizes import missing_storage_stats, storage_stats
+from ebbdb.storage.catalog.info import validate_collection_name, validate_db_name
+from ebbdb.storage.engine.sizes import missing_storage_stats, storage_stats
+from ebbdb.storage.execution import views
 
 log = logging.getLogger("ebbdb.storage")
 

@@ -1,7 +1,7 @@
 """ttlStatus: why a collection's documents do or do not expire. For each TTL rule, how many live
 documents will expire and when the next one does, how many are expired but not yet deleted, how
 many never expire and why; and the TTL monitor's last pass over the collection. Read-only; the
-count (storage/ttl_status.py) runs on a reader thread at the expiry clock's time."""
+count (storage/expiry/status.py) runs on a reader thread at the expiry clock's time."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage.catalog import validate_collection_name
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.expiry.status import Reason, Sample, Tally, ttl_status
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.ttl_status import Reason, Sample, Tally, ttl_status
 
 #: An example value larger than this (as BSON) is left out: the reply is a summary.
 _LARGEST_EXAMPLE = 1024

@@ -1,5 +1,5 @@
 """validate: check a collection's records, index entries and expiry entries against each other, with
-MongoDB 7.0's options and reply shape (the check itself is storage/validate.py)."""
+MongoDB 7.0's options and reply shape (the check itself is storage/engine/validate.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.validate import (
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.engine.validate import (
     Inconsistency,
     ValidateResult,
     validate_collection,

@@ -1,5 +1,5 @@
 """Writing documents: insert, update, delete and findAndModify. Statements are parsed here, run on
-the writer thread by storage (storage/writes.py matches through the query engine, so expired
+the writer thread by storage (storage/execution/writes.py matches through the query engine, so expired
 documents are never matched), and per-statement failures go back in `writeErrors`."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCoun
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
-from ebbdb.storage import timeseries, writes
 from ebbdb.storage.aggregate.updates import parse_pipeline_update
-from ebbdb.storage.catalog import validate_collection_name
-from ebbdb.storage.collation import resolve
-from ebbdb.storage.errors import QueryError, StorageError
-from ebbdb.storage.execute import QuerySpec
+from ebbdb.storage.catalog import timeseries
+from ebbdb.storage.catalog.info import validate_collection_name
+from ebbdb.storage.core.collation import resolve
+from ebbdb.storage.core.errors import QueryError, StorageError
+from ebbdb.storage.execution import writes
+from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import parse_projection

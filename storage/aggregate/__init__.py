@@ -7,7 +7,8 @@ the query engine, so expired documents never enter a pipeline, whether read firs
 on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
 $indexStats), output ($out, $merge: they pass their input through; the server writes it),
 windows ($setWindowFields), graph ($graphLookup), gaps ($densify, $fill), buckets ($bucketAuto),
-geonear ($geoNear), and $documents in source.
+geonear ($geoNear), and $documents in source. `writing` writes what $out and $merge pass on.
+The top part of storage: it may import every other part.
 """
 
 from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registers its stages)

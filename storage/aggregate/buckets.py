@@ -15,10 +15,10 @@ from bson import Decimal128, Int64
 
 from ebbdb.storage.aggregate.grouping import Accumulators, _group_output, _parse_accumulators
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
+from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
 from ebbdb.storage.query.compare import compare, is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_accumulator, compile_expression
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
 
 # -- granularity -------------------------------------------------------------------------------------
 

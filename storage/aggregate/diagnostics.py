@@ -1,7 +1,7 @@
 """$collStats and $indexStats: what a collection and its indexes hold and how queries used them, in
 MongoDB 7.0's shapes. Each makes its own documents in place of the collection's (one for
-$collStats, one per index for $indexStats). Counts and sizes come from storage/sizes.py (exact
-counts, estimated bytes), uses from storage/usage.py, the host and latency from the server.
+$collStats, one per index for $indexStats). Counts and sizes come from storage/engine/sizes.py (exact
+counts, estimated bytes), uses from storage/engine/usage.py, the host and latency from the server.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from bson import Int64
 
 from ebbdb.storage.aggregate.source import EngineSource
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.sizes import number, storage_stats
-from ebbdb.storage.values import is_number, render_element, to_decimal, type_name
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, render_element, to_decimal, type_name
+from ebbdb.storage.engine.sizes import number, storage_stats
 
 _FIRST = Placement(first=True, in_facet=False)
 

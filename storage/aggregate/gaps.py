@@ -32,13 +32,13 @@ from ebbdb.storage.aggregate.windows import (
     parse_partition,
     parse_sort_by,
 )
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, to_float, type_name
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import RANK_DATE, compare, date_ms, number_value, rank
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec, sort_documents
-from ebbdb.storage.values import is_number, to_float, type_name
 
 
 def _unknown(stage: str, name: str) -> QueryError:

@@ -1,7 +1,7 @@
 """$geoNear: the documents nearest a point, nearest first, each with its distance (and, with
 `includeLocs`, the location measured). As MongoDB does, the stage is a query: `query` with a
 $near (or, `spherical`, $nearSphere) on the geo index's field, read through the engine, so the
-proximity plan (storage/index_kinds/geo.py) finds, bounds and orders the documents."""
+proximity plan (storage/indexes/index_kinds/geo.py) finds, bounds and orders the documents."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from ebbdb.storage.aggregate.stage import (
     field_path,
     with_path,
 )
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.planner import IndexScan, plan_query
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, to_float, type_name
+from ebbdb.storage.indexes.planner import IndexScan, plan_query
 from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
-from ebbdb.storage.values import is_number, to_float, type_name
 
 
 class GeoNear(Stage, name="$geoNear"):
@@ -47,7 +47,7 @@ class GeoNear(Stage, name="$geoNear"):
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         # The geo index kinds and the geometry libraries: loaded by the first $geoNear that
         # runs, not by every pipeline (this family registers with the others).
-        from ebbdb.storage.index_kinds.geo import measure
+        from ebbdb.storage.indexes.index_kinds.geo import measure
 
         source = ctx.source
         if not isinstance(source, EngineSource) or ctx.collection is None:
@@ -88,7 +88,7 @@ def _leaves(parsed: ParsedFilter) -> list[Geo]:
 def _geo_field(coll: CollectionInfo) -> str:
     """The field of the collection's one 2d index, else of its one 2dsphere index (MongoDB's
     choice), with its IndexNotFound errors."""
-    from ebbdb.storage.index_kinds.geo import FLAT, SPHERE
+    from ebbdb.storage.indexes.index_kinds.geo import FLAT, SPHERE
 
     ns = f"{coll.db}.{coll.name}"
     for kind in (FLAT, SPHERE):

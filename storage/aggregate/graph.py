@@ -22,11 +22,11 @@ from ebbdb.storage.aggregate.stage import (
     group_key,
     with_path,
 )
+from ebbdb.storage.core.values import is_number, render, type_name
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.paths import MISSING, leaves
-from ebbdb.storage.values import is_number, render, type_name
 
 
 def _values_at(doc: Doc, parts: tuple[str, ...]) -> list[Any]:

@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ebbdb.storage import spill
 from ebbdb.storage.aggregate.ordering import sort_docs
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -18,7 +17,9 @@ from ebbdb.storage.aggregate.stage import (
     error,
     group_key,
 )
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_constant, type_name
+from ebbdb.storage.execution import spill
 from ebbdb.storage.query.compare import compare, rank
 from ebbdb.storage.query.expressions import (
     Accumulator,
@@ -29,7 +30,6 @@ from ebbdb.storage.query.expressions import (
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import render_value as render
 from ebbdb.storage.query.sort import SortSpec, parse_sort
-from ebbdb.storage.values import is_constant, type_name
 
 # -- $group ------------------------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ def _grouped(
     collate: bool = True,
 ) -> Iterator[Doc]:
     """The output of grouping `docs` by `key_value_of(doc)` with the accumulators `fields`, under
-    the operation's memory limit for $group (storage/spill.py)."""
+    the operation's memory limit for $group (storage/execution/spill.py)."""
     variables, collation = ctx.variables, ctx.collation if collate else None
 
     def key_of(doc: Doc) -> tuple[Any, Any]:

@@ -17,13 +17,13 @@ from ebbdb.storage.aggregate.stage import (
     error,
     field_path,
 )
-from ebbdb.storage.limits import approximate_size
+from ebbdb.storage.core.limits import approximate_size
+from ebbdb.storage.core.values import INT64_MAX, INT64_MIN, is_number
+from ebbdb.storage.execution.spill import Sorter, dump_document, load_document
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.metadata import check_keyword
 from ebbdb.storage.query.projection import render_value as render
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_key
-from ebbdb.storage.spill import Sorter, dump_document, load_document
-from ebbdb.storage.values import INT64_MAX, INT64_MIN, is_number
 
 # -- $sort ------------------------------------------------------------------------------------------
 

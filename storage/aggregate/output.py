@@ -1,6 +1,6 @@
 """The stages that write a pipeline's results: $out (replace a collection's contents) and $merge
 (fold them into a collection), parsed with MongoDB 7.0's checks and codes. Run, they pass their
-input through unchanged: the server writes what reaches them (storage/outputs.py), so an explain
+input through unchanged: the server writes what reaches them (storage/aggregate/writing.py), so an explain
 or a reader of the stream never writes.
 """
 
@@ -11,10 +11,10 @@ from typing import Any
 
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error, field_path
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.expressions.core import check_variable_name
-from ebbdb.storage.values import type_name
 
 #: Where MongoDB allows a writing stage: last, and never inside $facet, $lookup or $unionWith.
 _WRITER = Placement(last=True, in_facet=False, in_subpipeline=False)

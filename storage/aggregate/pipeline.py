@@ -24,9 +24,9 @@ from ebbdb.storage.aggregate.stage import (
     Variables,
     error,
 )
-from ebbdb.storage.collation import Collation
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.interrupt import current
+from ebbdb.storage.core.collation import Collation
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.interrupt import current
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
 # one in a wrong place gets MongoDB's position error, not NotImplemented.

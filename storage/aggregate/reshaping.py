@@ -22,13 +22,13 @@ from ebbdb.storage.aggregate.stage import (
     with_path,
     without_path,
 )
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_number, type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.metadata import keep_metadata
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import EXCLUDE, INCLUDE
 from ebbdb.storage.query.projection import render_value as render
-from ebbdb.storage.values import is_number, type_name
 
 # -- $project, $addFields / $set, $unset ------------------------------------------------------------
 

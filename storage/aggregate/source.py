@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import bson
 from bson import Int64
 
-from ebbdb.storage import views
 from ebbdb.storage.aggregate.reshaping import not_a_document
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -26,14 +25,15 @@ from ebbdb.storage.aggregate.stage import (
     error,
     group_key,
 )
-from ebbdb.storage.collation import Collation
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.engine import Engine
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.limits import DEFAULT_LIMITS, MemoryLimits
-from ebbdb.storage.planner import Plan
+from ebbdb.storage.core.collation import Collation
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.limits import DEFAULT_LIMITS, MemoryLimits
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution import views
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes.planner import Plan
+from ebbdb.storage.indexes.text_plan import check_no_collection
 from ebbdb.storage.query.expressions import Expression, compile_expression
-from ebbdb.storage.text_plan import check_no_collection
 
 #: Documents one engine read returns per chunk (each chunk is one short read transaction).
 READ_CHUNK = 256

@@ -11,10 +11,11 @@ from typing import Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import bson
 
-from ebbdb.storage.collation import Collation
-from ebbdb.storage.documents import CODEC
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.limits import MemoryLimits
+from ebbdb.storage.core.collation import Collation
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.limits import MemoryLimits
+from ebbdb.storage.core.values import DBREF_FIELDS, type_name
 from ebbdb.storage.query.compare import (
     RANK_DATE,
     RANK_NUMBER,
@@ -26,7 +27,6 @@ from ebbdb.storage.query.compare import (
 )
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import field_path as _projection_field_path
-from ebbdb.storage.values import DBREF_FIELDS, type_name
 
 Doc = dict[str, Any]
 Variables = Mapping[str, Any]

@@ -22,11 +22,11 @@ from ebbdb.storage.aggregate.stage import (
     field_path,
     with_path,
 )
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import render_value as render
-from ebbdb.storage.values import type_name
 
 # -- $lookup -----------------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from ebbdb.storage.aggregate.pipeline import pipeline_array, stage_kind
 from ebbdb.storage.aggregate.stage import Context, Doc, Read, Stage
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.limits import DEFAULT_LIMITS
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.limits import DEFAULT_LIMITS
 from ebbdb.storage.query.expressions.core import check_variable_name
 from ebbdb.storage.query.update import Update
 

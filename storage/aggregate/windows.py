@@ -26,14 +26,14 @@ from ebbdb.storage.aggregate.stage import (
     group_key,
     with_path,
 )
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import is_constant, is_number, render, to_float, type_name
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import RANK_DATE, compare, date_ms, number_value, rank
 from ebbdb.storage.query.expressions import Accumulator, Expression, compile_accumulator
 from ebbdb.storage.query.expressions import compile_expression as _compile
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec, sort_documents
-from ebbdb.storage.values import is_constant, is_number, render, to_float, type_name
 
 UNBOUNDED = "unbounded"
 CURRENT = "current"

@@ -1,4 +1,4 @@
-"""A parsed filter under a collation (storage/collation.py): its comparisons made on the
+"""A parsed filter under a collation (storage/core/collation.py): its comparisons made on the
 collation's sort keys, in the one parsed tree the matcher, the planner and upsert seeding read."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ebbdb.storage.collation import Collation, has_string
+from ebbdb.storage.core.collation import Collation, has_string
 from ebbdb.storage.query.match import (
     elem_match_object_test,
     elem_match_value_test,

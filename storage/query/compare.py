@@ -1,5 +1,5 @@
 """MongoDB's total order over BSON values: the one comparison that sorting, range operators and index
-keys all agree with (see storage/keys.py for its byte-string twin)."""
+keys all agree with (see storage/indexes/keys.py for its byte-string twin)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bson import Binary, Code, DBRef, Decimal128, Int64, MaxKey, MinKey, ObjectI
 from bson.datetime_ms import DatetimeMS
 from bson.raw_bson import RawBSONDocument
 
-from ebbdb.storage.values import regex_flags as regex_flags
+from ebbdb.storage.core.values import regex_flags as regex_flags
 
 # MongoDB's canonical type ranks (canonicalizeBSONType); equal ranks compare by value.
 RANK_MINKEY = -1

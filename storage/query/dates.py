@@ -10,7 +10,7 @@ import zoneinfo
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 
 MS_PER_SECOND = 1000
 MS_PER_MINUTE = 60 * MS_PER_SECOND

@@ -1,6 +1,6 @@
 """The geospatial query operators as the matcher parses them: `$geoWithin` (and its old name
 `$within`), `$geoIntersects`, `$near` and `$nearSphere` (with `$minDistance`/`$maxDistance`
-beside a legacy point), each a Geo leaf whose test reads a value's geometry (storage/geo.py, and
+beside a legacy point), each a Geo leaf whose test reads a value's geometry (storage/geometry/geo.py, and
 its geometry libraries, imported by the first geo operator parsed, not by every filter)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.match_tree import And, ElemMatchObject, Geo, Node, Nor, Not, Or, Test
 
 if TYPE_CHECKING:
-    from ebbdb.storage import geo
+    from ebbdb.storage.geometry import geo
 
 NEAR_OPERATORS = frozenset({"$near", "$nearSphere"})
 #: MongoDB's message for a proximity operator where results cannot be sorted by distance (a
@@ -27,7 +27,7 @@ NEAR_REFUSED = (
 
 
 def _shape_of(g: ModuleType, value: Any) -> geo.Shape | None:
-    """A value's geometry (`g` is storage/geo.py), or None when it holds none (the value then
+    """A value's geometry (`g` is storage/geometry/geo.py), or None when it holds none (the value then
     matches no geo operator)."""
     try:
         shape: geo.Shape = g.parse_shape(value)
@@ -62,7 +62,7 @@ def _has_geometry_test(g: ModuleType) -> Test:
 def parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     """One geo operator on `path` (with the field's other operators at hand, for the distance
     bounds of a legacy $near). Raises QueryError (BadValue) for a malformed argument."""
-    from ebbdb.storage import geo
+    from ebbdb.storage.geometry import geo
 
     if op in ("$geoWithin", "$within"):
         region = geo.parse_within(arg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 
 #: What to use instead of each JavaScript feature.
 ALTERNATIVES = {

@@ -13,10 +13,16 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import (
+    IntegerError,
+    is_number,
+    parse_integer,
+    render_element,
+    type_name,
+)
 from ebbdb.storage.query.compare import BSON_TYPE_CODES, compare
 from ebbdb.storage.query.match_leaves import range_test, regex_test, type_code
-from ebbdb.storage.values import IntegerError, is_number, parse_integer, render_element, type_name
 
 Errors = list[dict[str, Any]]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from bson import DBRef, Int64, ObjectId
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import DBREF_FIELDS, IntegerError
 from ebbdb.storage.query import expressions, json_schema
 from ebbdb.storage.query.compare import (
     RANK_BINDATA,
@@ -79,8 +80,7 @@ from ebbdb.storage.query.match_tree import (
     uses_expr,
 )
 from ebbdb.storage.query.paths import MISSING, split, values_at
-from ebbdb.storage.text_search import TextBinding, parse_text
-from ebbdb.storage.values import DBREF_FIELDS, IntegerError
+from ebbdb.storage.query.text_search import TextBinding, parse_text
 
 _ValuesTest = Callable[[list[Any], list[Any]], bool]
 
@@ -545,7 +545,7 @@ def _element_test(node: Node) -> Test:
     return lambda v: const
 
 
-#: Public for storage/collation.py, which rebuilds $elemMatch's value form with collated leaves.
+#: Public for storage/core/collation.py, which rebuilds $elemMatch's value form with collated leaves.
 element_test = _element_test
 
 

@@ -12,7 +12,18 @@ from typing import Any
 
 from bson import Binary, DBRef, Decimal128, Int64, ObjectId, Regex
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import (
+    INT64_MAX,
+    INT64_MIN,
+    IntegerError,
+    is_number,
+    parse_integer,
+    regex_flags,
+    render_element,
+    to_float,
+    type_name,
+)
 from ebbdb.storage.query.compare import (
     BSON_TYPE_CODES,
     RANK_MAXKEY,
@@ -32,17 +43,6 @@ from ebbdb.storage.query.regex import (
     check_options,
     compile_regex,
     finds_in,
-)
-from ebbdb.storage.values import (
-    INT64_MAX,
-    INT64_MIN,
-    IntegerError,
-    is_number,
-    parse_integer,
-    regex_flags,
-    render_element,
-    to_float,
-    type_name,
 )
 
 

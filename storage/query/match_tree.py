@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import bson
 
-from ebbdb.storage.text_search import TextArgs, TextBinding
+from ebbdb.storage.query.text_search import TextArgs, TextBinding
 
 #: A leaf's test of one value (MongoDB's matchesSingleElement).
 Test = Callable[[Any], bool]
@@ -193,7 +193,7 @@ class Bits(Leaf):
 @dataclass(frozen=True, slots=True)
 class Geo(Leaf):
     """`$geoWithin` (`$within`), `$geoIntersects`, `$near`, `$nearSphere`: the operator, its
-    argument as written, and its parsed form (storage/geo.py: a Region, or a Near). A proximity
+    argument as written, and its parsed form (storage/geometry/geo.py: a Region, or a Near). A proximity
     leaf's test only asks for a geometry: the GEO_NEAR plan filters by distance and sorts."""
 
     op: str

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import render
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.values import render
 
 TEXT_SCORE = "textScore"
 #: The keywords MongoDB 7.0 knows; only textScore has a value here (the others are Atlas

@@ -16,7 +16,9 @@ from typing import Any
 
 from bson import Decimal128
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
+from ebbdb.storage.core.values import render as render_value
 from ebbdb.storage.query.match import compile_filter, node_predicate, parse_filter
 from ebbdb.storage.query.match_tree import (
     All,
@@ -31,8 +33,6 @@ from ebbdb.storage.query.match_tree import (
 )
 from ebbdb.storage.query.metadata import TEXT_SCORE, check_keyword, text_score
 from ebbdb.storage.query.paths import MISSING, split
-from ebbdb.storage.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
-from ebbdb.storage.values import render as render_value
 
 # FieldPath accepts these `$` names (DBRef parts and metadata fields); any other `$` name is invalid.
 _DOLLAR_FIELDS = DBREF_FIELDS | {"$sortKey", "$recordId", "$searchSortValues", "$searchScore"}

@@ -78,7 +78,7 @@ class Helper:
         if proc is not None and proc.poll() is None:
             return proc
         # Here, not at the top: the helper's program (this file run by path) imports no ebbdb.
-        from ebbdb.storage import portability
+        from ebbdb.storage.core import portability
 
         try:
             proc = subprocess.Popen(

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ebbdb.storage import interrupt
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core import interrupt
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.metadata import check_keyword, keep_metadata, text_score
 from ebbdb.storage.query.paths import MISSING, leaves, split
@@ -110,7 +110,7 @@ def sort_documents(
     docs: list[tuple[dict[str, Any], Any]], spec: SortSpec, collation: Collating | None = None
 ) -> list[Any]:
     """Stable sort of (decoded, payload) pairs; returns the payloads in order. Strings compare
-    under `collation` when one is given (storage/collation.py), else by code point."""
+    under `collation` when one is given (storage/core/collation.py), else by code point."""
     if collation is not None and spec.keys:
         docs = [(_collated(d, collation), p) for d, p in docs]
     if not spec.keys:

@@ -11,8 +11,9 @@ from typing import Any
 
 import bson
 
-from ebbdb.storage.documents import check_id
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.documents import check_id
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import DBREF_FIELDS, render_element
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_leaves import is_regex
 from ebbdb.storage.query.match_tree import (
@@ -45,7 +46,6 @@ from ebbdb.storage.query.update_parse import (
     parse_array_filters,
     parse_modifiers,
 )
-from ebbdb.storage.values import DBREF_FIELDS, render_element
 
 
 @dataclass(frozen=True)

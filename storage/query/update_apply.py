@@ -16,7 +16,16 @@ from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 from bson.decimal128 import create_decimal128_context
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    render,
+    render_element,
+    type_name,
+)
 from ebbdb.storage.query.compare import compare, equal
 from ebbdb.storage.query.match_tree import Predicate
 from ebbdb.storage.query.paths import MISSING, get
@@ -32,15 +41,6 @@ from ebbdb.storage.query.update_parse import (
     field_cmp,
     merge,
     number_kind,
-)
-from ebbdb.storage.values import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
-    render,
-    render_element,
-    type_name,
 )
 
 _DECIMAL = create_decimal128_context()

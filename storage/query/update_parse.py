@@ -13,12 +13,8 @@ from typing import Any
 
 from bson import DBRef, Regex
 
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.query.compare import equal
-from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.query.match_tree import Predicate
-from ebbdb.storage.query.paths import split
-from ebbdb.storage.values import (
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import (
     IntegerError,
     is_number,
     parse_integer,
@@ -26,6 +22,10 @@ from ebbdb.storage.values import (
     render_element,
     type_name,
 )
+from ebbdb.storage.query.compare import equal
+from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.query.match_tree import Predicate
+from ebbdb.storage.query.paths import split
 
 _MODIFIERS = frozenset(
     "$addToSet $bit $currentDate $inc $max $min $mul $pop $pull $pullAll $push $rename $set"

@@ -1,7 +1,7 @@
 """A collection's validator parsed into a tree of operators that match a document and say why one
 fails, as MongoDB 5+'s doc_validation_error details it: each operator reports `operatorName`,
 `specifiedAs`, a `reason` and the values it considered; `$and`, `$or` and `$nor` report the
-clauses that decided, `$not` its clause seen the other way round. storage/schema.py applies it
+clauses that decided, `$not` its clause seen the other way round. storage/catalog/schema.py applies it
 with the collection's validationLevel and validationAction."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import type_name
 from ebbdb.storage.query import expressions, json_schema
 from ebbdb.storage.query.geo_match import NEAR_REFUSED
 from ebbdb.storage.query.match import compile_filter
 from ebbdb.storage.query.match_leaves import is_operator_doc, is_regex, true_value
 from ebbdb.storage.query.paths import MISSING, split, values_at
-from ebbdb.storage.values import type_name
 
 _NUMERIC = frozenset({"double", "int", "long", "decimal"})
 

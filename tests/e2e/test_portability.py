@@ -2,7 +2,7 @@
 tests/e2e/without_posix/sitecustomize.py first on PYTHONPATH, `import fcntl` fails, os.posix_fallocate,
 os.fork and SIGXFSZ are gone and the event loop has no signal handling (as on Windows), and the
 server must still serve, expire, lock its data directory, restart and stop on SIGTERM, taking the
-portable way of each seam in storage/portability.py. The same scenario runs on the POSIX ways."""
+portable way of each seam in storage/core/portability.py. The same scenario runs on the POSIX ways."""
 
 from __future__ import annotations
 

@@ -30,18 +30,18 @@ HEAVY = (
     "pcre2",
     "email",
     "ebbdb.storage.aggregate",
-    "ebbdb.storage.execute",
-    "ebbdb.storage.planner",
-    "ebbdb.storage.geo",
-    "ebbdb.storage.text_search",
-    "ebbdb.storage.ttl_status",
+    "ebbdb.storage.execution.execute",
+    "ebbdb.storage.indexes.planner",
+    "ebbdb.storage.geometry.geo",
+    "ebbdb.storage.query.text_search",
+    "ebbdb.storage.expiry.status",
     "ebbdb.storage.query.match",
     "ebbdb.storage.query.expressions",
     "ebbdb.storage.query.projection",
     "ebbdb.storage.query.update",
     "ebbdb.storage.query.validator",
-    "ebbdb.storage.index_kinds.geo",
-    "ebbdb.storage.index_kinds.text",
+    "ebbdb.storage.indexes.index_kinds.geo",
+    "ebbdb.storage.indexes.index_kinds.text",
     "ebbdb.server.views",
 )
 
@@ -120,14 +120,14 @@ SPECIAL = (
     "spherely",
     "shapely",
     "numpy",
-    "ebbdb.storage.geo",
-    "ebbdb.storage.index_kinds.geo",
+    "ebbdb.storage.geometry.geo",
+    "ebbdb.storage.indexes.index_kinds.geo",
 )
 
 
 def test_starting_and_answering_the_handshake_imports_nothing_heavy(tmp_path: Path) -> None:
     modules = modules_of(SERVE, str(tmp_path / "data"), json.dumps(HANDSHAKE))
-    assert "ebbdb.storage.engine" in modules
+    assert "ebbdb.storage.engine.store" in modules
     assert heavy(modules) == []
     assert [m for m in modules if m.startswith(COMMANDS)] == [COMMANDS + "handshake"]
 

@@ -16,7 +16,7 @@ from pymongo import ASCENDING, DESCENDING, MongoClient
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from ebbdb.server.embedded import ServerThread
-from ebbdb.storage import ttl
+from ebbdb.storage.expiry import ttl
 from tests.storage.test_storage_validate import expiry_key, index_key, rid_of, tamper, value_of
 
 Client = MongoClient[dict[str, Any]]

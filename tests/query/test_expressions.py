@@ -10,7 +10,7 @@ import pytest
 from bson import Decimal128, Int64, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.expressions import compile_expression, truthy
 from ebbdb.storage.query.paths import MISSING
 from tests.helpers import cases

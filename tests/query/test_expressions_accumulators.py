@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.expressions import compile_accumulator
 from tests.helpers import cases, errors_test
 from tests.query.expr_support import Doc, run, typed

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.json_schema import parse
 
 MATCHES: list[tuple[dict[str, Any], dict[str, Any], bool]] = [

@@ -10,7 +10,7 @@ import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases, errors_test
 

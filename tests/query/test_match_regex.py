@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from bson import Regex
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.match import compile_filter
 from tests.helpers import cases
 

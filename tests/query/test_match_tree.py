@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bson import Binary, Decimal128, Int64, ObjectId, Regex
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query import match_tree as t
 from ebbdb.storage.query.match import compile_filter, implied_filters, node_predicate, parse_filter
 from ebbdb.storage.query.update import upsert_seed

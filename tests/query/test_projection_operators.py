@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import ParsedFilter
 from ebbdb.storage.query.projection import parse_projection

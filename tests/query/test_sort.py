@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from bson import Int64, MaxKey, MinKey
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents
 
 

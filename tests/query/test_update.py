@@ -13,7 +13,7 @@ import bson
 from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases
 

@@ -9,7 +9,7 @@ from typing import Any
 import bson
 from bson import Decimal128, Int64, Regex
 
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases
 

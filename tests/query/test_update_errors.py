@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from bson import Int64
 
-from ebbdb.storage.errors import InvalidIdField, QueryError
+from ebbdb.storage.core.errors import InvalidIdField, QueryError
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases, errors_test, query_error
 

@@ -10,7 +10,7 @@ import bson
 from bson import ObjectId, Regex
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.query.update import parse_update, upsert_seed
 from tests.helpers import cases, errors_test, query_error
 

@@ -17,7 +17,7 @@ from ebbdb.server.log import RingHandler
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
-from ebbdb.storage.engine import Engine
+from ebbdb.storage.engine.store import Engine
 
 
 class NoListener:

@@ -18,7 +18,7 @@ from ebbdb.server.context import CommandContext, Services
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.listener import InputBudget
 from ebbdb.server.registry import Registry
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 
 registry = Registry()
 

@@ -9,7 +9,7 @@ from bson import Int64
 
 from ebbdb.server.commands.replies import cursor_reply
 from ebbdb.server.raw_reply import SLICE_BYTES, STREAM_BYTES, encode_parts, slices
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 11, 1500])

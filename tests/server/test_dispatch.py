@@ -17,7 +17,7 @@ from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY, Registry
-from ebbdb.storage.documents import CODEC
+from ebbdb.storage.core.documents import CODEC
 
 registry = Registry()
 

@@ -9,10 +9,10 @@ import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-import ebbdb.storage.errors as storage_errors
+import ebbdb.storage.core.errors as storage_errors
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply, write_error
-from ebbdb.storage.engine import DataDirLocked
-from ebbdb.storage.errors import DuplicateKey, QueryError, StorageError
+from ebbdb.storage.core.errors import DuplicateKey, QueryError, StorageError
+from ebbdb.storage.engine.store import DataDirLocked
 
 
 def dup(value: object, ns: str = "db.c", index: str = "_id_", field: str = "_id") -> DuplicateKey:

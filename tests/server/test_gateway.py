@@ -14,7 +14,7 @@ import pytest
 
 from ebbdb.server import gateway as gateway_module
 from ebbdb.server.gateway import Gateway
-from ebbdb.storage.engine import Engine
+from ebbdb.storage.engine.store import Engine
 from tests.helpers import enc
 
 NOW = 1_700_000_000_000

@@ -21,7 +21,7 @@ from ebbdb.server.ttl_monitor import (
     LastPass,
     TTLMonitor,
 )
-from ebbdb.storage.date_strings import DateStringNotice
+from ebbdb.storage.expiry.date_strings import DateStringNotice
 
 NOW = 1_700_000_000_000
 

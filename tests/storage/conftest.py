@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ebbdb.storage.engine import Engine
+from ebbdb.storage.engine.store import Engine
 
 
 @pytest.fixture

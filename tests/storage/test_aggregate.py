@@ -14,10 +14,10 @@ from bson.datetime_ms import DatetimeMS
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline, run_pipeline
 from ebbdb.storage.aggregate import source as pipeline_source
 from ebbdb.storage.aggregate.stage import ANYWHERE, STAGES, StageRegistry
-from ebbdb.storage.engine import Engine
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.planner import CollScan, IndexScan
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.indexes.planner import CollScan, IndexScan
+from ebbdb.storage.indexes.specs import parse_index_spec
 from tests.helpers import enc, query_error
 
 DB = "db"

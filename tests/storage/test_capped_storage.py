@@ -6,9 +6,10 @@ from __future__ import annotations
 import bson
 import pytest
 
-from ebbdb.storage import capped, ttl
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import NamespaceExists, NamespaceNotFound, QueryError
+from ebbdb.storage.core.errors import NamespaceExists, NamespaceNotFound, QueryError
+from ebbdb.storage.engine import capped
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.expiry import ttl
 from tests.helpers import enc
 
 

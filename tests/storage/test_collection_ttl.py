@@ -1,4 +1,4 @@
-"""The TTL rules a collection's own options set (storage/ttl.py collection_rules): a clustered
+"""The TTL rules a collection's own options set (storage/expiry/ttl.py collection_rules): a clustered
 collection's by the `_id` date, a time series collection's by the timeField; decided by the one
 predicate with an injected `now`, and the time series options MongoDB 7 fills in or refuses."""
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from bson import Int64, ObjectId
 
-from ebbdb.storage import timeseries, ttl
-from ebbdb.storage.catalog import CollectionInfo, IndexInfo
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.catalog import timeseries
+from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.expiry import ttl
 
 T = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
 T_MS = int(T.timestamp() * 1000)

@@ -10,9 +10,7 @@ import bson
 import pytest
 from bson import Int64, ObjectId, Regex
 
-from ebbdb.storage import ttl
-from ebbdb.storage.engine import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine, InsertResult
-from ebbdb.storage.errors import (
+from ebbdb.storage.core.errors import (
     DocumentTooLarge,
     DuplicateKey,
     InvalidBSON,
@@ -22,6 +20,8 @@ from ebbdb.storage.errors import (
     QueryError,
     StorageError,
 )
+from ebbdb.storage.engine.store import CODEC, MAX_DOCUMENT_SIZE, DataDirLocked, Engine, InsertResult
+from ebbdb.storage.expiry import ttl
 from tests.helpers import enc
 
 
@@ -521,7 +521,7 @@ def test_valid_edge_namespaces_are_accepted(engine: Engine, db: str, name: str) 
 
 
 def test_namespace_validation_is_remembered_only_for_valid_names() -> None:
-    from ebbdb.storage import catalog
+    from ebbdb.storage.catalog import info as catalog
 
     catalog.validate_collection_name("db", "ok")
     assert ("db", "ok") in catalog._VALID

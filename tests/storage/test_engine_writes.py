@@ -1,5 +1,5 @@
 """Writes in the engine: CollectionWrites (replace, delete and insert inside one write transaction,
-with index, expiry and statistics bookkeeping) and storage/writes.py (update, delete and
+with index, expiry and statistics bookkeeping) and storage/execution/writes.py (update, delete and
 findAndModify matching through the query engine, so expired documents are never touched).
 Time is injected as `now_ms`."""
 
@@ -12,11 +12,12 @@ import bson
 import pytest
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import ttl, writes
-from ebbdb.storage.engine import CODEC, CollectionWrites, Engine
-from ebbdb.storage.errors import DuplicateKey, QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.core.errors import DuplicateKey, QueryError
+from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
+from ebbdb.storage.execution import writes
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.specs import parse_index_spec
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import parse_projection
 from ebbdb.storage.query.update import parse_update

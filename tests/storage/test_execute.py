@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import bson
 import pytest
 
-from ebbdb.storage import ttl
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec, choose_plan, count_documents
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.planner import CollScan, IndexScan
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.engine.reader import take_records
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec, choose_plan, count_documents
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.planner import CollScan, IndexScan
+from ebbdb.storage.indexes.specs import parse_index_spec
 from ebbdb.storage.query.match_tree import And, Compare
-from ebbdb.storage.reader import take_records
 from tests.helpers import enc
 
 N = 40

@@ -1,4 +1,4 @@
-"""storage/geo.py against the answers spherely (S2) and shapely (GEOS) gave before the pure-Python
+"""storage/geometry/geo.py against the answers spherely (S2) and shapely (GEOS) gave before the pure-Python
 geometry replaced them (tests/storage/geo_golden/cases.json, written by generate.py beside it):
 booleans and errors exactly, distances within 1e-9 radians.
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage import geo
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.geometry import geo
 
 CASES = json.loads((Path(__file__).parent / "geo_golden" / "cases.json").read_text())["cases"]
 #: Radians; scaled by the sphere's radius for distances in meters.

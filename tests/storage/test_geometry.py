@@ -1,4 +1,4 @@
-"""storage/geo.py without a server: GeoJSON and legacy pairs parsed and refused with MongoDB's
+"""storage/geometry/geo.py without a server: GeoJSON and legacy pairs parsed and refused with MongoDB's
 messages, the predicates and distances, and the S2 cells and geohashes the geo indexes key by
 (a shape's cells always meet the cells covering a query region that holds it)."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage import geo
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.index_kinds import kind_named
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.geometry import geo
+from ebbdb.storage.indexes.index_kinds import kind_named
 from ebbdb.storage.query.match import compile_filter
 
 SQUARE = {"type": "Polygon", "coordinates": [[[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]]]}

@@ -1,4 +1,4 @@
-"""What a document gives a wildcard index (storage/index_kinds/wildcard.py), against mongod's
+"""What a document gives a wildcard index (storage/indexes/index_kinds/wildcard.py), against mongod's
 wildcard key generator golden outputs, with key roots and projections."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage.catalog import IndexInfo
-from ebbdb.storage.index_kinds.wildcard import covers, leaves
+from ebbdb.storage.catalog.info import IndexInfo
+from ebbdb.storage.indexes.index_kinds.wildcard import covers, leaves
 from ebbdb.storage.query.compare import UNDEFINED
 
 

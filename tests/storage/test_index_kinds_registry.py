@@ -1,4 +1,4 @@
-"""The index-kind registry's table (storage/index_kinds/registry.py): KIND_MODULES names exactly
+"""The index-kind registry's table (storage/indexes/index_kinds/registry.py): KIND_MODULES names exactly
 the kinds each kind module registers, so that a lookup imports the right module on first use."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ebbdb.storage.index_kinds import KIND_MODULES, registered, registry
-from ebbdb.storage.index_kinds import kinds as every_kind
+from ebbdb.storage.indexes.index_kinds import KIND_MODULES, registered, registry
+from ebbdb.storage.indexes.index_kinds import kinds as every_kind
 
 
 def test_kind_modules_table_is_what_the_modules_register() -> None:
@@ -22,10 +22,10 @@ def test_kind_modules_table_is_what_the_modules_register() -> None:
 def test_a_lookup_imports_only_its_kind_module() -> None:
     script = (
         "import sys\n"
-        "from ebbdb.storage.index_kinds import kind_named\n"
+        "from ebbdb.storage.indexes.index_kinds import kind_named\n"
         "def loaded():\n"
         "    return sorted(m.rpartition('.')[2] for m in sys.modules\n"
-        "                  if m.startswith('ebbdb.storage.index_kinds.') and not m.endswith('registry'))\n"
+        "                  if m.startswith('ebbdb.storage.indexes.index_kinds.') and not m.endswith('registry'))\n"
         "before = loaded()\n"
         "assert kind_named('hashed') is not None\n"
         "assert kind_named('ascending') is None\n"

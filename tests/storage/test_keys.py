@@ -14,7 +14,7 @@ from bson.datetime_ms import DatetimeMS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebbdb.storage import keys
+from ebbdb.storage.indexes import keys
 from ebbdb.storage.query.compare import compare
 
 SETTINGS = settings(max_examples=300, deadline=None)
@@ -352,7 +352,7 @@ def test_decode_refuses_bytes_no_value_encodes_to() -> None:
 
 
 def test_expiry_keys_parse_back() -> None:
-    from ebbdb.storage import ttl
+    from ebbdb.storage.expiry import ttl
 
     key = ttl.expiry_prefix(7, ttl.KIND_ABSOLUTE) + ttl._time(-1234) + (99).to_bytes(8, "big")
     assert ttl.parse_expiry_key(key) == ttl.ExpiryEntry(7, ttl.KIND_ABSOLUTE, -1234, 99)

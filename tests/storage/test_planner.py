@@ -14,11 +14,11 @@ import bson
 import pytest
 from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex
 
-from ebbdb.storage.engine import Engine
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.planner import CollScan, IndexScan, Plan, plan_query
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.indexes.planner import CollScan, IndexScan, Plan, plan_query
+from ebbdb.storage.indexes.specs import parse_index_spec
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 from tests.helpers import ids, run_query
 

@@ -1,4 +1,4 @@
-"""storage/portability.py, each seam on its POSIX way and its portable one (the portable way is
+"""storage/core/portability.py, each seam on its POSIX way and its portable one (the portable way is
 forced by hiding the POSIX facility, as tests/e2e/test_portability.py does for the whole server)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage import portability
-from ebbdb.storage.environment import DataDirLocked, Environment
+from ebbdb.storage.core import portability
+from ebbdb.storage.engine.environment import DataDirLocked, Environment
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ _FILE_LIMIT_CHILD = """
 import errno, os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 del os.posix_fallocate
-from ebbdb.storage import portability
+from ebbdb.storage.core import portability
 path = sys.argv[1]
 fd = os.open(path, os.O_RDWR | os.O_CREAT)
 os.write(fd, b"x" * 1000)

@@ -11,11 +11,11 @@ from typing import Any
 import bson
 import pytest
 
-from ebbdb.storage import ttl
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import InvalidNamespace, NamespaceExists, NamespaceNotFound
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.validate import validate_collection
+from ebbdb.storage.core.errors import InvalidNamespace, NamespaceExists, NamespaceNotFound
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.engine.validate import validate_collection
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.expiry import ttl
 from tests.helpers import drain
 from tests.storage.ttl_support import DB, T0, D, coll_of, create
 

@@ -1,4 +1,4 @@
-"""What storage reports about a collection's size (storage/sizes.py) and its use (storage/usage.py):
+"""What storage reports about a collection's size (storage/engine/sizes.py) and its use (storage/engine/usage.py):
 exact counts and data sizes, estimates built the documented way, MongoDB's storageStats document,
 and index accesses counted once per query."""
 
@@ -9,10 +9,10 @@ from typing import Any
 import bson
 from bson import Int64
 
-from ebbdb.storage import ttl
-from ebbdb.storage.engine import Engine
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.sizes import NODE_OVERHEAD, CollectionSizes, number, storage_stats
+from ebbdb.storage.engine.sizes import NODE_OVERHEAD, CollectionSizes, number, storage_stats
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.expiry import ttl
 from tests.helpers import STORAGE_STATS_FIELDS, drain
 from tests.storage.ttl_support import DB, T0, D, coll_of, create
 
@@ -91,7 +91,7 @@ def test_storage_stats_document(engine: Engine) -> None:
 
 
 def test_empty_collection_has_no_avg_obj_size() -> None:
-    from ebbdb.storage.catalog import CollectionInfo
+    from ebbdb.storage.catalog.info import CollectionInfo
 
     coll = CollectionInfo(1, DB, "c", {}, ())
     assert "avgObjSize" not in storage_stats(coll, CollectionSizes(0, 0, 4096, ()), 1)

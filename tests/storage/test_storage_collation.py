@@ -1,4 +1,4 @@
-"""storage/collation.py (and storage/query/collate.py) without a server: parsing with MongoDB's
+"""storage/core/collation.py (and storage/query/collate.py) without a server: parsing with MongoDB's
 codes and normalised document, sort keys, collated values, filters, sorts, index keys and plans."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from bson import Regex
 
-from ebbdb.storage.catalog import CollectionInfo, IndexInfo
-from ebbdb.storage.collation import VERSION, has_string, normalise, parse_collation, resolve
-from ebbdb.storage.entries import ID_INDEX_KEY, index_bodies
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.planner import CollScan, IndexScan, plan_query
+from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
+from ebbdb.storage.core.collation import VERSION, has_string, normalise, parse_collation, resolve
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.indexes.entries import ID_INDEX_KEY, index_bodies
+from ebbdb.storage.indexes.planner import CollScan, IndexScan, plan_query
 from ebbdb.storage.query.collate import collate_filter
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.sort import parse_sort, sort_documents

@@ -12,13 +12,19 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
-from ebbdb.storage import keys
-from ebbdb.storage.catalog import IndexInfo
-from ebbdb.storage.engine import Engine, index_bodies
-from ebbdb.storage.errors import DuplicateKey, NamespaceNotFound, QueryError
-from ebbdb.storage.execute import QueryRun
-from ebbdb.storage.indexes import MAX_INDEXES, IndexSpec, conflict, default_name, parse_index_spec
-from ebbdb.storage.planner import IndexScan
+from ebbdb.storage.catalog.info import IndexInfo
+from ebbdb.storage.core.errors import DuplicateKey, NamespaceNotFound, QueryError
+from ebbdb.storage.engine.store import Engine, index_bodies
+from ebbdb.storage.execution.execute import QueryRun
+from ebbdb.storage.indexes import keys
+from ebbdb.storage.indexes.planner import IndexScan
+from ebbdb.storage.indexes.specs import (
+    MAX_INDEXES,
+    IndexSpec,
+    conflict,
+    default_name,
+    parse_index_spec,
+)
 from ebbdb.storage.query.compare import UNDEFINED
 from tests.helpers import LONG, LONG_RANGES, PREFIX, enc, ids, run_query
 

@@ -1,4 +1,4 @@
-"""validate's check (storage/validate.py) on an engine with plain, multikey, unique sparse,
+"""validate's check (storage/engine/validate.py) on an engine with plain, multikey, unique sparse,
 compound, long-key and TTL indexes (a native one on a date and a Cosmos `_ts` one): a consistent
 collection is valid; each kind of damage made underneath the engine (an index entry or an expiry
 entry gone or stray, an entry naming the wrong record, a document or a header rewritten, the kept
@@ -15,13 +15,14 @@ import bson
 import pytest
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import keys, ttl
-from ebbdb.storage import validate as validate_module
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import NamespaceNotFound
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.validate import ValidateResult, validate_collection, validate_metadata
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core.errors import NamespaceNotFound
+from ebbdb.storage.engine import validate as validate_module
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.engine.validate import ValidateResult, validate_collection, validate_metadata
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes import keys
+from ebbdb.storage.indexes.specs import parse_index_spec
 
 DB = "db"
 T0 = 1_700_000_000_000

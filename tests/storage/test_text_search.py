@@ -1,6 +1,6 @@
 """Text search without a server: tokenizing, folding, stop words and stemming per language, the
 `$search` string's reading, which strings an index reads, scores, and the text index kind's
-key pattern and options (storage/text_search.py, storage/index_kinds/text.py)."""
+key pattern and options (storage/query/text_search.py, storage/indexes/index_kinds/text.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage.index_kinds.text import check, stored_key
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.text_search import (
+from ebbdb.storage.indexes.index_kinds.text import check, stored_key
+from ebbdb.storage.indexes.specs import parse_index_spec
+from ebbdb.storage.query.text_search import (
     TextSpec,
     fold,
     language_named,

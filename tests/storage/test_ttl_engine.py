@@ -11,12 +11,12 @@ import bson
 import pytest
 from bson import Int64
 
-from ebbdb.storage import ttl
-from ebbdb.storage.engine import CODEC, Engine, IndexChange, InsertResult
-from ebbdb.storage.errors import DuplicateKey, QueryError, StorageError
-from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
-from ebbdb.storage.indexes import parse_index_spec
-from ebbdb.storage.validate import validate_collection
+from ebbdb.storage.core.errors import DuplicateKey, QueryError, StorageError
+from ebbdb.storage.engine.store import CODEC, Engine, IndexChange, InsertResult
+from ebbdb.storage.engine.validate import validate_collection
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.specs import parse_index_spec
 from tests.helpers import enc
 from tests.storage.ttl_support import (
     DB,

@@ -1,4 +1,4 @@
-"""storage/ttl_status.py and storage/date_strings.py without a server: which strings look like
+"""storage/expiry/status.py and storage/expiry/date_strings.py without a server: which strings look like
 dates, the reason a native TTL index gives for a document it finds no date in (docs/ttl.md section
 5, row by row), and the notices of date-like strings (once per index)."""
 
@@ -12,11 +12,11 @@ import pytest
 from bson import Int64, ObjectId, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import ttl
-from ebbdb.storage.catalog import CollectionInfo, IndexInfo
-from ebbdb.storage.date_strings import DateStringNotice, DateStringNotices, looks_like_date
+from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.expiry.date_strings import DateStringNotice, DateStringNotices, looks_like_date
+from ebbdb.storage.expiry.status import Never, Reason, Stored, no_date, rules_of
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.ttl_status import Never, Reason, Stored, no_date, rules_of
 
 T0 = 1_700_000_000_000
 

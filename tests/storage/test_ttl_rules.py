@@ -18,12 +18,12 @@ import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.binary import Binary
 
-from ebbdb.storage import ttl
-from ebbdb.storage.catalog import CollectionInfo, IndexInfo
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import QueryError
-from ebbdb.storage.execute import QueryRun, QuerySpec
-from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.specs import parse_index_spec
 from tests.helpers import enc
 from tests.storage.ttl_support import (
     DB,

@@ -1,4 +1,4 @@
-"""Group commit in the engine (storage/writer.py): many jobs in one write transaction, each seeing
+"""Group commit in the engine (storage/engine/writer.py): many jobs in one write transaction, each seeing
 the ones before it; a failing write undone alone; a full map grown and the group run again; the
 catalog readers see replaced, never changed, and only after the commit."""
 
@@ -11,11 +11,12 @@ from typing import Any
 import bson
 import pytest
 
-from ebbdb.storage import ttl, writes
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.errors import DuplicateKey, NamespaceExists
-from ebbdb.storage.execute import QuerySpec
-from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.core.errors import DuplicateKey, NamespaceExists
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.execution import writes
+from ebbdb.storage.execution.execute import QuerySpec
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.specs import parse_index_spec
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import enc
 

@@ -10,11 +10,11 @@ from typing import Any
 import bson
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import ttl
-from ebbdb.storage.catalog import CollectionInfo
-from ebbdb.storage.engine import CODEC, Engine
-from ebbdb.storage.execute import QueryRun, QuerySpec, count_documents
-from ebbdb.storage.indexes import parse_index_spec
+from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.engine.store import CODEC, Engine
+from ebbdb.storage.execution.execute import QueryRun, QuerySpec, count_documents
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.specs import parse_index_spec
 from tests.helpers import drain
 
 DB = "db"

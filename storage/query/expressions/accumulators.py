@@ -13,7 +13,8 @@ from typing import Any
 import bson
 from bson import DBRef, Decimal128, Int64, ObjectId
 
-from ebbdb.storage.limits import Tracked
+from ebbdb.storage.core.limits import Tracked
+from ebbdb.storage.core.values import is_number, render, to_float
 from ebbdb.storage.query.compare import UNDEFINED, compare, date_ms
 from ebbdb.storage.query.expressions.arrays import SORT_CLAUSE_MESSAGE, sort_direction
 from ebbdb.storage.query.expressions.coerce import (
@@ -49,7 +50,6 @@ from ebbdb.storage.query.expressions.core import (
 from ebbdb.storage.query.javascript import refuse_javascript
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import parse_sort, sort_documents
-from ebbdb.storage.values import is_number, render, to_float
 
 
 def _hash_key(v: Any) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 from bson import Decimal128, Int64
 from bson.datetime_ms import DatetimeMS
 
+from ebbdb.storage.core.values import INT32_MAX, INT64_MAX, INT64_MIN, to_float
 from ebbdb.storage.query.compare import date_ms
 from ebbdb.storage.query.expressions.coerce import (
     DEC,
@@ -51,7 +52,6 @@ from ebbdb.storage.query.expressions.core import (
     ranged,
     type_name,
 )
-from ebbdb.storage.values import INT32_MAX, INT64_MAX, INT64_MIN, to_float
 
 NUMBER = Check.typed(NUMBER_TYPES, "TypeMismatch", "{op} only supports numeric types, not {type}")
 _ADD_OPERAND = Check(

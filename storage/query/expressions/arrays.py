@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.storage import interrupt, limits
+from ebbdb.storage.core import interrupt, limits
+from ebbdb.storage.core.values import is_number, to_float
 from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions.coerce import coerce_int, integral
 from ebbdb.storage.query.expressions.core import (
@@ -40,7 +41,6 @@ from ebbdb.storage.query.expressions.core import (
 from ebbdb.storage.query.expressions.strings import index_bound
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import parse_sort, sort_documents
-from ebbdb.storage.values import is_number, to_float
 
 
 @function(

@@ -12,10 +12,10 @@ from typing import Any
 from bson import Code, Decimal128, Int64, ObjectId, Timestamp
 from bson.decimal128 import create_decimal128_context
 
+from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import date_ms
 from ebbdb.storage.query.expressions.core import fail, fmt_double, is_date, nullish, type_name
-from ebbdb.storage.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 DEC = create_decimal128_context()
 

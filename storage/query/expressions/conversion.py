@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 from bson import Decimal128, Int64, ObjectId
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, is_number
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import BSON_TYPE_CODES, date_ms
 from ebbdb.storage.query.expressions.coerce import (
@@ -37,7 +38,6 @@ from ebbdb.storage.query.expressions.core import (
     truthy,
     type_name,
 )
-from ebbdb.storage.values import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, is_number
 
 
 @function("$type", arity=1, nulls=False)

@@ -14,8 +14,8 @@ from typing import Any, NoReturn, Protocol
 from bson import DBRef, Decimal128, Int64
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage import limits, values
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core import limits, values
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
 from ebbdb.storage.query.paths import MISSING, split
 

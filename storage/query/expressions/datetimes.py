@@ -11,7 +11,8 @@ from typing import Any
 from bson import Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import INT64_MAX, INT64_MIN, render
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.expressions.coerce import (
     coerce_date,
@@ -41,7 +42,6 @@ from ebbdb.storage.query.expressions.core import (
     type_name,
 )
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.values import INT64_MAX, INT64_MIN, render
 
 _time_zone = functools.lru_cache(maxsize=256)(dates.time_zone)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from bson import Regex
 
+from ebbdb.storage.core.values import regex_flags
 from ebbdb.storage.query import regex
 from ebbdb.storage.query.expressions.coerce import coerce_int, coerce_long, coerce_string, integral
 from ebbdb.storage.query.expressions.core import (
@@ -30,7 +31,6 @@ from ebbdb.storage.query.expressions.core import (
     ranged,
     type_name,
 )
-from ebbdb.storage.values import regex_flags
 
 
 @function(

@@ -1,5 +1,5 @@
 """Put first on PYTHONPATH, this makes a Linux Python look like one without the POSIX facilities
-ebbdb can do without (storage/portability.py): `import fcntl` fails, os.posix_fallocate, os.fork
+ebbdb can do without (storage/core/portability.py): `import fcntl` fails, os.posix_fallocate, os.fork
 and signal.SIGXFSZ are gone, uvloop is not there, and the event loop has no signal handling
 (add_signal_handler raises NotImplementedError, as on Windows). File locking is then Windows'
 msvcrt.locking, played here by POSIX record locks taken through the fcntl module held before it

@@ -1,13 +1,13 @@
-"""Writes cases.json: a fixed set of geometry cases run through storage/geo.py's public functions,
+"""Writes cases.json: a fixed set of geometry cases run through storage/geometry/geo.py's public functions,
 with the answers they give. A dev tool, not a test (pytest does not collect it): it recorded what
 the spherely (S2) and shapely (GEOS) implementation answered, and tests/storage/test_geo_golden.py
 holds the pure-Python geometry to those answers. Seeded, so a rerun writes the same file.
 
 To record again (say, with more cases) against the S2 implementation, install spherely and shapely
-and point --reference at storage/geo.py as of commit ad9e09a (the last that used them):
-    git show ad9e09a:storage/geo.py > /tmp/geo_s2.py
+and point --reference at storage/geometry/geo.py as of commit ad9e09a (the last that used them):
+    git show ad9e09a:storage/geometry/geo.py > /tmp/geo_s2.py
     python tests/storage/geo_golden/generate.py --reference /tmp/geo_s2.py
-Without --reference it runs the checked-out storage/geo.py (to see what the current code says)."""
+Without --reference it runs the checked-out storage/geometry/geo.py (to see what the current code says)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ebbdb.storage.errors import QueryError
+from ebbdb.storage.core.errors import QueryError
 
 
 def _load_geo() -> Any:
-    """storage/geo.py, or the reference implementation named by --reference."""
+    """storage/geometry/geo.py, or the reference implementation named by --reference."""
     if "--reference" not in sys.argv:
-        from ebbdb.storage import geo as current
+        from ebbdb.storage.geometry import geo as current
 
         return current
     path = sys.argv[sys.argv.index("--reference") + 1]

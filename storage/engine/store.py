@@ -1,0 +1,357 @@
+"""The storage engine of one data directory: the facade the server uses. It composes the LMDB
+environment (storage/engine/environment.py), the one writer with its group commit and catalog snapshots
+(storage/engine/writer.py), record upkeep (storage/engine/records.py), DDL (storage/engine/ddl.py) and readers
+(storage/engine/reader.py).
+
+Synchronous and thread-aware: writes from any thread are serialized by the writer (the server runs
+them on one writer thread, many per commit); readers on other threads see committed data and an
+immutable catalog snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import bson
+
+from ebbdb.storage.catalog import schema, timeseries
+from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
+from ebbdb.storage.core import interrupt
+from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
+from ebbdb.storage.core.errors import OutOfDiskSpace, StorageError
+from ebbdb.storage.engine import layout
+from ebbdb.storage.engine.capped_ddl import CappedDdl
+from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
+from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.engine.reader import Reader
+from ebbdb.storage.engine.records import CollectionWrites, Records
+from ebbdb.storage.engine.sizes import CollectionSizes, collection_sizes
+from ebbdb.storage.engine.usage import Usage
+from ebbdb.storage.engine.writer import CatalogChanges, Outcome, Writer
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes.entries import index_bodies
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    """`inserted` counts the documents written; `errors` pairs a batch index with why it failed."""
+
+    inserted: int
+    errors: tuple[tuple[int, StorageError], ...] = ()
+    created_collection: bool = False
+
+
+@dataclass(frozen=True)
+class DatabaseInfo:
+    name: str
+    collections: int
+    documents: int
+    data_size: int
+    index_count: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Engine:
+    """The storage engine of one data directory. Create with Engine.open(path); close() when done."""
+
+    def __init__(self, env: Environment) -> None:
+        self.path = env.path
+        self.env = env
+        catalog = self._load_catalog(env)
+        #: How queries used indexes and collections since the open (storage/engine/usage.py).
+        self.usage = Usage(catalog.values())
+        self._writer = Writer(env, catalog, self.usage.published)
+        self._records = Records(env, self._writer.note_insert)
+        #: Date-like strings met in TTL fields since the open; the TTL monitor logs them.
+        self.date_strings = self._records.date_strings
+        #: See Writer.on_inserts.
+        self.on_inserts = self._writer.on_inserts
+        ddl = Ddl(env, self._records, self._writer)
+        # The DDL operations are Ddl's own methods (storage/engine/ddl.py says what each returns and
+        # raises), handed out as they are rather than declared a second time here.
+        self.create_collection = ddl.create_collection
+        self.drop_collection = ddl.drop_collection
+        self.empty_collection = ddl.empty_collection
+        self.drop_database = ddl.drop_database
+        self.create_indexes = ddl.create_indexes
+        self.drop_indexes = ddl.drop_indexes
+        self.modify_index = ddl.modify_index
+        self.rename_collection = ddl.rename_collection
+        self.set_collection_options = ddl.set_collection_options
+        self.change_collection_options = ddl.change_collection_options
+        capped_ddl = CappedDdl(env, self._records, self._writer, ddl)
+        self.clone_as_capped = capped_ddl.clone_as_capped
+        self.convert_to_capped = capped_ddl.convert_to_capped
+        self.set_capped_limits = capped_ddl.set_limits
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str, map_size: int = INITIAL_MAP_SIZE) -> Engine:
+        """Open (creating if needed) the data directory. Raises DataDirLocked if another process
+        has it open."""
+        return cls(Environment.open(path, map_size))
+
+    def close(self) -> None:
+        """Wait for the write in progress, sync, close."""
+        self._writer.run_batch([])
+        self.env.close()
+
+    @staticmethod
+    def _load_catalog(env: Environment) -> dict[tuple[str, str], CollectionInfo]:
+        out = {}
+        with env.env.begin(db=env.catalog) as txn:
+            for _k, v in txn.cursor():
+                info = CollectionInfo.from_doc(bson.decode(bytes(v), CODEC))
+                out[(info.db, info.name)] = info
+        return out
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    def read(self) -> Reader:
+        """A short read transaction; on the writer thread inside a group of writes, a view of the
+        group's write transaction (a write sees the writes before it)."""
+        return Reader(self.env, self._writer.current_txn())
+
+    def run_batch(
+        self, jobs: Sequence[Callable[[], Any]], budget_seconds: float | None = None
+    ) -> list[Outcome]:
+        """Group commit: run write jobs (functions calling this engine's write methods) in one
+        write transaction; see storage/engine/writer.py."""
+        return self._writer.run_batch(jobs, budget_seconds)
+
+    def atomic(self, fn: Callable[[], T]) -> T:
+        """Run `fn`, which calls this engine's write methods, as one storage write: what it
+        writes commits together, or not at all if it raises ($out's replacement of a target)."""
+        return self._writer.write(lambda _txn, _changes: fn())
+
+    def try_run(self, job: Callable[[], Any]) -> Outcome | None:
+        """Run one write job at once if no other write is in progress (see Writer.try_run)."""
+        return self._writer.try_run(job)
+
+    def sync(self) -> int:
+        """Make every commit so far durable; returns how many commits that covers."""
+        return self.env.sync()
+
+    @property
+    def commits(self) -> int:
+        return self.env.commits
+
+    @property
+    def durable(self) -> int:
+        return self.env.durable
+
+    @property
+    def map_size(self) -> int:
+        return self.env.map_size
+
+    # -- catalog ---------------------------------------------------------------------------------
+
+    def collection(self, db: str, name: str) -> CollectionInfo | None:
+        return self._writer.lookup((db, name))
+
+    def collections(self, db: str | None = None) -> list[CollectionInfo]:
+        return sorted(
+            (c for c in self._writer.catalog().values() if db is None or c.db == db),
+            key=lambda c: (c.db, c.name),
+        )
+
+    def sizes(self, colls: Sequence[CollectionInfo]) -> list[CollectionSizes]:
+        """What each collection and its indexes take (storage/engine/sizes.py: exact counts, estimated
+        sizes), in one read transaction. It may read whole indexes: call it off the event loop."""
+        with self.read() as r:
+            return [collection_sizes(r, c, self.env.page_size) for c in colls]
+
+    def databases(self) -> list[DatabaseInfo]:
+        out: dict[str, list[CollectionInfo]] = {}
+        for c in self._writer.catalog().values():
+            out.setdefault(c.db, []).append(c)
+        result = []
+        with self.read() as r:
+            for db, colls in sorted(out.items()):
+                docs = size = 0
+                for c in colls:
+                    n, s = r.stats(c)
+                    docs += n
+                    size += s
+                result.append(
+                    DatabaseInfo(db, len(colls), docs, size, sum(len(c.indexes) for c in colls))
+                )
+        return result
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        db: str,
+        name: str,
+        documents: Sequence[bytes],
+        ordered: bool = True,
+        now_ms: int | None = None,
+        bypass: bool = False,
+    ) -> InsertResult:
+        """Insert raw BSON documents in one transaction, creating the collection if needed.
+
+        Each document is validated and given an `_id` (a new ObjectId, stored as the first field).
+        Failures are per document: ordered inserts stop at the first, unordered ones go on.
+        Each document is checked against the collection's validator (storage/catalog/schema.py) unless
+        `bypass`."""
+        validate_collection_name(db, name)
+        stamp = _now_ms() if now_ms is None else now_ms
+
+        def run(txn: Txn, changes: CatalogChanges) -> InsertResult:
+            info = self._writer.lookup((db, name))
+            created = info is None
+            if info is None:
+                info = self._records.new_collection(txn, db, name, {})
+                changes[(db, name)] = info
+            rid = self._records.last_rid(txn, info.id)
+            inserted = size = removed = 0
+            errors: list[tuple[int, StorageError]] = []
+            for i, raw in enumerate(documents):
+                try:
+                    raw, doc = prepare_document(raw)
+                    if timeseries.OPTION in info.options:
+                        raw, doc = timeseries.prepare_measurement(info, raw, doc)
+                    schema.check(info, doc, bypass=bypass)
+                    updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
+                except StorageError as exc:
+                    errors.append((i, exc))
+                    if ordered:
+                        break
+                    continue
+                if updated is not info:
+                    info = changes[(db, name)] = updated
+                rid += 1
+                inserted += 1
+                size += len(raw)
+                # A capped collection drops its oldest documents as each one goes in.
+                gone, freed = self._records.make_room(txn, info, rid, (inserted - removed, size))
+                removed += gone
+                size -= freed
+            if inserted:
+                self._records.add_stats(txn, info.id, inserted - removed, size)
+            return InsertResult(inserted, tuple(errors), created)
+
+        try:
+            return self._writer.write(run)
+        except OutOfDiskSpace as exc:
+            # Low space refuses the whole write: each document failed (an ordered insert
+            # stops at the first), as MongoDB reports a storage error per document.
+            failed = range(1 if ordered else len(documents))
+            return InsertResult(0, tuple((i, exc) for i in failed), False)
+
+    def modify(
+        self,
+        db: str,
+        name: str,
+        fn: Callable[[CollectionWrites], T],
+        now_ms: int,
+        bypass: bool = False,
+    ) -> T:
+        """Run `fn` with a view of one collection inside one write transaction, committed durably
+        when `fn` returns (and abandoned if it raises). The view's writes are stamped `now_ms`;
+        with `bypass` they skip the collection's validator."""
+        validate_collection_name(db, name)
+
+        def run(txn: Txn, changes: CatalogChanges) -> T:
+            view = CollectionWrites(
+                self._records, txn, changes, db, name, now_ms, self._writer.lookup((db, name))
+            )
+            view.bypass = bypass
+            result = fn(view)
+            view._flush()
+            return result
+
+        return self._writer.write(run)
+
+    # -- time to live ------------------------------------------------------------------------------
+
+    def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
+        """Delete up to `limit` documents expired at `now_ms`, in one write transaction, found by
+        range reads over the expiry index (never a scan of live documents). Returns how many."""
+
+        def run(txn: Txn, changes: CatalogChanges) -> int:
+            info = self._writer.lookup((db, name))
+            if info is None:
+                return 0
+            rules = ttl.rules_for(info)
+            deleted = size = 0
+            tick = interrupt.current.get().tick
+            for rid in self._expired_candidates(txn, rules, now_ms, limit):
+                tick()
+                value = txn.get(layout.record_key(info.id, rid), db=self.env.records)
+                if value is None:
+                    continue
+                # The predicate decides; the expiry index only finds candidates.
+                meta = ttl.read_meta(value)
+                if ttl.expired(meta, rules, now_ms):
+                    size += self._records.delete_record(txn, info, rid, value, meta)
+                    deleted += 1
+            if deleted:
+                self._records.add_stats(txn, info.id, -deleted, -size)
+            return deleted
+
+        return self._writer.write(run)
+
+    def _expired_candidates(self, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int) -> list[int]:
+        found: dict[int, None] = {}
+        cur = txn.cursor(db=self.env.expiry)
+        for start, stop in ttl.expiry_ranges(rules, now_ms):
+            if not cur.set_range(start):
+                continue
+            for k in cur.iternext(values=False):
+                if k >= stop or len(found) >= limit:
+                    break
+                found[ttl.expiry_rid(k)] = None
+            if len(found) >= limit:
+                break
+        return list(found)
+
+    def count_expired(self, coll: CollectionInfo, now_ms: int) -> int:
+        """How many documents of the collection are expired at `now_ms` but not yet deleted
+        (read from the expiry index: the cost follows the number expired)."""
+        rules = ttl.rules_for(coll)
+        if not rules.active:
+            return 0
+        with self.read() as r:
+            rids = {
+                rid
+                for start, stop in ttl.expiry_ranges(rules, now_ms)
+                for rid in r.expiry_entries(start, stop)
+            }
+            return sum(
+                1
+                for rid in rids
+                if (v := r.record(coll, rid)) is not None and ttl.expired_value(v, rules, now_ms)
+            )
+
+    def ttl_collections(self) -> list[CollectionInfo]:
+        """Collections with at least one TTL index, in a stable order."""
+        return [c for c in self.collections() if ttl.rules_for(c).active]
+
+
+__all__ = [
+    "CODEC",
+    "CollectionSizes",
+    "CollectionWrites",
+    "CreateIndexesResult",
+    "DataDirLocked",
+    "DatabaseInfo",
+    "Engine",
+    "IndexChange",
+    "InsertResult",
+    "MAX_DOCUMENT_SIZE",
+    "Reader",
+    "index_bodies",
+    "layout",
+    "prepare_document",
+]
