@@ -10,8 +10,8 @@ not by racing candidates as MongoDB does.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import bson
@@ -25,7 +25,18 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render
 from ebbdb.storage.expiry.ttl import is_cosmos_index
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds import hashed, wildcard
+from ebbdb.storage.indexes.index_kinds.registry import kind_named, query_planners
+from ebbdb.storage.indexes.plans import (
+    Bounds,
+    Candidate,
+    CollScan,
+    FieldBounds,
+    IndexScan,
+    Interval,
+    Near,
+    Plan,
+    Planning,
+)
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
@@ -34,60 +45,6 @@ from ebbdb.storage.query.sort import SortSpec
 
 #: Beyond this many point combinations a compound index uses fewer leading fields.
 MAX_INTERVALS = 4096
-
-
-@dataclass(frozen=True)
-class Interval:
-    """Key bodies from `lo` (inclusive) to `hi` (exclusive; None: to the end of the index)."""
-
-    lo: bytes
-    hi: bytes | None
-
-
-@dataclass(frozen=True)
-class Near:
-    """A proximity plan ($near, $nearSphere, $geoNear): its explain stage (GEO_NEAR_2DSPHERE,
-    GEO_NEAR_2D) and a document's distance (None: out of the query's bounds, or no geometry).
-    Results come out by ascending distance (a blocking sort on it, unless the query sorts)."""
-
-    stage: str
-    distance: Callable[[dict[str, Any]], float | None]
-
-
-@dataclass(frozen=True)
-class IndexScan:
-    index: IndexInfo
-    intervals: tuple[Interval, ...]
-    reverse: bool = False
-    provides_sort: bool = False
-    bounds: dict[str, list[str]] = field(default_factory=dict)  # for explain
-    #: IDHACK: the key body of the one entry a unique index can hold for this equality, read with
-    #: one lookup instead of a range scan (None: scan the intervals).
-    point: bytes | None = None
-    near: Near | None = None
-
-    @property
-    def stage(self) -> str:
-        return "IXSCAN" if self.near is None else self.near.stage
-
-
-@dataclass(frozen=True)
-class CollScan:
-    reverse: bool = False
-
-    @property
-    def stage(self) -> str:
-        return "COLLSCAN"
-
-
-Plan = IndexScan | CollScan
-
-#: Planners of the index kinds whose keys are not the fields' values (storage/index_kinds
-#: register theirs): (collection, parsed filter, hint) -> a plan over such an index, or None.
-#: They run first, and the plain bounds below never read those kinds' indexes.
-KindPlanner = Callable[[CollectionInfo, ParsedFilter, Any], "Plan | None"]
-KIND_PLANNERS: list[KindPlanner] = []
-OPAQUE_KINDS: set[str] = set()
 
 
 # -- what the filter says about each field ---------------------------------------------------------
@@ -103,24 +60,6 @@ class _Range:
     has_hi: bool = False
 
 
-@dataclass
-class _FieldBounds:
-    point_sets: list[list[Any]] = field(default_factory=list)  # one per equality / $in predicate
-    ranges: list[tuple[str, Any]] = field(default_factory=list)  # ($gt|$gte|$lt|$lte, value)
-
-    def points(self, multikey: bool) -> list[Any] | None:
-        """The values the field must equal. On a multikey index each predicate may be met by a
-        different element, so only the first predicate bounds it; otherwise they intersect."""
-        if not self.point_sets:
-            return None
-        if multikey:
-            return self.point_sets[0]
-        out = self.point_sets[0]
-        for other in self.point_sets[1:]:
-            out = [x for x in out if any(compare(x, y) == 0 for y in other)]
-        return [p for p in out if all(_satisfies(p, op, q) for op, q in self.ranges)]
-
-
 def _boundable(v: Any) -> bool:
     """Values an index can look up exactly (arrays and regexes need the matcher's rules)."""
     if isinstance(v, (list, bson.Regex)) or type(v).__name__ == "Pattern":
@@ -130,26 +69,19 @@ def _boundable(v: Any) -> bool:
     return not is_nan(v) and rank(v) not in (RANK_MINKEY, RANK_MAXKEY)
 
 
-def _collect(node: Node, out: dict[str, _FieldBounds]) -> None:
+def _collect(node: Node, out: dict[str, FieldBounds]) -> None:
     """The bounds the filter's conjuncts put on each path: equalities, `$in` and ranges (not
     what sits under $or, $nor, $not, $all or $elemMatch)."""
     for c in conjuncts(node):
         if isinstance(c, Compare):
-            fb = out.setdefault(c.path, _FieldBounds())
+            fb = out.setdefault(c.path, FieldBounds())
             if c.op == "$eq":
                 if _boundable(c.value):
                     fb.point_sets.append([c.value])
             elif _boundable(c.value) and c.value is not None:
                 fb.ranges.append((c.op, c.value))
         elif isinstance(c, In) and all(_boundable(v) for v in c.values):
-            out.setdefault(c.path, _FieldBounds()).point_sets.append(list(c.values))
-
-
-def _satisfies(v: Any, op: str, q: Any) -> bool:
-    if rank(v) != rank(q):
-        return False
-    c = compare(v, q)
-    return {"$gt": c > 0, "$gte": c >= 0, "$lt": c < 0, "$lte": c <= 0}[op]
+            out.setdefault(c.path, FieldBounds()).point_sets.append(list(c.values))
 
 
 # -- bounds as byte intervals ----------------------------------------------------------------------
@@ -167,7 +99,7 @@ def _bracket(v: Any, direction: int) -> tuple[bytes, bytes]:
 
 
 def _component_ranges(
-    fb: _FieldBounds, direction: int, multikey: bool
+    fb: FieldBounds, direction: int, multikey: bool
 ) -> tuple[list[tuple[bytes, bytes | None]], str] | None:
     """Byte ranges for one index field (lo inclusive, hi exclusive), and their description; None
     when the filter does not bound this field."""
@@ -230,7 +162,7 @@ def _clip(b: bytes, upper: bool) -> bytes | None:
 
 
 def _intervals(
-    index: IndexInfo, bounds: dict[str, _FieldBounds]
+    index: IndexInfo, bounds: dict[str, FieldBounds]
 ) -> tuple[tuple[Interval, ...], int, bool, dict[str, list[str]]] | None:
     """Intervals over the index for the filter's bounds: (intervals, number of leading fields
     bound to points, whether a range bounds the next field, explain bounds). None when the
@@ -396,10 +328,10 @@ def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> Index
     )
 
 
-def _collated_bounds(bounds: dict[str, _FieldBounds], c: Collation) -> dict[str, _FieldBounds]:
+def _collated_bounds(bounds: dict[str, FieldBounds], c: Collation) -> dict[str, FieldBounds]:
     """The bounds on an index with the query's collation: its keys hold the strings' sort keys."""
     return {
-        path: _FieldBounds(
+        path: FieldBounds(
             [[c.collate(v) for v in points] for points in fb.point_sets],
             [(op, c.collate(v)) for op, v in fb.ranges],
         )
@@ -407,7 +339,7 @@ def _collated_bounds(bounds: dict[str, _FieldBounds], c: Collation) -> dict[str,
     }
 
 
-def _without_strings(bounds: dict[str, _FieldBounds]) -> dict[str, _FieldBounds]:
+def _without_strings(bounds: dict[str, FieldBounds]) -> dict[str, FieldBounds]:
     """The bounds an index with another collation than the query's can take: only those of
     fields bounded without strings (strings are ordered differently there)."""
     return {
@@ -514,18 +446,37 @@ def _plan_query(
 ) -> Plan:
     parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
-    for kind_planner in KIND_PLANNERS:
-        kind_plan = kind_planner(coll, parsed, hint)
+    for kind in query_planners(parsed):
+        assert kind.planning.query is not None
+        kind_plan = kind.planning.query(coll, parsed, _readable(coll, flt, hint))
         if kind_plan is not None:
             return kind_plan
     scan = id_hack(coll, flt, sort, hint, collation)
     if scan is not None:
         return scan
-    bounds: dict[str, _FieldBounds] = {}
+    bounds: dict[str, FieldBounds] = {}
     _collect(parsed.tree, bounds)
     if collation is not None or any(ix.collation is not None for ix in coll.indexes):
         return _plan_collated(coll, parsed, sort, hint, collation, bounds)
     return _choose(coll, flt, sort, hint, None, bounds)
+
+
+def _readable(coll: CollectionInfo, flt: Mapping[str, Any], hint: Any) -> list[IndexInfo]:
+    """The indexes a kind's query planner may read: the hinted one, else every visible one whose
+    partial filter the query implies (a partial index lacks the documents outside its filter)."""
+    if hint is not None and hint != {} and hint != "":
+        hinted = find_hinted(coll, hint)
+        return [hinted] if isinstance(hinted, IndexInfo) else []
+    return [ix for ix in coll.indexes if not ix.hidden and partial_implied(ix, flt)]
+
+
+_PLAIN = Planning()
+
+
+def _planning(ix: IndexInfo) -> Planning:
+    """How the planner reads `ix`: its kind's hooks, or as ascending and descending keys."""
+    kind = None if ix.kind is None else kind_named(ix.kind)
+    return _PLAIN if kind is None else kind.planning
 
 
 def _choose(
@@ -533,13 +484,13 @@ def _choose(
     flt: Mapping[str, Any],
     sort: SortSpec | None,
     hint: Any,
-    offers: dict[int, tuple[dict[str, _FieldBounds], SortSpec | None]] | None,
-    bounds: dict[str, _FieldBounds] | None = None,
+    offers: dict[int, tuple[dict[str, FieldBounds], SortSpec | None]] | None,
+    bounds: dict[str, FieldBounds] | None = None,
 ) -> Plan:
     """The plan among the indexes: each takes `bounds` and the sort, or what `offers` gives it
     (by index id) when a collation is in play."""
 
-    def offer(ix: IndexInfo) -> tuple[dict[str, _FieldBounds], SortSpec | None]:
+    def offer(ix: IndexInfo) -> tuple[dict[str, FieldBounds], SortSpec | None]:
         if offers is None:
             assert bounds is not None
             return bounds, sort
@@ -553,13 +504,14 @@ def _choose(
             return CollScan(reverse=hint["$natural"] < 0)
         assert isinstance(hinted, IndexInfo)
         ix_bounds, ix_sort = offer(hinted)
-        if hinted.kind in OPAQUE_KINDS:
+        planning = _planning(hinted)
+        if planning.opaque:
             # Its keys are not the values bounds and sorts name: the whole index, unsorted.
             ix_bounds, ix_sort = {}, None
         scan = _scan_for(hinted, ix_bounds, ix_sort)
-        if scan is None and hinted.kind == "wildcard":
-            # A wildcard index holds no entry for a document without the path: it cannot be
-            # read whole in place of the collection.
+        if scan is None and planning.needs_bounds:
+            # It lacks entries for some documents: it cannot be read whole in place of the
+            # collection.
             raise QueryError("NoQueryExecutionPlans", "No query solutions")
         return scan or IndexScan(
             hinted,
@@ -574,10 +526,8 @@ def _choose(
     for order, ix in enumerate(coll.indexes):
         if ix.hidden or is_cosmos_index(ix) or not partial_implied(ix, flt):
             continue
-        if ix.kind == "text" or ix.kind in OPAQUE_KINDS:
-            # text: only documents with words have entries, it serves $text alone; geo kinds:
-            # their keys are cells, which only their own planner (KIND_PLANNERS) reads.
-            continue
+        if not _planning(ix).chosen:
+            continue  # its keys are not the fields' values (text terms, geo cells)
         candidate = _candidate(ix, *offer(ix))
         if candidate is None:
             continue
@@ -585,7 +535,7 @@ def _choose(
         if ix.unique and points == len(ix.key) and not ix.multikey:
             return scan  # a point lookup in a unique index: nothing can beat it
         # (A wildcard index's scan is of two keys, $_path and the path: an index on the path
-        # alone wins a tie.)
+        # alone wins a tie, by the length of the key.)
         score = (points, int(ranged), int(scan.provides_sort), -len(scan.index.key), -order)
         if best is None or score > best[0]:
             best = (score, scan)
@@ -600,7 +550,7 @@ def _plan_collated(
     sort: SortSpec | None,
     hint: Any,
     collation: Collation | None,
-    bounds: dict[str, _FieldBounds],
+    bounds: dict[str, FieldBounds],
 ) -> Plan:
     """plan_query where a collation is in play: each index is offered the bounds and the sort
     its collation can serve, on a collection whose indexes are offered them as they suit it."""
@@ -613,20 +563,33 @@ def _plan_collated(
 
 
 def _scan_for(
-    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
+    ix: IndexInfo, bounds: dict[str, FieldBounds], sort: SortSpec | None
 ) -> IndexScan | None:
     candidate = _candidate(ix, bounds, sort)
     return None if candidate is None else candidate[0]
 
 
-def _candidate(
-    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
-) -> tuple[IndexScan, int, bool] | None:
+def _candidate(ix: IndexInfo, bounds: Bounds, sort: SortSpec | None) -> Candidate | None:
     """The scan of `ix` for these bounds, with how many leading fields are bound to points and
-    whether a range bounds the next; None when the index does not help."""
-    if ix.kind == "wildcard":
-        return _wildcard_candidate(ix, bounds, sort)
-    found = _intervals(ix, _hashed_bounds(ix, bounds) if ix.kind == "hashed" else bounds)
+    whether a range bounds the next; None when the index does not help. A kind that reads bounds
+    its own way (Planning.candidate) builds on the plain reading."""
+    if ix.sparse and any(
+        any(p is None for p in bounds[f].points(ix.multikey) or [])
+        for f in ix.fields
+        if f in bounds
+    ):
+        return None  # a sparse index has no entries for documents missing the field
+    own = _planning(ix).candidate
+    return (
+        _plain_candidate(ix, bounds, sort)
+        if own is None
+        else own(ix, bounds, sort, _plain_candidate)
+    )
+
+
+def _plain_candidate(ix: IndexInfo, bounds: Bounds, sort: SortSpec | None) -> Candidate | None:
+    """_candidate for an index whose keys are its fields' values."""
+    found = _intervals(ix, bounds)
     if found is None:
         # No bounds: worth a full index scan only to deliver the sort (not for sparse or partial
         # indexes, which leave documents out).
@@ -638,12 +601,6 @@ def _candidate(
         )
         return full, 0, False
     intervals, points, ranged, shown = found
-    if ix.sparse and any(
-        any(p is None for p in bounds[f].points(ix.multikey) or [])
-        for f in ix.fields
-        if f in bounds
-    ):
-        return None  # a sparse index has no entries for documents missing the field
     reverse = _sort_direction(ix, points, sort)
     if reverse is not None and len(intervals) > 1 and points:
         # Several point prefixes: entries come out grouped by prefix, not by the sort field.
@@ -651,59 +608,8 @@ def _candidate(
     return IndexScan(ix, intervals, bool(reverse), reverse is not None, shown), points, ranged
 
 
-# -- the special kinds (storage/index_kinds) ---------------------------------------------------------
-
-
-def _hashed_bounds(ix: IndexInfo, bounds: dict[str, _FieldBounds]) -> dict[str, _FieldBounds]:
-    """The bounds on a hashed index: its hashed field's equalities become points on their hashes
-    (ranges cannot use it); the other fields keep theirs."""
-    field = hashed.hashed_field(ix)
-    fb = bounds.get(field) if field is not None else None
-    if field is None or fb is None:
-        return bounds
-    out = {path: b for path, b in bounds.items() if path != field}
-    if fb.point_sets:
-        out[field] = _FieldBounds(
-            [[h for p in points for h in hashed.point_hashes(p)] for points in fb.point_sets]
-        )
-    return out
-
-
-def _wildcard_value(v: Any) -> bool:
-    """Values a wildcard index can look up: not null (a missing path has no entry), nor a whole
-    document or array (their leaves are indexed, not they)."""
-    return v is not None and not isinstance(v, (Mapping, list))
-
-
-def _wildcard_candidate(
-    ix: IndexInfo, bounds: dict[str, _FieldBounds], sort: SortSpec | None
-) -> tuple[IndexScan, int, bool] | None:
-    """A wildcard index read for the one bounded path it serves best, as `{$_path: 1, path: 1}`
-    (the path is a point, not a field of the query: it does not count)."""
-    best: tuple[IndexScan, int, bool] | None = None
-    for path, fb in bounds.items():
-        if not wildcard.covers(ix, path):
-            continue
-        usable = _FieldBounds(
-            [ps for ps in fb.point_sets if all(_wildcard_value(v) for v in ps)],
-            [(op, v) for op, v in fb.ranges if _wildcard_value(v)],
-        )
-        if not usable.point_sets and not usable.ranges:
-            continue
-        view = wildcard.path_index(ix, path)
-        found = _candidate(view, {wildcard.PATH_FIELD: _FieldBounds([[path]]), path: usable}, sort)
-        if found is None:
-            continue
-        scan, points, ranged = found
-        if best is None or (points, ranged) > (best[1] + 1, best[2]):
-            best = (scan, points - 1, ranged)
-    return best
-
-
 __all__ = [
-    "KIND_PLANNERS",
     "id_hack",
-    "OPAQUE_KINDS",
     "CollScan",
     "IndexScan",
     "Interval",

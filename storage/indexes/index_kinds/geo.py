@@ -17,16 +17,7 @@ from ebbdb.storage.core.values import is_number, render, to_float
 from ebbdb.storage.geometry import geo
 from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
-from ebbdb.storage.indexes.planner import (
-    KIND_PLANNERS,
-    OPAQUE_KINDS,
-    IndexScan,
-    Interval,
-    Near,
-    Plan,
-    find_hinted,
-    partial_implied,
-)
+from ebbdb.storage.indexes.plans import IndexScan, Interval, Near, Plan, Planning
 from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
 from ebbdb.storage.query.paths import MISSING, split, values_at
@@ -199,11 +190,6 @@ def _bodies(ix: IndexInfo, doc: dict[str, Any], plain: PlainBodies) -> Bodies:
     return out, multikey or len(out) > 1
 
 
-register(IndexKind(SPHERE, _check_sphere, _bodies, frozenset({"2dsphereIndexVersion"})))
-register(IndexKind(FLAT, _check_flat, _bodies, frozenset({"bits", "min", "max"})))
-OPAQUE_KINDS.update((SPHERE, FLAT))
-
-
 # -- planning -------------------------------------------------------------------------------------
 
 
@@ -246,17 +232,9 @@ def _whole_scan(ix: IndexInfo, near: Near | None) -> IndexScan:
     return IndexScan(ix, (Interval(b"", None),), bounds=shown, near=near)
 
 
-def _geo_indexes(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> list[IndexInfo]:
-    """The geo indexes a query may read: the hinted one, else every visible one whose partial
-    filter the query implies (a partial index lacks the documents outside its filter)."""
-    if hint is not None and hint != {} and hint != "":
-        hinted = find_hinted(coll, hint)
-        return [hinted] if isinstance(hinted, IndexInfo) and hinted.kind in OPAQUE_KINDS else []
-    return [
-        ix
-        for ix in coll.indexes
-        if ix.kind in (SPHERE, FLAT) and not ix.hidden and partial_implied(ix, parsed.filter)
-    ]
+def _geo_indexes(indexes: list[IndexInfo]) -> list[IndexInfo]:
+    """The geo indexes among those the planner says the query may read."""
+    return [ix for ix in indexes if ix.kind in (SPHERE, FLAT)]
 
 
 def _no_near_index(coll: CollectionInfo) -> QueryError:
@@ -309,9 +287,9 @@ def _near_order(path: str, near: geo.Near, ix: IndexInfo) -> Near:
     return Near("GEO_NEAR_2DSPHERE" if ix.kind == SPHERE else "GEO_NEAR_2D", distance)
 
 
-def _near_plan(coll: CollectionInfo, parsed: ParsedFilter, leaf: Geo, hint: Any) -> Plan:
+def _near_plan(coll: CollectionInfo, leaf: Geo, indexes: list[IndexInfo]) -> Plan:
     near: geo.Near = leaf.query
-    candidates = [ix for ix in _geo_indexes(coll, parsed, hint) if _geo_field(ix) == leaf.path]
+    candidates = [ix for ix in _geo_indexes(indexes) if _geo_field(ix) == leaf.path]
     if near.geojson:
         candidates = [ix for ix in candidates if ix.kind == SPHERE]
     if not candidates:
@@ -350,7 +328,7 @@ def _region_plan(ix: IndexInfo, leaf: Geo) -> IndexScan | None:
     return None
 
 
-def plan(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> Plan | None:
+def plan(coll: CollectionInfo, parsed: ParsedFilter, indexes: list[IndexInfo]) -> Plan | None:
     """The plan over a geo index for a filter with geo operators (None: plan as usual). A
     proximity operator must stand alone at the top level and needs a geo index on its field."""
     tops = [c for c in conjuncts(parsed.tree) if isinstance(c, Geo)]
@@ -360,12 +338,11 @@ def plan(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> Plan | None:
     if nears:
         if not any(t is nears[0] for t in tops):
             raise QueryError("BadValue", "geoNear must be top-level expr")
-        return _near_plan(coll, parsed, nears[0], hint)
+        return _near_plan(coll, nears[0], indexes)
     if not tops:
         return None
-    indexes = _geo_indexes(coll, parsed, hint)
     for leaf in tops:
-        for ix in indexes:
+        for ix in _geo_indexes(indexes):
             if ix.key[0][0] == leaf.path:
                 scan = _region_plan(ix, leaf)
                 if scan is not None:
@@ -373,7 +350,18 @@ def plan(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> Plan | None:
     return None
 
 
-KIND_PLANNERS.append(plan)
+# Their keys are cells and geohashes, not the fields' values: only `plan` reads them, and a hint
+# reads one whole. A filter with a geo operator is planned here even on a collection without a
+# geo index (the registry's QUERY_PLANNED): a $near needs one.
+_PLANNING = Planning(query=plan, chosen=False, opaque=True)
+register(
+    IndexKind(
+        SPHERE, _check_sphere, _bodies, frozenset({"2dsphereIndexVersion"}), planning=_PLANNING
+    )
+)
+register(
+    IndexKind(FLAT, _check_flat, _bodies, frozenset({"bits", "min", "max"}), planning=_PLANNING)
+)
 
 
 __all__ = ["FLAT", "SPHERE", "flat_params", "measure", "plan"]

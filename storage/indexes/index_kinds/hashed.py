@@ -11,8 +11,10 @@ from ebbdb.storage.catalog.info import IndexInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render
 from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate, Planning
 from ebbdb.storage.query.hashing import hash_value, point_hashes
 from ebbdb.storage.query.paths import MISSING
+from ebbdb.storage.query.sort import SortSpec
 
 HASHED = "hashed"
 
@@ -90,4 +92,28 @@ def bodies(ix: IndexInfo, doc: dict[str, Any], plain: PlainBodies) -> Bodies:
     return shown, False
 
 
-register(IndexKind(HASHED, check, bodies))
+# -- planning ----------------------------------------------------------------------------------------
+
+
+def _hashed_bounds(ix: IndexInfo, bounds: Bounds) -> Bounds:
+    """The bounds on a hashed index: its hashed field's equalities become points on their hashes
+    (ranges cannot use it); the other fields keep theirs."""
+    field = hashed_field(ix)
+    fb = bounds.get(field) if field is not None else None
+    if field is None or fb is None:
+        return bounds
+    out = {path: b for path, b in bounds.items() if path != field}
+    if fb.point_sets:
+        out[field] = FieldBounds(
+            [[h for p in points for h in point_hashes(p)] for points in fb.point_sets]
+        )
+    return out
+
+
+def candidate(
+    ix: IndexInfo, bounds: Bounds, sort: SortSpec | None, plain: PlainCandidate
+) -> Candidate | None:
+    return plain(ix, _hashed_bounds(ix, bounds), sort)
+
+
+register(IndexKind(HASHED, check, bodies, planning=Planning(candidate=candidate)))

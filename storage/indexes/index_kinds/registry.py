@@ -7,13 +7,26 @@ never imports the geometry or the text-search libraries."""
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.storage.catalog.info import IndexInfo, kind_name
+from ebbdb.storage.indexes.plans import Planning
+from ebbdb.storage.query.geo_match import near_leaves
+from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
 
-__all__ = ["IndexKind", "register", "kind_named", "registered", "kind_options", "kind_name"]
+__all__ = [
+    "IndexKind",
+    "Planning",
+    "register",
+    "kind_named",
+    "registered",
+    "kind_options",
+    "kind_name",
+    "query_planners",
+]
 
 Key = tuple[tuple[str, Any], ...]
 #: Encoded entry bodies with the field values that made each, and whether an array made them.
@@ -41,6 +54,8 @@ class IndexKind:
     #: The key pattern to store for the one requested, when the kind stores another form (text:
     #: `{_fts: "text", _ftsx: 1}`); None: as requested. The default name is the requested one's.
     stored_key: Callable[[Key], Key] | None = None
+    #: How the planner reads this kind's indexes (storage/indexes/plans.py).
+    planning: Planning = Planning()
 
 
 #: Every kind, with the module under storage/index_kinds that registers it
@@ -52,6 +67,18 @@ KIND_MODULES: dict[str, str] = {
     "text": "text",
     "wildcard": "wildcard",
 }
+
+
+def _geo_query(parsed: ParsedFilter) -> bool:
+    """A filter with a geo operator at its top level, or a proximity one anywhere (which must
+    then be at the top: the geo planner says so)."""
+    return any(isinstance(c, Geo) for c in conjuncts(parsed.tree)) or bool(near_leaves(parsed.tree))
+
+
+#: The kind modules whose query planner (Planning.query) a filter needs even on a collection
+#: without their indexes, and how to tell such a filter: a $near needs a geo index, or fails.
+#: The module is imported by the first such filter; until then, no filter needs it.
+QUERY_PLANNED: dict[str, Callable[[ParsedFilter], bool]] = {"geo": _geo_query}
 
 _KINDS: dict[str, IndexKind] = {}
 
@@ -68,6 +95,22 @@ def kind_named(name: str) -> IndexKind | None:
         importlib.import_module(f"{__package__}.{KIND_MODULES[name]}")
         kind = _KINDS.get(name)
     return kind
+
+
+def query_planners(parsed: ParsedFilter) -> list[IndexKind]:
+    """The kinds whose query planner plans this filter before the plain planner does (each
+    planner once, for a module that registers several kinds)."""
+    for module, needs in QUERY_PLANNED.items():
+        if f"{__package__}.{module}" not in sys.modules and needs(parsed):
+            importlib.import_module(f"{__package__}.{module}")
+    seen: set[int] = set()
+    out = []
+    for kind in _KINDS.values():
+        planner = kind.planning.query
+        if planner is not None and id(planner) not in seen:
+            seen.add(id(planner))
+            out.append(kind)
+    return out
 
 
 def registered() -> frozenset[str]:

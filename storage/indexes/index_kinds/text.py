@@ -15,6 +15,7 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_float
 from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Planning
 from ebbdb.storage.query.paths import MISSING, leaves, split
 from ebbdb.storage.query.text_search import (
     DEFAULT_LANGUAGE,
@@ -211,5 +212,7 @@ TEXT = register(
         bodies,
         frozenset({"weights", "default_language", "language_override", "textIndexVersion"}),
         stored_key,
+        # Only documents with words have entries: it serves $text alone (storage/indexes/text_plan.py).
+        Planning(chosen=False),
     )
 )

@@ -16,7 +16,9 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_float, type_name
 from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate, Planning
 from ebbdb.storage.query.compare import UNDEFINED
+from ebbdb.storage.query.sort import SortSpec
 
 WILDCARD = "wildcard"
 
@@ -277,4 +279,45 @@ def path_index(ix: IndexInfo, path: str) -> IndexInfo:
     )
 
 
-register(IndexKind(WILDCARD, check, bodies, OPTIONS))
+def _lookup_value(v: Any) -> bool:
+    """Values a wildcard index can look up: not null (a missing path has no entry), nor a whole
+    document or array (their leaves are indexed, not they)."""
+    return v is not None and not isinstance(v, (Mapping, list))
+
+
+def candidate(
+    ix: IndexInfo, bounds: Bounds, sort: SortSpec | None, plain: PlainCandidate
+) -> Candidate | None:
+    """A wildcard index read for the one bounded path it serves best, as `{$_path: 1, path: 1}`
+    (the path is a point, not a field of the query: it does not count)."""
+    best: Candidate | None = None
+    for path, fb in bounds.items():
+        if not covers(ix, path):
+            continue
+        usable = FieldBounds(
+            [ps for ps in fb.point_sets if all(_lookup_value(v) for v in ps)],
+            [(op, v) for op, v in fb.ranges if _lookup_value(v)],
+        )
+        if not usable.point_sets and not usable.ranges:
+            continue
+        view = path_index(ix, path)
+        found = plain(view, {PATH_FIELD: FieldBounds([[path]]), path: usable}, sort)
+        if found is None:
+            continue
+        scan, points, ranged = found
+        if best is None or (points, ranged) > (best[1] + 1, best[2]):
+            best = (scan, points - 1, ranged)
+    return best
+
+
+# Hinted, a wildcard index with no usable bounds is refused: it holds no entry for a document
+# without the path, so it cannot be read whole in place of the collection.
+register(
+    IndexKind(
+        WILDCARD,
+        check,
+        bodies,
+        OPTIONS,
+        planning=Planning(candidate=candidate, needs_bounds=True),
+    )
+)
