@@ -2,7 +2,7 @@
 since when, and its interruption token), the registry currentOp reads and killOp and shutdown
 kill through, and maxTimeMS as MongoDB parses it.
 
-An Operation is the request's storage.interrupt.OpToken: the dispatcher makes it the current
+An Operation is the request's storage.core.interrupt.OpToken: the dispatcher makes it the current
 token while the handler runs, so every storage loop the request drives (on the loop, a reader
 thread or the writer thread) checks its deadline and kill flag."""
 

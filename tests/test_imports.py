@@ -97,7 +97,7 @@ def test_the_checker_sees_every_import_form(tmp_path: Path) -> None:
 
 
 def test_no_import_names_a_folder_as_a_top_level_module() -> None:
-    """`from storage.engine import ...` works in a checkout (its root is on sys.path) and fails
+    """`from storage.engine.store import ...` works in a checkout (its root is on sys.path) and fails
     where ebbdb is installed: the code, its tests and the benchmarks all import `ebbdb.…`."""
     folders = [*PACKAGES, "ebbdb", "tests", "bench"]
     wrong = [
