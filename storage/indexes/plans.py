@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
 from ebbdb.storage.query.compare import compare, rank
-from ebbdb.storage.query.match_tree import ParsedFilter
-from ebbdb.storage.query.sort import SortSpec
+
+if TYPE_CHECKING:  # the registry imports this module at start-up; the matcher comes later
+    from ebbdb.storage.query.match_tree import ParsedFilter
+    from ebbdb.storage.query.sort import SortSpec
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ Bounds = dict[str, FieldBounds]
 #: whether a range bounds the next.
 Candidate = tuple[IndexScan, int, bool]
 #: The planner's own reading of an index for bounds and a sort (None: the index does not help).
-PlainCandidate = Callable[[IndexInfo, Bounds, SortSpec | None], Candidate | None]
+PlainCandidate = Callable[[IndexInfo, Bounds, "SortSpec | None"], "Candidate | None"]
 
 
 @dataclass(frozen=True)

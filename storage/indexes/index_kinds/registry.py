@@ -10,12 +10,13 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ebbdb.storage.catalog.info import IndexInfo, kind_name
 from ebbdb.storage.indexes.plans import Planning
-from ebbdb.storage.query.geo_match import near_leaves
-from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
+
+if TYPE_CHECKING:  # imported at start-up (the catalog's kinds); the matcher comes with a query
+    from ebbdb.storage.query.match_tree import ParsedFilter
 
 __all__ = [
     "IndexKind",
@@ -72,6 +73,9 @@ KIND_MODULES: dict[str, str] = {
 def _geo_query(parsed: ParsedFilter) -> bool:
     """A filter with a geo operator at its top level, or a proximity one anywhere (which must
     then be at the top: the geo planner says so)."""
+    from ebbdb.storage.query.geo_match import near_leaves
+    from ebbdb.storage.query.match_tree import Geo, conjuncts
+
     return any(isinstance(c, Geo) for c in conjuncts(parsed.tree)) or bool(near_leaves(parsed.tree))
 
 
