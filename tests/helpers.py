@@ -6,6 +6,8 @@ in the conftest.py files, not here."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -189,3 +191,10 @@ STORAGE_STATS_FIELDS = (
     "size count avgObjSize numOrphanDocs storageSize freeStorageSize capped nindexes indexDetails"
     " indexBuilds totalIndexSize indexSizes totalSize scaleFactor"
 ).split()
+
+
+def fresh_python(script: str) -> list[str]:
+    """The lines a script prints in a fresh interpreter: for what a first import or a first use
+    does, which this process has done already."""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()

@@ -5,12 +5,11 @@ kinds register how the planner reads them, so that the planner names no kind."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 from ebbdb.storage.indexes.index_kinds import KIND_MODULES, registered, registry
 from ebbdb.storage.indexes.index_kinds import kinds as every_kind
+from tests.helpers import fresh_python
 
 
 def test_kind_modules_table_is_what_the_modules_register() -> None:
@@ -34,10 +33,7 @@ def test_a_lookup_imports_only_its_kind_module() -> None:
         "assert kind_named('ascending') is None\n"
         "print(before, loaded())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert out == "[] ['hashed']"
+    assert fresh_python(script) == ["[] ['hashed']"]
 
 
 PLANNER = Path(__file__).resolve().parents[2] / "storage" / "indexes" / "planner.py"
@@ -95,10 +91,7 @@ def test_a_near_query_needs_a_geo_index_before_any_geo_index_was_seen(tmp_path: 
         "    print(e.code_name, e, GEO in sys.modules)\n"
         "eng.close()\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    assert out == [
+    assert fresh_python(script) == [
         "CollScan False",
         "NoQueryExecutionPlans error processing query: ns=db.c planner returned error :: caused "
         "by :: unable to find index for $geoNear query True",
