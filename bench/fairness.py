@@ -107,14 +107,14 @@ def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float, pid:
     if not receive.poll(60) or receive.recv() != "ready":
         raise RuntimeError("the pinging process did not start")
     record.set()
-    start = time.perf_counter()
     with common.PeakRss(pid) as rss:
+        start = time.perf_counter()
         try:
             row.outcome = heavy()
         except PyMongoError as exc:
             code = getattr(exc, "code", None)
             row.outcome = f"error {code}" if code is not None else f"{type(exc).__name__}"
-    row.seconds = time.perf_counter() - start
+        row.seconds = time.perf_counter() - start
     row.rss_mb = rss.growth_mb
     rest = seconds - row.seconds
     if rest > 0:
