@@ -7,9 +7,10 @@ script's own options declared once as the fields of its Config (``setting``) and
 (``Cli``), the base ``Target`` record (label, URI, client, server pid, failed steps), starting
 ebbdb and the floor server and stopping them again, the single-connection client and connecting
 every target for a run (``connected``), recording a failing step once, the floor server's
-document shape, the NaN-aware median and percentile, and the lines every script prints the same
-way (the version banner, "cannot reach", "steps that failed", "met"/"NOT met"). Each script
-keeps its own measurements and report layout.
+document shape, a server's peak resident memory over a block (``PeakRss``), the NaN-aware median
+and percentile, and the lines every script prints the same way (the version banner, "cannot
+reach", "steps that failed", "met"/"NOT met"). Each script keeps its own measurements and report
+layout.
 
 The scripts are run as ``python bench/<name>.py ...``, so Python puts this folder first on
 ``sys.path`` and they import this module as plain ``common``.
@@ -327,13 +328,19 @@ def _start(
     ready: re.Pattern[str],
     timeout: float,
     stack: contextlib.ExitStack,
+    unread_stderr: bool = False,
 ) -> tuple[Spawned, re.Match[str]]:
-    """Start `cmd` (stderr to a log in `workdir`) and wait for the stdout line matching `ready`;
-    the process is stopped when `stack` closes. RuntimeError if it exits or stays silent."""
+    """Start `cmd` (stderr to a log in `workdir`, or with `unread_stderr` to a pipe nobody reads)
+    and wait for the stdout line matching `ready`; the process is stopped when `stack` closes.
+    RuntimeError if it exits or stays silent."""
     log = workdir / f"{name}.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            list(cmd), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
+            list(cmd),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if unread_stderr else err,
         )
     spawned = Spawned(name, proc, "", log)
     stack.callback(stop, proc)
@@ -374,9 +381,17 @@ def _workdir(stack: contextlib.ExitStack, prefix: str) -> Path:
     return path
 
 
-def spawn_ebbdb(stack: contextlib.ExitStack, timeout: float = 60.0) -> Spawned:
+def spawn_ebbdb(
+    stack: contextlib.ExitStack,
+    timeout: float = 60.0,
+    *,
+    quiet: bool = True,
+    unread_stderr: bool = False,
+) -> Spawned:
     """ebbdb from this checkout on a free port, a temporary dbpath and the test commands on,
-    stopped (and its files removed) when `stack` closes."""
+    stopped (and its files removed) when `stack` closes. `quiet` (the default) leaves connection
+    events out of its log; with `unread_stderr` the log goes to a pipe nobody reads (its writer
+    is stuck once the pipe is full) instead of a file."""
     workdir = _workdir(stack, "ebbdb-bench-")
     cmd = [
         sys.executable,
@@ -386,13 +401,16 @@ def spawn_ebbdb(stack: contextlib.ExitStack, timeout: float = 60.0) -> Spawned:
         "0",
         "--dbpath",
         str(workdir / "db"),
-        "--quiet",
+        *(["--quiet"] if quiet else []),
         "--setParameter",
         "enableTestCommands=1",
     ]
-    spawned, m = _start("ebbdb", cmd, workdir, _EBBDB_LISTENING, timeout, stack)
+    spawned, m = _start("ebbdb", cmd, workdir, _EBBDB_LISTENING, timeout, stack, unread_stderr)
     spawned.uri = f"mongodb://{m['host']}:{m['port']}"
-    print(f"  started ebbdb: pid {spawned.proc.pid}, {spawned.uri}, dbpath {workdir / 'db'}")
+    how = (" (not --quiet)" if not quiet else "") + (
+        ", stderr to a pipe nobody reads" if unread_stderr else ""
+    )
+    print(f"  started ebbdb: pid {spawned.proc.pid}, {spawned.uri}, dbpath {workdir / 'db'}{how}")
     return spawned
 
 
@@ -427,6 +445,56 @@ def spawn_floor(stack: contextlib.ExitStack, ndocs: int, timeout: float = 30.0) 
         )
         return spawned
     raise AssertionError("unreachable")
+
+
+class PeakRss:
+    """The peak resident memory (VmRSS of /proc/<pid>/status) of a process over a `with` block,
+    read every `every` seconds by a thread (so that a busy client does not delay the samples):
+    `growth_mb` is the peak less the value at the start, None where /proc does not tell."""
+
+    def __init__(self, pid: int | None, every: float = 0.01) -> None:
+        self.pid = pid
+        self.every = every
+        self.growth_mb: float | None = None
+        self._start: int | None = None
+        self._peak = 0
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
+
+    def _read(self) -> int | None:
+        """VmRSS in kB, None when it cannot be read."""
+        if self.pid is None:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def _run(self) -> None:
+        while not self._halt.wait(self.every):
+            kb = self._read()
+            if kb is not None:
+                self._peak = max(self._peak, kb)
+
+    def __enter__(self) -> PeakRss:
+        self._start = self._read()
+        if self._start is not None:
+            self._peak = self._start
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._start is None:
+            return
+        self._halt.set()
+        self._thread.join()
+        last = self._read()
+        self._peak = max(self._peak, last if last is not None else 0)
+        self.growth_mb = (self._peak - self._start) / 1024
 
 
 def versions() -> str:

@@ -4,7 +4,8 @@ pings it every few milliseconds; the ping's latency shows whether the event loop
     python bench/fairness.py                # starts ebbdb (and the floor) itself
     python bench/fairness.py --quick        # smaller data, shorter runs
 
-The heavy requests (issue 13's table), each sent by its own client on its own connection:
+The heavy requests (issue 13's table, then two the connection limits meet), each sent by its own
+client on its own connection:
 
 - regex      ``find({s: {$regex: "^(a+)+$"}})`` over documents ``"a" * 40 + "b"``
 - reduce     ``$reduce`` doubling an array 29 times (MongoDB's limits answer it)
@@ -12,13 +13,21 @@ The heavy requests (issue 13's table), each sent by its own client on its own co
              each with ``maxTimeMS: 50``, side by side
 - sort       an unindexed sort of ``--docs`` documents of 1 KB with ``allowDiskUse: false``
 - nested     inserting a document nested 900 levels deep, then ``$group`` and ``update_many``
+- flood      ``--flooders`` clients (12) each send all but 4 KB of a 47 MB message, then nothing,
+             with ``incomingMessageTimeoutSecs`` 3 (each is closed 3 s after its message began):
+             the server reads at most its input budget's worth (256 MiB: five of them) at once
+- churn      2,000 connections opened and closed (every 20th says hello first), on an ebbdb of its
+             own that logs connections (no ``--quiet``) to a stderr pipe nobody reads: its log
+             writer is stuck once the pipe is full, and nothing else may wait on it
 
 For each, the pinging client (a process of its own, so that the heavy client's work on its
 replies is not counted) measures every ping that starts while the request runs (and for at
 least ``--seconds``); the report gives the heavy request's outcome (its error code, or ok) and
-time, and the pings' count, p50, p99 and max, against the target: p99 under 10 ms and max under
-50 ms. An idle row (no heavy request) and the floor server's idle pings give the baseline the
-same machine reaches.
+time, the pings' count, p50, p99 and max, against the target: p99 under 10 ms and max under
+50 ms (for issue 13's rows; flood and churn give figures only), and how far the server's resident
+memory rose above where it was when the row began (VmRSS peak, sampled every 10 ms from /proc;
+"-" where there is none). An idle row (no heavy request) and the floor server's idle pings give
+the baseline the same machine reaches. Nothing is asserted; the figures are printed.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import socket
+import struct
 import sys
 import threading
 import time
@@ -33,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
 import common
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -40,6 +52,15 @@ from pymongo.errors import PyMongoError
 P99_TARGET_MS = 10.0
 MAX_TARGET_MS = 50.0
 PING_EVERY = 0.005
+OP_MSG = 2013
+#: The rows the targets are for (issue 13's table); flood and churn give figures only.
+ISSUE_13_ROWS = ("regex", "reduce", "loop", "sort", "nested")
+#: The flood row's message, and the seconds each may stay incomplete.
+FLOOD_MESSAGE = 47_000_000
+FLOOD_TIMEOUT_SECS = 3
+#: The churn row's connections, and every how many of them says hello.
+CHURN_CONNECTIONS = 2000
+CHURN_HELLO_EVERY = 20
 
 
 @dataclass
@@ -48,6 +69,7 @@ class Row:
     outcome: str = "-"
     seconds: float = 0.0
     pings: list[float] = field(default_factory=list)
+    rss_mb: float | None = None  # how far the server's resident memory rose during the row
 
 
 def _client(uri: str, **kw: Any) -> MongoClient[dict[str, Any]]:
@@ -73,8 +95,9 @@ def _ping_process(uri: str, record: Any, stop: Any, out: Any) -> None:
     out.send(pings)
 
 
-def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float) -> Row:
-    """Run `heavy` (its outcome, as text) while pinging; pings go on for at least `seconds`."""
+def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float, pid: int | None) -> Row:
+    """Run `heavy` (its outcome, as text) while pinging; pings go on for at least `seconds`. The
+    resident memory of process `pid` (the server) is watched meanwhile."""
     row = Row(name)
     ctx = multiprocessing.get_context("spawn")
     record, stop = ctx.Event(), ctx.Event()
@@ -84,13 +107,15 @@ def _measure(uri: str, name: str, heavy: Callable[[], str], seconds: float) -> R
     if not receive.poll(60) or receive.recv() != "ready":
         raise RuntimeError("the pinging process did not start")
     record.set()
-    start = time.perf_counter()
-    try:
-        row.outcome = heavy()
-    except PyMongoError as exc:
-        code = getattr(exc, "code", None)
-        row.outcome = f"error {code}" if code is not None else f"{type(exc).__name__}"
-    row.seconds = time.perf_counter() - start
+    with common.PeakRss(pid) as rss:
+        start = time.perf_counter()
+        try:
+            row.outcome = heavy()
+        except PyMongoError as exc:
+            code = getattr(exc, "code", None)
+            row.outcome = f"error {code}" if code is not None else f"{type(exc).__name__}"
+        row.seconds = time.perf_counter() - start
+    row.rss_mb = rss.growth_mb
     rest = seconds - row.seconds
     if rest > 0:
         time.sleep(rest)
@@ -116,6 +141,74 @@ def _failed(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
+def _address(uri: str) -> tuple[str, int]:
+    """The host and port of a spawned server's ``mongodb://host:port``."""
+    host, _, port = uri.removeprefix("mongodb://").rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _hello() -> bytes:
+    """One OP_MSG (no flags, one kind-0 section) holding {hello: 1, $db: "admin"}."""
+    payload = struct.pack("<I", 0) + b"\x00" + bson.encode({"hello": 1, "$db": "admin"})
+    return struct.pack("<iiii", 16 + len(payload), 1, 0, OP_MSG) + payload
+
+
+def _read_reply(sock: socket.socket) -> None:
+    """Read one whole reply off `sock`."""
+    data = b""
+    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection before replying")
+        data += chunk
+
+
+def churn(uri: str) -> str:
+    """Open and close CHURN_CONNECTIONS connections, every CHURN_HELLO_EVERY-th saying hello."""
+    address = _address(uri)
+    for i in range(CHURN_CONNECTIONS):
+        with socket.create_connection(address, timeout=30) as sock:
+            if i % CHURN_HELLO_EVERY == 0:
+                sock.sendall(_hello())
+                _read_reply(sock)
+    return f"{CHURN_CONNECTIONS:,} connections"
+
+
+def flood(uri: str, clients: int) -> str:
+    """`clients` connections each send all but 4 KB of a FLOOD_MESSAGE-byte message, then wait
+    for the server to close them (its incomingMessageTimeoutSecs, set to FLOOD_TIMEOUT_SECS here
+    for the row and put back after)."""
+    address = _address(uri)
+    body = struct.pack("<iiii", FLOOD_MESSAGE, 7, 0, OP_MSG) + bytes(FLOOD_MESSAGE - 16 - 4096)
+    closed: list[bool] = []
+
+    def one() -> None:
+        try:
+            with socket.create_connection(address, timeout=120) as sock:
+                sock.sendall(body)
+                try:
+                    closed.append(sock.recv(1) == b"")
+                except ConnectionResetError:
+                    closed.append(True)
+        except OSError:
+            closed.append(False)
+
+    with _client(uri) as admin:
+        was = admin.admin.command("getParameter", 1, incomingMessageTimeoutSecs=1)
+        admin.admin.command("setParameter", 1, incomingMessageTimeoutSecs=FLOOD_TIMEOUT_SECS)
+        try:
+            threads = [threading.Thread(target=one) for _ in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            admin.admin.command(
+                "setParameter", 1, incomingMessageTimeoutSecs=was["incomingMessageTimeoutSecs"]
+            )
+    return f"{sum(closed)} of {clients} closed"
+
+
 def _nested(depth: int) -> dict[str, Any]:
     doc: dict[str, Any] = {"leaf": 1}
     for _ in range(depth):
@@ -123,7 +216,7 @@ def _nested(depth: int) -> dict[str, Any]:
     return doc
 
 
-def scenarios(uri: str, docs: int) -> list[tuple[str, Callable[[], str]]]:
+def scenarios(uri: str, docs: int, flooders: int) -> list[tuple[str, Callable[[], str]]]:
     """The heavy requests, with their data loaded first (outside the measurement)."""
     c = _client(uri, socketTimeoutMS=600_000)
     db = c.fairness
@@ -194,6 +287,7 @@ def scenarios(uri: str, docs: int) -> list[tuple[str, Callable[[], str]]]:
         ("loop", loop),
         ("sort", sort),
         ("nested", nested),
+        ("flood", lambda: flood(uri, flooders)),
     ]
 
 
@@ -202,28 +296,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="20,000 documents, 2 s per row")
     parser.add_argument("--docs", type=int, default=200_000, help="documents of the sort row")
     parser.add_argument("--seconds", type=float, default=5.0, help="least pinging per row")
+    parser.add_argument(
+        "--flooders", type=int, default=12, help="clients sending 47 MB in the flood row"
+    )
     args = parser.parse_args(argv)
     docs = 20_000 if args.quick else args.docs
     seconds = 2.0 if args.quick else args.seconds
-    print(f"fairness: {common.versions()}; {docs:,} documents in the sort row")
+    print(
+        f"fairness: {common.versions()}; {docs:,} documents in the sort row, "
+        f"{args.flooders} clients in the flood row"
+    )
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
         ebbdb = common.spawn_ebbdb(stack)
         floor = common.spawn_floor(stack, 10)
-        rows.append(_measure(floor.uri, "idle (floor)", lambda: "-", seconds))
-        rows.append(_measure(ebbdb.uri, "idle", lambda: "-", seconds))
-        for name, heavy in scenarios(ebbdb.uri, docs):
-            rows.append(_measure(ebbdb.uri, name, heavy, seconds))
+        rows.append(_measure(floor.uri, "idle (floor)", lambda: "-", seconds, floor.proc.pid))
+        rows.append(_measure(ebbdb.uri, "idle", lambda: "-", seconds, ebbdb.proc.pid))
+        for name, heavy in scenarios(ebbdb.uri, docs, args.flooders):
+            rows.append(_measure(ebbdb.uri, name, heavy, seconds, ebbdb.proc.pid))
             if ebbdb.proc.poll() is not None:
                 print(f"ebbdb exited during {name} with status {ebbdb.proc.returncode}")
                 return 1
+        logged = common.spawn_ebbdb(stack, quiet=False, unread_stderr=True)
+        rows.append(
+            _measure(logged.uri, "churn", lambda: churn(logged.uri), seconds, logged.proc.pid)
+        )
+        if logged.proc.poll() is not None:
+            print(f"ebbdb exited during churn with status {logged.proc.returncode}")
+            return 1
     table(rows)
-    loaded = [r for r in rows if not r.name.startswith("idle")]
+    loaded = [r for r in rows if r.name in ISSUE_13_ROWS]
     all_pings = [p for r in loaded for p in r.pings]
     p99 = common.percentile(all_pings, 99)
     worst = max(all_pings) if all_pings else float("nan")
     print(
-        f"\nall heavy rows: {len(all_pings)} pings, p99 {p99:.1f} ms "
+        f"\nissue 13's rows ({', '.join(ISSUE_13_ROWS)}): {len(all_pings)} pings, p99 {p99:.1f} ms "
         f"(target < {P99_TARGET_MS:g}: {common.verdict(p99 < P99_TARGET_MS)}), "
         f"max {worst:.1f} ms (target < {MAX_TARGET_MS:g}: "
         f"{common.verdict(worst < MAX_TARGET_MS)})"
@@ -244,9 +351,12 @@ def table(rows: list[Row]) -> None:
                 f"{common.percentile(p, 50):.2f}",
                 f"{common.percentile(p, 99):.2f}",
                 f"{max(p):.2f}" if p else "-",
+                common.fmt_num(r.rss_mb, 1),
             ]
         )
-    common.table(["row", "heavy request", "its s", "pings", "p50 ms", "p99 ms", "max ms"], cells)
+    common.table(
+        ["row", "heavy request", "its s", "pings", "p50 ms", "p99 ms", "max ms", "rss +MB"], cells
+    )
 
 
 if __name__ == "__main__":

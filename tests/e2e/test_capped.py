@@ -16,12 +16,19 @@ import bson
 import pytest
 from bson import Int64
 from pymongo import AsyncMongoClient, CursorType, MongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.pytest_plugin import TtlClock
 
 Doc = dict[str, Any]
+
+#: How long an awaitData getMore is let wait for data in the tests that end its wait themselves
+#: (an insert, killCursors): ten minutes, so that only what the test does can end it in time.
+AWAIT_MS = 600_000
+#: The bound on each wait of the tests' own: far shorter than AWAIT_MS.
+WAIT_SECONDS = 10.0
 
 
 def ids(coll: Any, **find: Any) -> list[Any]:
@@ -307,34 +314,48 @@ def test_tailable_cursor_stays_open_and_returns_new_documents(mongo_db: Database
     mongo_db.command("killCursors", "c", cursors=[cid])
 
 
+def _wait_for_get_more(admin: Database[Doc], cursor_id: int) -> None:
+    """Wait (bounded) until currentOp lists a getMore of the cursor: it waits for data, on the
+    server."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not admin.command({"currentOp": 1, "command.getMore": cursor_id})["inprog"]:
+        assert time.monotonic() < deadline, f"no getMore of cursor {cursor_id} is running"
+        time.sleep(0.01)
+
+
+async def _wait_for_get_more_async(admin: AsyncDatabase[Doc], cursor_id: int) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not (await admin.command({"currentOp": 1, "command.getMore": cursor_id}))["inprog"]:
+        assert time.monotonic() < deadline, f"no getMore of cursor {cursor_id} is running"
+        await asyncio.sleep(0.01)
+
+
 def test_tailable_await_cursor_receives_a_later_insert(
     mongo_db: Database[Doc], mongo_client: MongoClient[Doc]
 ) -> None:
     mongo_db.create_collection("c", capped=True, size=1 << 16)
     mongo_db.c.insert_one({"_id": 0})
-    cursor = mongo_db.c.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(5000)
+    cursor = mongo_db.c.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(AWAIT_MS)
     assert next(cursor) == {"_id": 0}
-
-    def later() -> None:
-        time.sleep(0.3)
-        mongo_db.c.insert_one({"_id": 1})
-
-    writer = threading.Thread(target=later)
-    started = time.monotonic()
-    writer.start()
-    assert next(cursor) == {"_id": 1}  # a getMore that waited for the insert
-    waited = time.monotonic() - started
-    writer.join()
-    assert 0.2 < waited < 4.0
+    assert cursor.cursor_id
+    got: list[Doc] = []
+    reader = threading.Thread(target=lambda: got.append(next(cursor)), daemon=True)
+    reader.start()
+    _wait_for_get_more(mongo_client.admin, cursor.cursor_id)
+    mongo_db.c.insert_one({"_id": 1})
+    reader.join(WAIT_SECONDS)  # far less than the getMore would wait for nothing
+    assert got == [{"_id": 1}], "the waiting getMore was not answered with the insert"
     assert cursor.alive and cursor.cursor_id not in (None, 0)
-    # Nothing new: the getMore waits maxTimeMS and answers an empty batch, the cursor open.
+    # Nothing new: once maxTimeMS is out the getMore answers an empty batch (not 50
+    # MaxTimeMSExpired), the cursor open; its next getMore has what came since.
     reply = mongo_db.command("find", "c", filter={"_id": {"$gt": 0}}, tailable=True, awaitData=True)
     cid = reply["cursor"]["id"]
     assert reply["cursor"]["firstBatch"] == [{"_id": 1}] and cid != 0
-    started = time.monotonic()
     more = mongo_db.command("getMore", cid, collection="c", maxTimeMS=200)
-    assert 0.15 < time.monotonic() - started < 2.0
     assert more["cursor"]["nextBatch"] == [] and more["cursor"]["id"] == cid
+    mongo_db.c.insert_one({"_id": 2})
+    more = mongo_db.command("getMore", cid, collection="c", maxTimeMS=200)
+    assert more["cursor"]["nextBatch"] == [{"_id": 2}] and more["cursor"]["id"] == cid
     mongo_db.command("killCursors", "c", cursors=[cid])
     cursor.close()
 
@@ -343,23 +364,22 @@ def test_tailable_await_cursor_receives_a_later_insert(
 async def test_await_data_does_not_hold_the_event_loop(
     async_mongo_client: AsyncMongoClient[Doc], ebbdb_uri: str, request: pytest.FixtureRequest
 ) -> None:
-    """While one client's getMore awaits data, another client's pings are answered at once."""
+    """While one client's getMore awaits data, another client's pings are answered: their replies
+    come while the getMore still waits."""
     db = async_mongo_client[f"capped_await_{abs(hash(request.node.name)) % 10**8}"]
     await db.create_collection("c", capped=True, size=1 << 16)
     await db.c.insert_one({"_id": 0})
     other: AsyncMongoClient[Doc] = AsyncMongoClient(ebbdb_uri)
     try:
-        cursor = db.c.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(3000)
+        cursor = db.c.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(AWAIT_MS)
         assert await cursor.next() == {"_id": 0}
         waiting = asyncio.create_task(cursor.next())
-        await asyncio.sleep(0.2)  # the getMore is now waiting on the server
+        await _wait_for_get_more_async(other.admin, cursor.cursor_id)
         for _ in range(5):
-            started = time.monotonic()
             assert (await other.admin.command("ping"))["ok"] == 1.0
-            assert time.monotonic() - started < 0.5
         assert not waiting.done()
         await db.c.insert_one({"_id": 1})
-        assert await asyncio.wait_for(waiting, 5) == {"_id": 1}
+        assert await asyncio.wait_for(waiting, WAIT_SECONDS) == {"_id": 1}
         await cursor.close()
     finally:
         await other.close()
@@ -370,6 +390,8 @@ async def test_await_data_does_not_hold_the_event_loop(
 async def test_kill_cursors_ends_an_awaiting_get_more_at_once(
     async_mongo_client: AsyncMongoClient[Doc], ebbdb_uri: str, request: pytest.FixtureRequest
 ) -> None:
+    """The killed cursor's waiting getMore ends with 237, within a bounded wait far shorter than
+    its own maxTimeMS: the kill woke it."""
     db = async_mongo_client[f"capped_kill_{abs(hash(request.node.name)) % 10**8}"]
     await db.create_collection("c", capped=True, size=4096)
     await db.c.insert_one({"_id": 0})
@@ -377,14 +399,14 @@ async def test_kill_cursors_ends_an_awaiting_get_more_at_once(
     try:
         reply = await db.command("find", "c", tailable=True, awaitData=True)
         cid = reply["cursor"]["id"]
-        waiting = asyncio.create_task(db.command("getMore", cid, collection="c", maxTimeMS=10_000))
-        await asyncio.sleep(0.2)
+        waiting = asyncio.create_task(
+            db.command("getMore", cid, collection="c", maxTimeMS=AWAIT_MS)
+        )
+        await _wait_for_get_more_async(other.admin, cid)
         killed = await other[db.name].command("killCursors", "c", cursors=[cid])
         assert killed["cursorsKilled"] == [cid]
-        started = time.monotonic()
         with pytest.raises(OperationFailure) as err:
-            await asyncio.wait_for(waiting, 5)
-        assert time.monotonic() - started < 2.0
+            await asyncio.wait_for(waiting, WAIT_SECONDS)
         assert (err.value.code, err.value.details["errmsg"]) == (237, f"cursor id {cid} was killed")
     finally:
         await other.close()

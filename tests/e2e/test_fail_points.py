@@ -174,47 +174,95 @@ def test_close_connection_and_pymongo_retries_the_read(
         assert app.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
 
 
+#: How long the blocked commands wait: the other connection's commands, sent once the block has
+#: begun, are a couple of round trips.
+BLOCK_MS = 2000
+
+
+def _fired(srv: ServerThread) -> int:
+    """Times the fail point has fired since the server started (read on the server's loop)."""
+    assert srv.app is not None
+    return int(srv.call(lambda app: app.services.fail_command.entered, srv.app))
+
+
+class _Blocked:
+    """A command the fail point blocks, sent by `send(client)` on a client of its own on a thread.
+    `start` returns once the fail point has fired for it (it is now blocked on the server);
+    `answered` says whether its reply has come; `reply` waits for it (bounded) and returns what
+    the command returned or raised."""
+
+    def __init__(self, srv: ServerThread, send: Any) -> None:
+        self._srv = srv
+        self._send = send
+        self._outcome: list[Any] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with MongoClient(self._srv.uri, serverSelectionTimeoutMS=5000) as own:
+            try:
+                self._outcome.append(self._send(own))
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                self._outcome.append(exc)
+
+    def start(self) -> _Blocked:
+        before = _fired(self._srv)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while _fired(self._srv) == before:
+            assert time.monotonic() < deadline, "the fail point never fired"
+            time.sleep(0.005)
+        return self
+
+    @property
+    def answered(self) -> bool:
+        return bool(self._outcome)
+
+    def reply(self) -> Any:
+        self._thread.join(10)
+        assert self.answered, "the blocked command never answered"
+        return self._outcome[0]
+
+
 def test_block_connection_delays_only_that_command(
     srv: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
-    _set(client, {"times": 1}, failCommands=["find"], blockConnection=True, blockTimeMS=600)
-    pings: list[float] = []
-    done = threading.Event()
-
-    def ping() -> None:
-        with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as other:
-            other.admin.command("ping")
-            while not done.is_set():
-                start = time.monotonic()
-                other.admin.command("ping")
-                pings.append(time.monotonic() - start)
-                time.sleep(0.02)
-
-    thread = threading.Thread(target=ping)
-    thread.start()
-    start = time.monotonic()
-    assert client.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
-    took = time.monotonic() - start
-    done.set()
-    thread.join(5)
-    assert took >= 0.6
-    assert len(pings) >= 5 and max(pings) < 0.3  # other clients are not held
+    """While one find waits out blockTimeMS, another connection's commands (a find among them:
+    the fail point fired its one time) are answered, before the blocked find is."""
+    with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as other:
+        other.admin.command("ping")  # connected before the block
+        _set(
+            client, {"times": 1}, failCommands=["find"], blockConnection=True, blockTimeMS=BLOCK_MS
+        )
+        blocked = _Blocked(srv, lambda own: own.fp.items.find_one({"_id": 1})).start()
+        answered: list[str] = []
+        assert other.admin.command("ping")["ok"] == 1.0
+        answered.append("ping")
+        assert other.fp.items.find_one({"_id": 2}) == {"_id": 2, "x": 2}
+        answered.append("find")
+        answered.append("blocked" if blocked.answered else "still blocked")
+        assert blocked.reply() == {"_id": 1, "x": 1}
+        assert answered == ["ping", "find", "still blocked"]
 
 
-def test_block_then_fail(client: MongoClient[dict[str, Any]]) -> None:
-    _set(
-        client,
-        {"times": 1},
-        failCommands=["find"],
-        blockConnection=True,
-        blockTimeMS=200,
-        errorCode=96,
-    )
-    start = time.monotonic()
-    with pytest.raises(OperationFailure) as err:
-        client.fp.items.find_one()
-    assert time.monotonic() - start >= 0.2
-    assert (err.value.code, err.value.details["codeName"]) == (96, "OperationFailed")
+def test_block_then_fail(srv: ServerThread, client: MongoClient[dict[str, Any]]) -> None:
+    """The command waits blockTimeMS, then fails: another connection is answered meanwhile, and
+    the error comes after."""
+    with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as other:
+        other.admin.command("ping")
+        _set(
+            client,
+            {"times": 1},
+            failCommands=["find"],
+            blockConnection=True,
+            blockTimeMS=BLOCK_MS,
+            errorCode=96,
+        )
+        blocked = _Blocked(srv, lambda own: own.fp.items.find_one()).start()
+        assert other.admin.command("ping")["ok"] == 1.0
+        assert not blocked.answered, "the error came before the block was out"
+        err = blocked.reply()
+    assert isinstance(err, OperationFailure), err
+    assert (err.code, err.details["codeName"]) == (96, "OperationFailed")
 
 
 def test_a_retryable_error_code_is_retried_by_pymongo(client: MongoClient[dict[str, Any]]) -> None:

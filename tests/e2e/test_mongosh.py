@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pymongo import MongoClient
 
 from ebbdb.server.embedded import ServerThread
@@ -329,11 +330,11 @@ def test_shutdown_server(start_server: Callable[..., ServerThread], tmp_path: Pa
     port = server.port
     reply = shell_json(server.uri, SHUTDOWN_SCRIPT, tmp_path)
     assert reply in ({"ok": 1}, {"error": "MongoNetworkError"})
+    # A bounded wait on the server's own event, then what a stopped server does: refuse.
+    assert server.app is not None
     deadline = time.monotonic() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except ConnectionRefusedError:
-            break
-        assert time.monotonic() < deadline, "the server still accepts connections after shutdown"
-        time.sleep(0.1)
+    while not server.app.stopped.is_set():
+        assert time.monotonic() < deadline, "the server did not stop after shutdownServer()"
+        time.sleep(0.05)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -1,7 +1,8 @@
-"""Regular expressions on PCRE2 through pymongo: MongoDB's match limit (a catastrophic pattern ends
-in milliseconds per document: no match for find, count and distinct, 51156 for $regexMatch and its
-siblings) while other clients keep being answered; options i, m, s, x, u; PCRE-only syntax;
-compile errors (51091, 51111) and bad option letters (51108) with MongoDB's messages."""
+"""Regular expressions on PCRE2 through pymongo: MongoDB's match limit (a catastrophic pattern gives
+up on each document: no match for find, count and distinct, 51156 for $regexMatch and its siblings)
+while other clients keep being answered, and killOp ends such a scan; options i, m, s, x, u;
+PCRE-only syntax; compile errors (51091, 51111) and bad option letters (51108) with MongoDB's
+messages."""
 
 from __future__ import annotations
 
@@ -28,58 +29,70 @@ def _error(exc: pytest.ExceptionInfo[OperationFailure]) -> tuple[int | None, str
 # -- the match limit ------------------------------------------------------------------------------
 
 
-async def _pinging(uri: str, stop: asyncio.Event) -> list[float]:
-    """Another client's ping latencies, one every 20 ms until `stop`."""
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
-    try:
-        await client.admin.command("ping")
-        times: list[float] = []
-        while not stop.is_set():
-            t = time.perf_counter()
-            await client.admin.command("ping")
-            times.append(time.perf_counter() - t)
-            await asyncio.sleep(0.02)
-        return times
-    finally:
-        await client.close()
+#: Runaway strings in the scan of the liveness test: each gives up at the match limit after a few
+#: milliseconds, so the whole scan takes seconds, far longer than the test looks at it.
+SCAN_DOCS = 5000
+WAIT_SECONDS = 10.0
 
 
 @pytest.mark.asyncio
-async def test_catastrophic_pattern_ends_while_others_are_answered(
-    async_mongo_client: AsyncMongoClient[dict[str, Any]], ebbdb_uri: str
+async def test_catastrophic_pattern_is_no_match_for_queries_and_51156_for_expressions(
+    async_mongo_client: AsyncMongoClient[dict[str, Any]],
 ) -> None:
     coll = async_mongo_client.regex_limit.docs
     await coll.insert_many(
         [{"_id": i, "s": RUNAWAY} for i in range(150)] + [{"_id": -1, "s": "aa"}]
     )
-    stop = asyncio.Event()
-    pinger = asyncio.create_task(_pinging(ebbdb_uri, stop))
-    await asyncio.sleep(0.1)
+    # MongoDB's matcher counts a match attempt PCRE2 gave up on as no match.
+    found = await coll.find({"s": {"$regex": CATASTROPHIC}}).to_list()
+    assert found == [{"_id": -1, "s": "aa"}]
+    assert await coll.count_documents({"s": Regex(CATASTROPHIC)}) == 1
+    assert await coll.distinct("s", {"s": {"$in": [re.compile(CATASTROPHIC)]}}) == ["aa"]
+    # The expressions fail instead, with the library's reason.
+    with pytest.raises(OperationFailure) as exc:
+        await coll.find(
+            {"$expr": {"$regexMatch": {"input": "$s", "regex": CATASTROPHIC}}}
+        ).to_list()
+    assert _error(exc) == (
+        51156,
+        "Location51156",
+        "Error occurred while executing the regular expression in $regexMatch. "
+        "Result code: match limit exceeded",
+    )
+
+
+async def _scans(admin: Any) -> list[int]:
+    """The opids of the operations commented "runaway" that currentOp lists."""
+    reply = await admin.command({"currentOp": 1, "command.comment": "runaway"})
+    return [op["opid"] for op in reply["inprog"]]
+
+
+@pytest.mark.asyncio
+async def test_others_are_answered_while_a_catastrophic_scan_runs(
+    async_mongo_client: AsyncMongoClient[dict[str, Any]], ebbdb_uri: str
+) -> None:
+    """While currentOp shows the scan running, another client's ping is answered, and the scan is
+    still the one running after that reply: the ping did not wait for it. killOp then ends it."""
+    coll = async_mongo_client.regex_scan.docs
+    await coll.insert_many([{"_id": i, "s": RUNAWAY} for i in range(SCAN_DOCS)])
+    other: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(ebbdb_uri)
     try:
-        started = time.perf_counter()
-        # MongoDB's matcher counts a match attempt PCRE2 gave up on as no match.
-        found = await coll.find({"s": {"$regex": CATASTROPHIC}}).to_list()
-        assert found == [{"_id": -1, "s": "aa"}]
-        assert await coll.count_documents({"s": Regex(CATASTROPHIC)}) == 1
-        assert await coll.distinct("s", {"s": {"$in": [re.compile(CATASTROPHIC)]}}) == ["aa"]
-        # The expressions fail instead, with the library's reason.
-        with pytest.raises(OperationFailure) as exc:
-            await coll.find(
-                {"$expr": {"$regexMatch": {"input": "$s", "regex": CATASTROPHIC}}}
-            ).to_list()
-        assert _error(exc) == (
-            51156,
-            "Location51156",
-            "Error occurred while executing the regular expression in $regexMatch. "
-            "Result code: match limit exceeded",
+        await other.admin.command("ping")
+        scan = asyncio.create_task(
+            coll.find({"s": {"$regex": CATASTROPHIC}}, comment="runaway").to_list()
         )
-        elapsed = time.perf_counter() - started
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not (running := await _scans(other.admin)):
+            assert time.monotonic() < deadline, "the scan never showed in currentOp"
+            await asyncio.sleep(0.005)
+        assert (await other.admin.command("ping"))["ok"] == 1.0
+        assert await _scans(other.admin) == running and not scan.done()
+        await other.admin.command("killOp", op=running[0])
+        with pytest.raises(OperationFailure) as exc:
+            await asyncio.wait_for(scan, WAIT_SECONDS)
+        assert exc.value.code == 11601
     finally:
-        stop.set()
-        pings = await pinger
-    assert elapsed < 20
-    assert len(pings) >= 3  # the other client was answered all along
-    assert max(pings) < 2.0
+        await other.close()
 
 
 def test_depth_limit_is_mongodbs(mongo_db: Database[dict[str, Any]]) -> None:

@@ -5,6 +5,7 @@ acknowledged write. The shutdown command does the same within its timeoutSecs.""
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -124,17 +125,18 @@ def test_shutdown_finishes_with_runaway_requests(tmp_path: Path, how: str) -> No
         _load(client)
         threads = [_start(first.port, work) for work in RUNAWAYS.values()]
         _running(client, 4)
-        started = time.monotonic()
+        # The runaways would take minutes: a stop() bounded by the grace (fails past it) that
+        # sees status 0 is a shutdown that interrupted them, and the log says so.
         if how == "SIGTERM":
             code = first.stop(signal.SIGTERM, timeout=GRACE_SECONDS + MARGIN_SECONDS)
         else:
             with pytest.raises(AutoReconnect):
                 client.admin.command("shutdown", timeoutSecs=4)
             code = first.stop(signal.SIGTERM, timeout=4 + MARGIN_SECONDS)
-        took = time.monotonic() - started
         client.close()
         assert code == 0, first.stderr
-        assert took < (GRACE_SECONDS if how == "SIGTERM" else 4) + MARGIN_SECONDS
+        interrupted = re.findall(r"interrupting (\d+) operations still running", first.stderr)
+        assert len(interrupted) == 1 and int(interrupted[0]) >= 3, first.stderr
         assert "shutdown complete" in first.stderr
         for thread in threads:
             thread.join(5)

@@ -5,6 +5,7 @@ MongoDB 7.0's reply shapes, field types, error codes and messages."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import socket
 import threading
@@ -20,6 +21,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import AutoReconnect, OperationFailure
 
 from ebbdb.server.embedded import ServerThread
+from tests.e2e import rawwire
 from tests.e2e.test_cli import ServerProcess
 from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, ttl_pass
 from tests.helpers import STORAGE_STATS_FIELDS
@@ -644,14 +646,35 @@ async def test_async_drivers_rename_and_read_stats(
 # -- shutdown --------------------------------------------------------------------------------------
 
 
-def _wait_stopped(srv: ServerThread, timeout: float = 10.0) -> float:
-    """Seconds until the server has stopped by itself (fails after `timeout`)."""
-    started = time.monotonic()
+def _wait_stopped(srv: ServerThread, timeout: float = 10.0) -> None:
+    """Wait until the server has stopped by itself (a bounded wait: fails after `timeout`)."""
+    deadline = time.monotonic() + timeout
     assert srv.app is not None
     while not srv.app.stopped.is_set():
-        assert time.monotonic() - started < timeout, "the server did not stop"
+        assert time.monotonic() < deadline, "the server did not stop"
         time.sleep(0.01)
-    return time.monotonic() - started
+
+
+def _wait_refused(port: int, timeout: float = 10.0) -> None:
+    """Wait until the port refuses connections (the server has begun to stop)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except ConnectionResetError:
+            pass  # taken into the backlog of a listener that was closing, then reset: again
+        assert time.monotonic() < deadline, "the server still accepts connections"
+        time.sleep(0.01)
+
+
+def _wait_for_op(client: Client, query: dict[str, Any], timeout: float = 10.0) -> None:
+    """Wait until currentOp lists an operation matching `query`."""
+    deadline = time.monotonic() + timeout
+    while not client.admin.command({"currentOp": 1, **query})["inprog"]:
+        assert time.monotonic() < deadline, f"no operation matches {query}"
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize(
@@ -717,37 +740,58 @@ def test_shutdown_closes_the_connection_and_keeps_the_data(
 
 @pytest.mark.parametrize("force", [False, True])
 def test_shutdown_waits_for_requests_in_flight_unless_forced(
-    start_server: Callable[..., ServerThread], force: bool
+    start_server: Callable[..., ServerThread], dbpath: str, force: bool
 ) -> None:
-    """A write held by an fsync lock is in flight: shutdown gives it timeoutSecs, force none."""
+    """A write held by an fsync lock is in flight when shutdown comes, with a minute of
+    timeoutSecs. Without force the server waits for it: the lock, released meanwhile by a
+    connection opened before, lets the write finish, be answered and be kept. With force it does
+    not wait: it stops with the write still held, long before the minute is out."""
     srv = start_server()
     admin: Client = MongoClient(srv.uri, serverSelectionTimeoutMS=2000)
     writer: Client = MongoClient(srv.uri, serverSelectionTimeoutMS=2000)
-    outcome: list[BaseException] = []
+    unlocker = rawwire.connect(srv)
+    outcome: list[Any] = []
 
     def blocked_write() -> None:
         try:
-            writer.shop.a.insert_one({"_id": 1})
+            outcome.append(writer.shop.a.insert_one({"_id": 1}).acknowledged)
         except BaseException as exc:  # noqa: BLE001 - the test looks at it
             outcome.append(exc)
 
+    def shut_down() -> None:
+        with contextlib.suppress(AutoReconnect):  # no reply: the connection is closed
+            admin.admin.command({"shutdown": 1, "force": force, "timeoutSecs": 60})
+
+    write = threading.Thread(target=blocked_write)
+    shutdown = threading.Thread(target=shut_down)
     try:
         admin.shop.a.insert_one({"_id": 0})
+        assert rawwire.op_msg(unlocker, {"ping": 1, "$db": "admin"})["ok"] == 1.0
         admin.admin.command("fsync", lock=True)
-        thread = threading.Thread(target=blocked_write)
-        thread.start()
-        time.sleep(0.3)  # the write reaches the server and waits behind the lock
-        asked = time.monotonic()
-        with pytest.raises(AutoReconnect):
-            admin.admin.command({"shutdown": 1, "force": force, "timeoutSecs": 2})
-        _wait_stopped(srv)
-        took = time.monotonic() - asked
-        thread.join(10)
-        assert took < 1.5 if force else took >= 2.0
-        assert len(outcome) == 1 and isinstance(outcome[0], AutoReconnect)
+        write.start()
+        _wait_for_op(admin, {"op": "insert", "ns": "shop.a"})  # waiting behind the lock
+        shutdown.start()
+        _wait_refused(srv.port)  # the shutdown has begun
+        if force:
+            _wait_stopped(srv)
+        else:
+            assert srv.app is not None and not srv.app.stopped.is_set()
+            assert rawwire.op_msg(unlocker, {"fsyncUnlock": 1, "$db": "admin"})["ok"] == 1.0
+            _wait_stopped(srv)
+        write.join(10)
+        shutdown.join(10)
+        assert not write.is_alive() and not shutdown.is_alive()
+        if force:
+            assert len(outcome) == 1 and isinstance(outcome[0], AutoReconnect), outcome
+        else:
+            assert outcome == [True]
     finally:
+        unlocker.close()
         admin.close()
         writer.close()
+    if not force:
+        with MongoClient(start_server(path=dbpath).uri) as again:
+            assert sorted(d["_id"] for d in again.shop.a.find()) == [0, 1]
 
 
 def test_shutdown_ends_the_ebbdb_process_with_status_0(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Malformed and unsupported filters, table-driven: each raises QueryError at compile time with
 MongoDB's codeName and message, wherever it sits in the filter (inside $and/$or/$nor, $not or
-$elemMatch)."""
+$elemMatch); and filters that only look malformed, with the tree they parse to and the documents
+they match."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ebbdb.storage.query.match import compile_filter
+from ebbdb.storage.query import match_tree as t
+from ebbdb.storage.query.match import compile_filter, parse_filter
 from tests.helpers import errors_test
 
 GETFIELD_HINT = ". If you have a field name that starts with a '$' symbol, consider using $getField or $setField."
@@ -180,20 +182,82 @@ ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
 test_errors = errors_test(compile_filter, ERRORS)
 
 
-ACCEPTED: list[tuple[str, dict[str, Any]]] = [
-    ("$exists takes anything", {"a": {"$exists": {"x": [1]}}}),
-    ("$eq takes an operator document as a value", {"a": {"$eq": {"$gt": 1}}}),
-    ("a literal document not starting with $", {"a": {"b": 1, "$gt": 2}}),
-    ("a DBRef-shaped document is a value", {"a": {"$ref": "c", "$id": 1}}),
-    ("$in takes a DBRef-shaped document", {"a": {"$in": [{"$ref": "c", "$id": 1}]}}),
-    ("$all takes an unknown $-key document", {"a": {"$all": [{"$foo": 1}]}}),
-    ("$comment anywhere at the top", {"$comment": 5}),
+def _any(v: Any) -> bool:
+    return False  # a stand-in: a leaf's test takes no part in comparing nodes
+
+
+DBREF = {"$ref": "c", "$id": 1}
+
+#: Filters that look wrong and are not: (name, filter, its parsed tree, documents it matches,
+#: documents it does not).
+ACCEPTED: list[tuple[str, dict[str, Any], t.Node, list[dict[str, Any]], list[dict[str, Any]]]] = [
+    (
+        "$exists takes anything",  # a document is true, as in MongoDB
+        {"a": {"$exists": {"x": [1]}}},
+        t.Exists("a", _any),
+        [{"a": None}, {"a": 0}],
+        [{}, {"b": 1}],
+    ),
+    (
+        "$eq takes an operator document as a value",
+        {"a": {"$eq": {"$gt": 1}}},
+        t.Compare("a", _any, "$eq", {"$gt": 1}),
+        [{"a": {"$gt": 1}}],
+        [{"a": 5}, {"a": {"$gt": 2}}],
+    ),
+    (
+        "a literal document not starting with $",
+        {"a": {"b": 1, "$gt": 2}},
+        t.Compare("a", _any, "$eq", {"b": 1, "$gt": 2}),
+        [{"a": {"b": 1, "$gt": 2}}, {"a": [{"b": 1, "$gt": 2}]}],
+        [{"a": {"$gt": 2, "b": 1}}, {"a": 5}],
+    ),
+    (
+        "a DBRef-shaped document is a value",
+        {"a": DBREF},
+        t.Compare("a", _any, "$eq", DBREF),
+        [{"a": DBREF}],
+        [{"a": {"$ref": "c", "$id": 2}}, {"a": {"$id": 1, "$ref": "c"}}],
+    ),
+    (
+        "$in takes a DBRef-shaped document",
+        {"a": {"$in": [DBREF]}},
+        t.In("a", _any, (DBREF,)),
+        [{"a": DBREF}, {"a": [2, DBREF]}],
+        [{"a": {"$ref": "c"}}, {}],
+    ),
+    (
+        "$all takes an unknown $-key document",
+        {"a": {"$all": [{"$foo": 1}]}},
+        t.All("a", (t.Compare("a", _any, "$eq", {"$foo": 1}),)),
+        [{"a": {"$foo": 1}}, {"a": [{"$foo": 1}, 2]}],
+        [{"a": {"$foo": 2}}, {"a": []}],
+    ),
+    ("$comment anywhere at the top", {"$comment": 5}, t.And(()), [{}, {"a": 1}], []),
+    (
+        "$comment beside a condition",
+        {"$comment": 5, "a": 1},
+        t.Compare("a", _any, "$eq", 1),
+        [{"a": 1}],
+        [{"a": 2}, {"$comment": 5}],
+    ),
 ]
 
 
-@pytest.mark.parametrize("flt", [a[1] for a in ACCEPTED], ids=[a[0] for a in ACCEPTED])
-def test_accepted(flt: dict[str, Any]) -> None:
-    compile_filter(flt)
+@pytest.mark.parametrize(
+    ("flt", "tree", "matched", "unmatched"),
+    [a[1:] for a in ACCEPTED],
+    ids=[a[0] for a in ACCEPTED],
+)
+def test_accepted(
+    flt: dict[str, Any],
+    tree: t.Node,
+    matched: list[dict[str, Any]],
+    unmatched: list[dict[str, Any]],
+) -> None:
+    assert parse_filter(flt).tree == tree
+    compiled = compile_filter(flt)
+    assert [doc for doc in matched + unmatched if compiled(doc)] == matched
 
 
 def test_literal_documents_compare_whole() -> None:
