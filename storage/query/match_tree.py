@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import bson
 
-from ebbdb.storage.core.collation import Collation
-from ebbdb.storage.query.text_search import TextArgs, TextBinding
+if TYPE_CHECKING:  # the tree names them; importing it (as time series' checks do) loads neither
+    from ebbdb.storage.core.collation import Collation
+    from ebbdb.storage.query.text_search import TextArgs, TextBinding
 
 #: A leaf's test of one value (MongoDB's matchesSingleElement).
 Test = Callable[[Any], bool]
