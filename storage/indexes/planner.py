@@ -27,7 +27,7 @@ from ebbdb.storage.expiry.ttl import is_cosmos_index
 from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.index_kinds import hashed, wildcard
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
-from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, conditions, conjuncts
+from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, condition, conjuncts
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec
 
@@ -344,14 +344,12 @@ _POINT_TYPE_SET = frozenset(_POINT_TYPES)  # the same types exactly, without isi
 def id_point(query: ParsedFilter) -> Any:
     """The `_id` value a filter pins by plain equality (at most one document), else MISSING: its
     top-level `_id` condition, `{_id: v}` or `{_id: {$eq: v}}`, parsed to one equality."""
-    for key, _value, node in conditions(query):
-        if key == "_id":
-            if type(node) is not Compare or node.op != "$eq":
-                return MISSING
-            value = node.value
-            if type(value) in _POINT_TYPE_SET or isinstance(value, _POINT_TYPES):
-                return value
-            return MISSING
+    node = condition(query, "_id")
+    if type(node) is not Compare or node.op != "$eq":
+        return MISSING
+    value = node.value
+    if type(value) in _POINT_TYPE_SET or isinstance(value, _POINT_TYPES):
+        return value
     return MISSING
 
 

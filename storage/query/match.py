@@ -195,25 +195,26 @@ class _Parse:
     whether it is a validator (MongoDB's refusals there, and annotated nodes), and what it finds
     of `$text`, so that nothing walks the tree again to look for it."""
 
-    __slots__ = (
-        "collation",
-        "validator",
-        "texts",
-        "or_depth",
-        "nor_depth",
-        "text_in_nor",
-        "text_or",
-    )
+    # Class defaults: a parse sets only what it meets (most filters have no $or and no $text).
+    texts: list[Text] | None = None
+    or_depth = 0  # the `$or` and `$nor` clauses around what is being parsed
+    nor_depth = 0
+    text_in_nor = False
+    #: The outermost `$or` holding the `$text`: its clauses, and which one holds it.
+    text_or: tuple[tuple[ParsedFilter, ...], int] | None = None
 
     def __init__(self, collation: Collation | None, validator: bool) -> None:
         self.collation = collation
         self.validator = validator
-        self.texts: list[Text] = []
-        self.or_depth = 0  # the `$or` and `$nor` clauses around what is being parsed
-        self.nor_depth = 0
-        self.text_in_nor = False
-        #: The outermost `$or` holding the `$text`: its clauses, and which one holds it.
-        self.text_or: tuple[tuple[ParsedFilter, ...], int] | None = None
+
+    def text_count(self) -> int:
+        return len(self.texts) if self.texts is not None else 0
+
+    def found_text(self, text: Text) -> None:
+        if self.texts is None:
+            self.texts = []
+        self.texts.append(text)
+        self.text_in_nor = self.text_in_nor or self.nor_depth > 0
 
     def text_site(self) -> TextSite | None:
         """Where the filter's `$text` sits (None: it has none), once the whole filter is parsed:
@@ -309,8 +310,7 @@ def _parse_top_operator(
             raise QueryError("BadValue", f"{op} is not allowed in this context")
         binding = TextBinding(parse_text(value))
         text = Text(binding.args, binding)
-        cx.texts.append(text)
-        cx.text_in_nor = cx.text_in_nor or cx.nor_depth > 0
+        cx.found_text(text)
         return text, binding.matches
     if op == "$where":
         if cx.validator:
@@ -341,13 +341,13 @@ def _parse_logical(
     nested = op != "$and"
     cx.or_depth += nested
     cx.nor_depth += op == "$nor"
-    texts = len(cx.texts)
+    texts = cx.text_count()
     holder = -1  # the clause that holds the $text
     for i, clause in enumerate(value):
         if not isinstance(clause, Mapping):
             raise QueryError("BadValue", "$or/$and/$nor entries need to be full objects")
         node, pred = _parse_doc(clause, variables, cx)
-        if holder < 0 and len(cx.texts) > texts:
+        if holder < 0 and cx.text_count() > texts:
             holder = i
         nodes.append(node)
         preds.append(pred)

@@ -285,6 +285,17 @@ def conditions(parsed: ParsedFilter) -> Iterator[tuple[str, Any, Node]]:
         yield key, value, node
 
 
+def condition(parsed: ParsedFilter, key: str) -> Node | None:
+    """The node of the filter's top-level condition written under `key` (None: there is none),
+    as conditions() pairs them, without walking the others."""
+    flt = parsed.filter
+    if key not in flt or key == "$comment":
+        return None
+    if len(flt) == 1:
+        return parsed.tree
+    return next((node for k, _value, node in conditions(parsed) if k == key), None)
+
+
 def path_of(node: Node) -> str | None:
     """The path a node of a field's operators tests: a leaf's or `$all`'s, through a Not (`$ne`,
     `$nin`, `$not`) and a field's And of operators (its first child that has one). None for a
@@ -374,6 +385,7 @@ __all__ = [
     "Text",
     "TextSite",
     "Type",
+    "condition",
     "conditions",
     "conjuncts",
     "path_of",
