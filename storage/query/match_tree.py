@@ -275,7 +275,8 @@ def conjuncts(node: Node) -> Iterator[Node]:
 
 def conditions(parsed: ParsedFilter) -> Iterator[tuple[str, Any, Node]]:
     """The filter's top-level conditions as written, each with its node: (key, value, node) in
-    order, `$comment` left out (it parses to nothing)."""
+    order, `$comment` left out (it parses to nothing). For a filter parsed as a query (a
+    validator's tree opens its fields' operators into the document's conditions)."""
     entries = [(k, v) for k, v in parsed.filter.items() if k != "$comment"]
     if len(entries) == 1:
         yield entries[0][0], entries[0][1], parsed.tree
