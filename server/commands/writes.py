@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
@@ -14,8 +14,8 @@ from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.aggregate.updates import parse_pipeline_update
 from ebbdb.storage.catalog import timeseries
-from ebbdb.storage.catalog.info import validate_collection_name
-from ebbdb.storage.core.collation import resolve
+from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
+from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
@@ -91,9 +91,76 @@ async def _run_statements(
 SMALL_STATEMENTS = 16
 
 
-def by_id(q: dict[str, Any] | None) -> bool:
-    """The filter pins one document by an `_id` equality (at most one match)."""
-    return writes.id_point(q) is not MISSING
+def by_id(spec: QuerySpec) -> bool:
+    """The parsed filter pins one document by an `_id` equality (at most one match)."""
+    return writes.id_point(spec.query) is not MISSING
+
+
+class _Filtered(Protocol):
+    """What of an update or delete statement its filter is parsed from."""
+
+    @property
+    def q(self) -> dict[str, Any]: ...
+    @property
+    def hint(self) -> Any: ...
+    @property
+    def collation(self) -> dict[str, Any] | None: ...
+
+
+#: Statements' filters parsed before their job: by index, the collation each was parsed under
+#: and its QuerySpec, or the error its parse raised (the job raises it in the statement's turn).
+Prepared = dict[int, tuple[Collation | None, QuerySpec | StorageError]]
+
+
+def _prepare(
+    ctx: CommandContext,
+    collection: str,
+    statements: Sequence[_Filtered],
+    variables: dict[str, Any],
+) -> Prepared:
+    """Parse the statements' filters now, on the loop, under the collation each resolves to now:
+    for a command that may be a small write (few statements, each on one document), whose
+    filters tell whether each pins one `_id`. The job takes each as parsed (_statement_spec)."""
+    coll = ctx.collection(collection)
+    prepared: Prepared = {}
+    for i, s in enumerate(statements):
+        try:
+            collation = resolve(s.collation, coll)
+        except StorageError:
+            continue  # the job raises it, in the statement's turn
+        try:
+            spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables, collation=collation)
+        except StorageError as exc:
+            prepared[i] = (collation, exc)
+        else:
+            prepared[i] = (collation, spec)
+    return prepared
+
+
+def _all_by_id(prepared: Prepared, count: int) -> bool:
+    """Every one of the `count` statements has a filter that parsed and pins one `_id`."""
+    return len(prepared) == count and all(
+        isinstance(spec, QuerySpec) and by_id(spec) for _, spec in prepared.values()
+    )
+
+
+def _statement_spec(
+    prepared: Prepared,
+    i: int,
+    s: _Filtered,
+    variables: dict[str, Any],
+    coll: CollectionInfo | None,
+) -> QuerySpec:
+    """Statement `i`'s filter, parsed once: as _prepare parsed it, unless it did not or the
+    collation it resolves to has changed since (the collection was recreated in between), then
+    here. Raises StorageError for a malformed filter or collation."""
+    collation = resolve(s.collation, coll)
+    found = prepared.get(i)
+    if found is not None and (found[0] is collation or found[0] == collation):
+        if isinstance(found[1], StorageError):
+            raise found[1]
+        return found[1]
+    return QuerySpec.parse(s.q, hint=s.hint, variables=variables, collation=collation)
 
 
 def _parse_change(
@@ -202,21 +269,22 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
         _check_update_argument(s.u)
     variables = command_variables(p.let, ctx.now())
     engine = ctx.gateway.engine
+    may_be_small = len(statements) <= SMALL_STATEMENTS and not any(s.multi for s in statements)
+    prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
 
     def run(reply: dict[str, Any], i: int, s: UpdateStatement, now_ms: int) -> None:
-        ts = timeseries.options_of(engine.collection(ctx.db, p.collection))
+        coll = ctx.collection(p.collection)
+        ts = timeseries.options_of(coll)
         if ts is not None:  # MongoDB 7.0 updates a time series collection's metaField only
-            timeseries.check_update(ts, s.q, s.u, s.multi, s.upsert)
+            timeseries.check_update_options(ts, s.multi, s.upsert)
+        spec = _statement_spec(prepared, i, s, variables, coll)
+        if ts is not None:
+            timeseries.check_update(ts, spec.query, s.u)
         result = writes.update(
             engine,
             ctx.db,
             p.collection,
-            QuerySpec.parse(
-                s.q,
-                hint=s.hint,
-                variables=variables,
-                collation=resolve(s.collation, ctx.collection(p.collection)),
-            ),
+            spec,
             _parse_change(s.u, s.array_filters, s.multi, variables, s.c),
             s.multi,
             s.upsert,
@@ -233,9 +301,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             reply["n"] += 1
             reply.setdefault("upserted", []).append({"index": i, "_id": result.upserted_id})
 
-    small = len(statements) <= SMALL_STATEMENTS and all(
-        not s.multi and by_id(s.q) for s in statements
-    )
+    small = may_be_small and _all_by_id(prepared, len(statements))
     reply = await _run_statements(
         ctx, statements, p.ordered, small, lambda: {"n": 0, "nModified": 0}, run
     )
@@ -274,17 +340,16 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     statements = p.deletes
     variables = command_variables(p.let, ctx.now())
     engine = ctx.gateway.engine
+    may_be_small = len(statements) <= SMALL_STATEMENTS and all(s.limit == 1 for s in statements)
+    prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
 
-    def run(reply: dict[str, Any], _i: int, s: DeleteStatement, now_ms: int) -> None:
-        collation = resolve(s.collation, ctx.collection(p.collection))
-        spec = QuerySpec.parse(s.q, hint=s.hint, variables=variables, collation=collation)
+    def run(reply: dict[str, Any], i: int, s: DeleteStatement, now_ms: int) -> None:
+        spec = _statement_spec(prepared, i, s, variables, ctx.collection(p.collection))
         reply["n"] += writes.delete(
             engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
         ).deleted
 
-    small = len(statements) <= SMALL_STATEMENTS and all(
-        s.limit == 1 and by_id(s.q) for s in statements
-    )
+    small = may_be_small and _all_by_id(prepared, len(statements))
     reply = await _run_statements(ctx, statements, p.ordered, small, lambda: {"n": 0}, run)
     ctx.stats.count_documents("delete", reply["n"])
     return reply
@@ -347,9 +412,9 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
         p.query, sort=p.sort, hint=p.hint, variables=variables, collation=collation
     )
     change = None if p.remove else _parse_change(p.update, p.array_filters, False, variables)
-    fields = parse_projection(p.fields, filter=p.query or {}) if p.fields else None
+    fields = parse_projection(p.fields, filter=spec.query) if p.fields else None
     gateway = ctx.gateway
-    result = await (gateway.write_small if by_id(p.query) else gateway.write_stamped)(
+    result = await (gateway.write_small if by_id(spec) else gateway.write_stamped)(
         writes.find_and_modify,
         gateway.engine,
         ctx.db,

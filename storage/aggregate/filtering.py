@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
-from ebbdb.storage.query.collate import collate_filter
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.geo_match import NEAR_REFUSED, near_leaves
 from ebbdb.storage.query.match import ParsedFilter, compile_filter, parse_filter
@@ -53,15 +52,13 @@ class Match(Stage, name="$match"):
         return Match.of(kept, defined)
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        if self.dynamic:
+        if ctx.collation is not None:
+            flt, c = self.parsed.filter, ctx.collation
+            predicate = parse_filter(flt, ctx.variables, collation=c).predicate
+        elif self.dynamic:
             predicate = compile_filter(self.parsed.filter, ctx.variables)
         else:
             predicate = self.parsed.predicate
-        if ctx.collation is not None:
-            parsed = (
-                parse_filter(self.parsed.filter, ctx.variables) if self.dynamic else self.parsed
-            )
-            predicate = collate_filter(parsed, ctx.collation, ctx.variables).predicate
         return (d for d in docs if predicate(d))
 
 

@@ -18,6 +18,7 @@ from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.compare import RANK_DATE, date_ms, rank
+from ebbdb.storage.query.match_tree import And, Expr, Node, Nor, Or, ParsedFilter, path_of
 
 OPTION = "timeseries"
 #: granularity -> (bucketMaxSpanSeconds, bucketRoundingSeconds) MongoDB derives from it.
@@ -186,13 +187,11 @@ def prepare_measurement(
 # 5.1 to 6.3: multi, no upsert, a filter and $-operators on the metaField only.
 
 
-def check_update(
-    ts: Mapping[str, Any], q: Mapping[str, Any], u: Any, multi: bool, upsert: bool
-) -> None:
+def check_update_options(ts: Mapping[str, Any], multi: bool, upsert: bool) -> None:
     """Raise QueryError (72 InvalidOptions, MongoDB 7.0's messages) for an update statement a
-    time series collection refuses."""
-    meta = ts.get("metaField")
-    if meta is None:
+    time series collection refuses whatever its filter and update: without a metaField, not
+    multi, or an upsert. Checked before the statement's filter is parsed; check_update after."""
+    if ts.get("metaField") is None:
         raise QueryError(
             "InvalidOptions",
             "Cannot perform an update on a time-series collection that does not have a metaField",
@@ -203,7 +202,15 @@ def check_update(
         )
     if upsert:
         raise QueryError("InvalidOptions", "Cannot perform an upsert on a time-series collection")
-    _check_query(q, meta)
+
+
+def check_update(ts: Mapping[str, Any], query: ParsedFilter, u: Any) -> None:
+    """Raise QueryError (72 InvalidOptions, MongoDB 7.0's messages) for an update statement,
+    its options already checked (check_update_options), that a time series collection refuses
+    for its parsed filter (a field other than the metaField, or `$expr`) or its update (a
+    pipeline, a replacement, a field other than the metaField)."""
+    meta = ts["metaField"]
+    _check_query(query.tree, meta)
     if isinstance(u, list):
         raise QueryError(
             "InvalidOptions",
@@ -229,19 +236,20 @@ def _on_meta(path: str, meta: str) -> bool:
     return path == meta or path.startswith(meta + ".")
 
 
-def _check_query(q: Mapping[str, Any], meta: str) -> None:
-    for name, value in q.items():
-        if name in ("$expr", "$where"):
-            raise QueryError(
-                "InvalidOptions",
-                f"Cannot use {name} when performing an update or delete on a time-series "
-                "collection",
-            )
-        if name in ("$and", "$or", "$nor") and isinstance(value, list):
-            for clause in value:
-                if isinstance(clause, Mapping):
-                    _check_query(clause, meta)
-        elif not name.startswith("$") and not _on_meta(name, meta):
+def _check_query(node: Node, meta: str) -> None:
+    """The filter's conditions, in order: each on the metaField (or a DBRef's `$ref`, `$id`,
+    `$db`), or pathless ($jsonSchema, $alwaysTrue, ...) but not `$expr`."""
+    if isinstance(node, (And, Or, Nor)):
+        for child in node.children:
+            _check_query(child, meta)
+    elif isinstance(node, Expr):
+        raise QueryError(
+            "InvalidOptions",
+            "Cannot use $expr when performing an update or delete on a time-series collection",
+        )
+    else:
+        path = path_of(node)
+        if path is not None and not path.startswith("$") and not _on_meta(path, meta):
             raise QueryError(
                 "InvalidOptions",
                 "Cannot perform an update or delete on a time-series collection when querying on "

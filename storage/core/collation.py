@@ -8,8 +8,8 @@ collations existed, so only a non-simple collation pays for one. A key is the IC
 as a latin-1 `str` (one character per byte): it stays a string to the matcher, the sort and the
 index key encoding, and its code point order is the sort key's byte order.
 
-PyICU is imported by the first collation that is not the simple one, not at start; a filter under a
-collation is storage/query/collate.py's."""
+PyICU is imported by the first collation that is not the simple one, not at start; a filter's
+comparisons are built under a collation as it is parsed (storage/query/match_leaves.py)."""
 
 from __future__ import annotations
 

@@ -28,10 +28,9 @@ from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.entries import index_bodies
 from ebbdb.storage.indexes.planner import CollScan, IndexScan, Plan, id_hack, plan_query
-from ebbdb.storage.indexes.text_plan import plan_text, text_binding
-from ebbdb.storage.query.collate import collate_filter
+from ebbdb.storage.indexes.text_plan import plan_text
 from ebbdb.storage.query.match import parse_filter
-from ebbdb.storage.query.match_tree import ParsedFilter, Predicate, unbounded
+from ebbdb.storage.query.match_tree import Compare, ParsedFilter, Predicate, unbounded
 from ebbdb.storage.query.metadata import with_text_score
 from ebbdb.storage.query.projection import Projection, parse_projection
 from ebbdb.storage.query.sort import SortSpec, parse_sort, sort_documents, sort_key
@@ -107,15 +106,13 @@ class QuerySpec:
             raise QueryError("BadValue", f"skip value must be non-negative, but received: {skip}")
         if limit < 0:
             raise QueryError("BadValue", "limit value must be non-negative")
-        query = parse_filter(filter, variables)
-        if collation is not None:
-            query = collate_filter(query, collation, variables)
+        query = parse_filter(filter, variables, collation=collation)
         shape = parse_projection(projection, filter=query)
         order = parse_sort(sort)
         if (
             (shape is not None and shape.uses_text_score)
             or (order is not None and order.uses_text_score)
-        ) and text_binding(query.tree) is None:
+        ) and query.text is None:
             raise QueryError(
                 "Location40218", "query requires text score metadata, but it is not available"
             )
@@ -135,11 +132,10 @@ class QuerySpec:
 
 
 def choose_plan(coll: CollectionInfo, spec: QuerySpec) -> Plan:
-    flt = spec.filter
-    if len(flt) == 1 and not (spec.min_key or spec.max_key):
-        # A filter of `_id` alone (find_one, update_one and delete_one by `_id`) has no $text
-        # and no geo operator for the kinds' planners to look for.
-        scan = id_hack(coll, flt, spec.sort, spec.hint, spec.collation)
+    if type(spec.query.tree) is Compare and not (spec.min_key or spec.max_key):
+        # A filter of one equality, as `_id` alone (find_one, update_one and delete_one by
+        # `_id`), has no $text and no geo operator for the kinds' planners to look for.
+        scan = id_hack(coll, spec.query, spec.sort, spec.hint, spec.collation)
         if scan is not None:
             return scan
     text = plan_text(coll, spec.query, spec.sort, spec.hint, spec.collation)
@@ -168,9 +164,9 @@ class QueryRun:
         self.spec = spec
         self._predicate = spec.query.predicate
         self.plan = plan if plan is not None else choose_plan(coll, spec)
-        text = text_binding(spec.query.tree)
+        text = spec.query.text
         #: The `$text` of the filter (bound by the plan): matching documents carry its score.
-        self._text = text.binding if text is not None else None
+        self._text = text.node.binding if text is not None else None
         self.exhausted = False
         self.size_limited = False
         self._counted = False

@@ -62,7 +62,7 @@ def _matches(
     coll = engine.collection(db, name)
     if coll is None:
         return []
-    point = id_point(spec.filter) if spec.hint is None else MISSING
+    point = id_point(spec.query) if spec.hint is None else MISSING
     if point is not MISSING:
         # One look-up in the `_id` index; the caller's re-check applies the whole filter and
         # the expiry rules, as for any candidate.

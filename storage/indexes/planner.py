@@ -38,8 +38,7 @@ from ebbdb.storage.indexes.plans import (
     Planning,
 )
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
-from ebbdb.storage.query.match import parse_filter
-from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, conjuncts
+from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, condition, conjuncts
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec
 
@@ -274,31 +273,31 @@ _POINT_TYPES = (int, float, str, bytes, ObjectId, Int64, datetime.datetime, Bina
 _POINT_TYPE_SET = frozenset(_POINT_TYPES)  # the same types exactly, without isinstance's walk
 
 
-def id_point(flt: Mapping[str, Any] | None) -> Any:
-    """The `_id` value a filter pins by plain equality (at most one document), else MISSING."""
-    if not flt or "_id" not in flt:
+def id_point(query: ParsedFilter) -> Any:
+    """The `_id` value a filter pins by plain equality (at most one document), else MISSING: its
+    top-level `_id` condition, `{_id: v}` or `{_id: {$eq: v}}`, parsed to one equality."""
+    node = condition(query, "_id")
+    if type(node) is not Compare or node.op != "$eq":
         return MISSING
-    value = flt["_id"]
-    if type(value) in _POINT_TYPE_SET:
+    value = node.value
+    if type(value) in _POINT_TYPE_SET or isinstance(value, _POINT_TYPES):
         return value
-    if isinstance(value, Mapping) and len(value) == 1 and "$eq" in value:
-        value = value["$eq"]
-    return value if isinstance(value, _POINT_TYPES) else MISSING
+    return MISSING
 
 
 def id_hack(
     coll: CollectionInfo,
-    flt: Mapping[str, Any],
+    query: ParsedFilter,
     sort: SortSpec | None,
     hint: Any,
     collation: Collation | None,
 ) -> IndexScan | None:
-    """MongoDB's IDHACK: a filter pinning `_id` by equality (read as written, as id_point does),
-    without a hint or a $natural sort, reads one key of the `_id` index, with no planning; None
-    when it does not apply (or the `_id` index's collation orders the value otherwise)."""
+    """MongoDB's IDHACK: a filter pinning `_id` by equality (as id_point reads it), without a
+    hint or a $natural sort, reads one key of the `_id` index, with no planning; None when it
+    does not apply (or the `_id` index's collation orders the value otherwise)."""
     if not (hint is None or hint == {} or hint == ""):
         return None
-    point = id_point(flt)
+    point = id_point(query)
     if point is MISSING or (sort is not None and sort.natural and not sort.keys):
         return None
     id_collation = coll.id_index.collation
@@ -352,18 +351,18 @@ def _without_strings(bounds: dict[str, FieldBounds]) -> dict[str, FieldBounds]:
 
 def plan_query(
     coll: CollectionInfo,
-    query: ParsedFilter | Mapping[str, Any],
+    query: ParsedFilter,
     sort: SortSpec | None = None,
     hint: Any = None,
     collation: Collation | None = None,
     min_key: Mapping[str, Any] | None = None,
     max_key: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Choose how to read the candidates for a filter (parsed, or a document to parse) under a
-    collation (None: the simple one). An index with another collation than the query's takes no
-    bounds on strings and delivers no sort. `min_key`/`max_key` are find's `min` and `max`: the
-    hinted index's scan from the one (inclusive) to the other (exclusive). Raises QueryError for
-    a bad hint, min or max (or a malformed filter document)."""
+    """Choose how to read the candidates for a parsed filter under a collation (None: the simple
+    one). An index with another collation than the query's takes no bounds on strings and
+    delivers no sort. `min_key`/`max_key` are find's `min` and `max`: the hinted index's scan
+    from the one (inclusive) to the other (exclusive). Raises QueryError for a bad hint, min or
+    max."""
     if min_key or max_key:
         return _min_max_scan(coll, hint, min_key or {}, max_key or {}, sort, collation)
     plan = _plan_query(coll, query, sort, hint, collation)
@@ -439,19 +438,18 @@ def _bound_key(ix: IndexInfo, bound: Mapping[str, Any], low: bool) -> bytes:
 
 def _plan_query(
     coll: CollectionInfo,
-    query: ParsedFilter | Mapping[str, Any],
+    parsed: ParsedFilter,
     sort: SortSpec | None,
     hint: Any,
     collation: Collation | None,
 ) -> Plan:
-    parsed = query if isinstance(query, ParsedFilter) else parse_filter(query)
     flt = parsed.filter
     for kind in query_planners(parsed):
         assert kind.planning.query is not None
         kind_plan = kind.planning.query(coll, parsed, _readable(coll, flt, hint))
         if kind_plan is not None:
             return kind_plan
-    scan = id_hack(coll, flt, sort, hint, collation)
+    scan = id_hack(coll, parsed, sort, hint, collation)
     if scan is not None:
         return scan
     bounds: dict[str, FieldBounds] = {}

@@ -246,13 +246,15 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
         elif field == "partialFilterExpression":
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")
-            from ebbdb.storage.query.match import compile_filter  # the query language, only here
+            # The query language, imported only here.
+            from ebbdb.storage.query.match import parse_filter
+            from ebbdb.storage.query.match_tree import uses_expr
 
-            compile_filter(dict(value))  # raises for an invalid filter
-            for op in ("$expr", "$text"):
-                if _uses(value, op):
-                    # An index entry cannot depend on an aggregation expression, or on another
-                    # index ($text).
+            parsed = parse_filter(dict(value))  # raises for an invalid filter
+            # An index entry cannot depend on an aggregation expression, or on another index
+            # ($text).
+            for op, used in (("$expr", uses_expr(parsed.tree)), ("$text", parsed.text)):
+                if used:
                     raise QueryError(
                         "CannotCreateIndex", f"Expression not supported in partial index: {op}"
                     )
@@ -336,16 +338,3 @@ def conflict(spec: IndexSpec, existing: IndexInfo) -> str | None:
         "IndexOptionsConflict",
         f"Index already exists with a different name: {existing.name}",
     )
-
-
-def _uses(flt: Any, op: str) -> bool:
-    """Whether a filter has `op` ($expr, $text) at its top level or inside `$and`/`$or`/`$nor`."""
-    if not isinstance(flt, Mapping):
-        return False
-    for key, value in flt.items():
-        if key == op:
-            return True
-        if key in ("$and", "$or", "$nor") and isinstance(value, list):
-            if any(_uses(clause, op) for clause in value):
-                return True
-    return False

@@ -16,16 +16,7 @@ from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.index_kinds.text import spec_of, term_prefix
 from ebbdb.storage.indexes.planner import CollScan, IndexScan, Interval, Plan, plan_query
 from ebbdb.storage.query.match_leaves import is_regex
-from ebbdb.storage.query.match_tree import (
-    Compare,
-    In,
-    Node,
-    Or,
-    ParsedFilter,
-    Text,
-    conjuncts,
-    text_nodes,
-)
+from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, TextSite, conjuncts
 from ebbdb.storage.query.sort import SortSpec
 from ebbdb.storage.query.text_search import TextQuery
 
@@ -69,19 +60,18 @@ def plan_text(
     for a compound text index without equalities on its leading fields (or with string ones
     under a query collation, `collation` not None), and for a `$text` in an `$or` whose other
     clauses no index serves."""
-    found = text_nodes(parsed.tree)
-    if not found:
+    site = parsed.text
+    if site is None:
         return None
-    node, under_or = found[0]
     ix = text_index(coll)
     spec = spec_of(ix)
-    query = node.binding.bind(spec)
+    query = site.node.binding.bind(spec)
     if hint is not None and hint != {} and hint != "":
         raise _no_plan("hint provided with a $text query; $text always uses the text index")
     if sort is not None and sort.natural:
         raise _no_plan("$natural sort cannot be used with a $text query")
-    if under_or:
-        _check_or(coll, parsed.tree)
+    if site.or_clauses is not None:
+        _check_or(coll, site)
         return CollScan()
     prefix = _prefix_values(parsed.tree, spec.prefix)
     if prefix is not None and collation is not None and any(map(has_string, prefix)):
@@ -136,38 +126,25 @@ def _equality_on(node: Node, field: str) -> Any:
 _NONE = object()
 
 
-def _check_or(coll: CollectionInfo, tree: Node) -> None:
+def _check_or(coll: CollectionInfo, site: TextSite) -> None:
     """A `$text` under `$or` needs every other clause of that `$or` served by an index (MongoDB
     reads each clause by its index); the documents are then matched one by one here."""
-    for c in conjuncts(tree):
-        if isinstance(c, Or) and text_nodes(c):
-            for clause in c.children:
-                if text_nodes(clause):
-                    continue
-                if isinstance(plan_query(coll, ParsedFilter({}, clause, _ignore)), CollScan):
-                    raise _no_plan(
-                        "Failed to produce a solution for TEXT under OR - other non-TEXT "
-                        "clauses under OR have to be indexed as well."
-                    )
-
-
-def _ignore(_doc: dict[str, Any]) -> bool:
-    return True
+    assert site.or_clauses is not None
+    for i, clause in enumerate(site.or_clauses):
+        if i != site.clause and isinstance(plan_query(coll, clause), CollScan):
+            raise _no_plan(
+                "Failed to produce a solution for TEXT under OR - other non-TEXT "
+                "clauses under OR have to be indexed as well."
+            )
 
 
 def check_no_collection(query: ParsedFilter, ns: str) -> None:
     """A `$text` on a collection that does not exist: MongoDB's IndexNotFound (it looks for the
     text index when it parses the filter)."""
-    if text_nodes(query.tree):
+    if query.text is not None:
         raise QueryError(
             "IndexNotFound", f"text index required for $text query (no such collection '{ns}')"
         )
 
 
-def text_binding(tree: Node) -> Text | None:
-    """The filter's `$text`, if any."""
-    found = text_nodes(tree)
-    return found[0][0] if found else None
-
-
-__all__ = ["TextScan", "check_no_collection", "plan_text", "text_binding", "text_index"]
+__all__ = ["TextScan", "check_no_collection", "plan_text", "text_index"]

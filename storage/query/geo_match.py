@@ -59,9 +59,10 @@ def _has_geometry_test(g: ModuleType) -> Test:
     return test
 
 
-def parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any], _parse: object) -> Node:
     """One geo operator on `path` (with the field's other operators at hand, for the distance
-    bounds of a legacy $near). Raises QueryError (BadValue) for a malformed argument."""
+    bounds of a legacy $near; `_parse` is the matcher's state, which no geo operator reads).
+    Raises QueryError (BadValue) for a malformed argument."""
     from ebbdb.storage.geometry import geo
 
     if op in ("$geoWithin", "$within"):
@@ -74,7 +75,9 @@ def parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
     return Geo(path, _has_geometry_test(geo), op, arg, near)
 
 
-def parse_distance(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node | None:
+def parse_distance(
+    op: str, path: str, arg: Any, ops: Mapping[str, Any], _parse: object
+) -> Node | None:
     """`$maxDistance` / `$minDistance`: read with the field's $near or $nearSphere."""
     if NEAR_OPERATORS & set(ops):
         return None

@@ -1,17 +1,20 @@
 """The matcher: parses a filter document once into a tree of typed nodes (storage/query/match_tree.py)
 and, in the same pass, compiles the one predicate over decoded documents, with MongoDB 7.0's
-semantics (operators, array rules, errors). Every query answer passes through the predicate, whatever
-index narrowed the candidates; the planner, upsert seeding, positional projection and pipeline
-pushdown read the tree. A query operator is one entry in `_OPERATORS` (and its node and test)."""
+semantics (operators, array rules, errors), under the query's collation. Every query answer passes
+through the predicate, whatever index narrowed the candidates; the planner, upsert seeding,
+positional projection, pipeline pushdown, `$text` planning and a validator's error details read the
+tree. A query operator is one entry in `_OPERATORS` (and its node and test)."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from bson import DBRef, Int64, ObjectId
 
+from ebbdb.storage.core.collation import Collation
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import DBREF_FIELDS, IntegerError
 from ebbdb.storage.query import expressions, json_schema
@@ -26,21 +29,21 @@ from ebbdb.storage.query.compare import (
     is_nan,
     rank,
 )
-from ebbdb.storage.query.geo_match import parse_distance, parse_geo
+from ebbdb.storage.query.geo_match import NEAR_REFUSED, parse_distance, parse_geo
 from ebbdb.storage.query.javascript import refuse_javascript
 from ebbdb.storage.query.match_leaves import (
     bit_positions,
     bits_test,
+    collated_in_test,
+    compare_test,
     element_document,
     eq_test,
     exists_test,
-    in_test,
     integer_argument,
     is_operator_doc,
     is_regex,
     mod_arguments,
     mod_test,
-    range_test,
     regex_document,
     regex_source,
     regex_test,
@@ -54,6 +57,7 @@ from ebbdb.storage.query.match_tree import (
     All,
     Always,
     And,
+    Annotation,
     Bits,
     Compare,
     ElemMatchObject,
@@ -74,9 +78,10 @@ from ebbdb.storage.query.match_tree import (
     Size,
     Test,
     Text,
+    TextSite,
     Type,
     conditions,
-    text_nodes,
+    path_of,
     uses_expr,
 )
 from ebbdb.storage.query.paths import MISSING, split, values_at
@@ -106,21 +111,33 @@ def compile_filter(
     predicate with `$expr` may also raise it for a document its expression fails on."""
     if not flt:
         return _always
-    tree, predicate = _parse_doc(flt, variables if variables is not None else {})
-    _check_text(tree)
+    cx = _Parse(None, False)
+    _tree, predicate = _parse_doc(flt, variables if variables is not None else {}, cx)
+    cx.text_site()
     return predicate
 
 
 def parse_filter(
-    flt: Mapping[str, Any] | None, variables: Mapping[str, Any] | None = None
+    flt: Mapping[str, Any] | None,
+    variables: Mapping[str, Any] | None = None,
+    *,
+    collation: Collation | None = None,
+    validator: bool = False,
 ) -> ParsedFilter:
-    """Parse a filter once: its tree and its predicate (compile_filter's), from one pass. Raises
-    what compile_filter raises."""
+    """Parse a filter once: its tree and its predicate (compile_filter's), from one pass, and
+    where its `$text` sits. Under `collation` (None: the simple one) its comparisons ($eq, ranges,
+    $ne, $in, $nin, $all's values, inside $elemMatch too) are built on the collation's sort keys
+    as they are parsed; the tree keeps the values as written (the planner collates bounds itself).
+    With `validator`, the filter is a collection's validator, parsed as MongoDB parses one: it
+    refuses $where, $text and the proximity operators there, keeps each `$and` it is written
+    with, opens a field's operators into the document's conditions, and annotates every operator
+    for the validation error's details (storage/query/validator.py). Raises what compile_filter
+    raises."""
     if not flt:
-        return ParsedFilter({} if flt is None else flt, _NOTHING, _always)
-    tree, predicate = _parse_doc(flt, variables if variables is not None else {})
-    _check_text(tree)
-    return ParsedFilter(flt, tree, predicate)
+        return ParsedFilter({} if flt is None else flt, _NOTHING, _always, collation=collation)
+    cx = _Parse(collation, validator)
+    tree, predicate = _parse_doc(flt, variables if variables is not None else {}, cx)
+    return ParsedFilter(flt, tree, predicate, cx.text_site(), collation)
 
 
 def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Predicate:
@@ -129,13 +146,14 @@ def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Pr
     if isinstance(node, (Leaf, All)):
         return _field_predicate(node.path, node)
     if isinstance(node, Not):
-        return _field_predicate(_path_of(node), node)
+        return _field_predicate(path_of(node) or "", node)
     if isinstance(node, Always):
         return _always if node.value else _never
     if isinstance(node, Expr):
         return _expr_predicate(node.spec, variables if variables is not None else {})
     if isinstance(node, JsonSchema):
-        return json_schema.parse(node.schema).matches
+        schema = node.parsed if node.parsed is not None else json_schema.parse(node.schema)
+        return schema.matches
     if isinstance(node, Text):
         return node.binding.matches
     preds = [node_predicate(c, variables) for c in node.children]
@@ -145,16 +163,6 @@ def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Pr
     if isinstance(node, Or):
         return either
     return lambda doc: not either(doc)
-
-
-def _path_of(node: Node) -> str:
-    """The path of a field's node (Not sits inside a field: `$not`, `$ne`, `$nin`)."""
-    if isinstance(node, (Leaf, All)):
-        return node.path
-    if isinstance(node, Not):
-        return _path_of(node.child)
-    assert isinstance(node, And) and node.children
-    return _path_of(node.children[0])
 
 
 # -- documents and top-level operators -------------------------------------------------------------
@@ -182,23 +190,49 @@ _PATHLESS = frozenset(
 _UNSUPPORTED_TOP = frozenset({"$where", "$sampleRate"})
 
 
-def _check_text(tree: Node) -> None:
-    """MongoDB's rules for `$text` in a query: one at most, and not under `$nor`."""
-    if isinstance(tree, (Leaf, Expr)):
-        return  # the common case: nothing to walk
-    found = text_nodes(tree)
-    if len(found) > 1:
-        raise QueryError("BadValue", "Too many text expressions")
-    if found and _nor_holds_text(tree):
-        raise QueryError("BadValue", "text expression not allowed in nor")
+class _Parse:
+    """What one parse carries down the filter: the collation its comparisons are built under,
+    whether it is a validator (MongoDB's refusals there, and annotated nodes), and what it finds
+    of `$text`, so that nothing walks the tree again to look for it."""
 
+    # Class defaults: a parse sets only what it meets (most filters have no $or and no $text).
+    texts: list[Text] | None = None
+    or_depth = 0  # the `$or` and `$nor` clauses around what is being parsed
+    nor_depth = 0
+    text_in_nor = False
+    #: The outermost `$or` holding the `$text`: its clauses, and which one holds it.
+    text_or: tuple[tuple[ParsedFilter, ...], int] | None = None
 
-def _nor_holds_text(node: Node) -> bool:
-    if isinstance(node, Nor):
-        return bool(text_nodes(Or(node.children)))
-    if isinstance(node, (And, Or)):
-        return any(_nor_holds_text(c) for c in node.children)
-    return False
+    def __init__(self, collation: Collation | None, validator: bool) -> None:
+        self.collation = collation
+        self.validator = validator
+
+    def text_count(self) -> int:
+        return len(self.texts) if self.texts is not None else 0
+
+    def found_text(self, text: Text) -> None:
+        if self.texts is None:
+            self.texts = []
+        self.texts.append(text)
+        self.text_in_nor = self.text_in_nor or self.nor_depth > 0
+
+    def text_site(self) -> TextSite | None:
+        """Where the filter's `$text` sits (None: it has none), once the whole filter is parsed:
+        MongoDB's rules, one `$text` at most and none under `$nor`, are checked here."""
+        if not self.texts:
+            return None
+        if len(self.texts) > 1:
+            raise QueryError("BadValue", "Too many text expressions")
+        if self.text_in_nor:
+            raise QueryError("BadValue", "text expression not allowed in nor")
+        clauses, index = self.text_or if self.text_or is not None else (None, -1)
+        return TextSite(self.texts[0], clauses, index)
+
+    def annotated(self, node: Node, op: str, path: str, specified: Mapping[str, Any]) -> Node:
+        """The node with how a validator wrote it (only a validator's nodes carry it)."""
+        if not self.validator:
+            return node
+        return replace(node, annotation=Annotation(op, path, specified))
 
 
 #: Values that are neither operator documents nor regular expressions: an equality on a field.
@@ -211,33 +245,39 @@ def _and_node(nodes: list[Node]) -> Node:
 
 
 def _parse_doc(
-    flt: Mapping[str, Any], variables: Mapping[str, Any] | None = None
+    flt: Mapping[str, Any], variables: Mapping[str, Any] | None, cx: _Parse
 ) -> tuple[Node, Predicate]:
     """A filter document: its node and predicate. `variables` is None below the top level (in
     $elemMatch), where MongoDB refuses $expr; $and, $or and $nor pass theirs on."""
     nodes: list[Node] = []
     preds: list[Predicate] = []
+    collation = cx.collation
     for key, value in flt.items():
         if key.startswith("$"):
-            parsed = _parse_top_operator(key, value, variables)
+            parsed = _parse_top_operator(key, value, variables, cx)
             if parsed is not None:
                 nodes.append(parsed[0])
                 preds.append(parsed[1])
         elif type(value) in _SCALARS and "." not in key:
             # {field: value}, the commonest filter of all (an `_id` lookup): straight to the
             # predicate _field_predicate makes of the leaf _parse_field would give.
-            test = eq_test(value)
-            nodes.append(Compare(key, test, "$eq", value))
+            test = eq_test(value) if collation is None else compare_test(value, "$eq", collation)
+            leaf = Compare(key, test, "$eq", value)
+            nodes.append(cx.annotated(leaf, "$eq", key, {key: value}) if cx.validator else leaf)
             preds.append(_top_field_terms(key, (test,), ()))
         else:
-            node = _parse_field(key, value)
-            nodes.append(node)
+            node = _parse_field(key, value, cx)
+            if cx.validator and isinstance(node, And):
+                # MongoDB's validator details list a field's operators as the document's clauses.
+                nodes.extend(node.children)
+            else:
+                nodes.append(node)
             preds.append(_field_predicate(key, node))
     return _and_node(nodes), _all_of(preds)
 
 
 def _parse_top_operator(
-    op: str, value: Any, variables: Mapping[str, Any] | None
+    op: str, value: Any, variables: Mapping[str, Any] | None, cx: _Parse
 ) -> tuple[Node, Predicate] | None:
     if op == "$comment":
         return None
@@ -246,24 +286,7 @@ def _parse_top_operator(
             raise QueryError("BadValue", "$expr can only be applied to the top-level document")
         return Expr(value), _expr_predicate(value, variables)
     if op in ("$and", "$or", "$nor"):
-        if not isinstance(value, list):
-            raise QueryError("BadValue", f"{op} must be an array")
-        if not value:
-            raise QueryError("BadValue", "$and/$or/$nor must be a nonempty array")
-        nodes: list[Node] = []
-        preds: list[Predicate] = []
-        for clause in value:
-            if not isinstance(clause, Mapping):
-                raise QueryError("BadValue", "$or/$and/$nor entries need to be full objects")
-            node, pred = _parse_doc(clause, variables)
-            nodes.append(node)
-            preds.append(pred)
-        if op == "$and":
-            return _and_node(nodes), _all_of(preds)
-        either = _any_of(preds)
-        if op == "$or":
-            return Or(tuple(nodes)), either
-        return Nor(tuple(nodes)), lambda doc: not either(doc)
+        return _parse_logical(op, value, variables, cx)
     if op in ("$alwaysTrue", "$alwaysFalse"):
         try:
             n = integer_argument(value, op)
@@ -272,19 +295,26 @@ def _parse_top_operator(
         if n != 1:
             raise QueryError("FailedToParse", f"{op} must be an integer value of 1")
         always = op == "$alwaysTrue"
-        return Always(always), _always if always else _never
+        return cx.annotated(Always(always), op, "", {op: value}), _always if always else _never
     if op == "$jsonSchema":
-        return JsonSchema(value), json_schema.parse(value).matches
+        schema = json_schema.parse(value)
+        return JsonSchema(value, schema), schema.matches
     if op in ("$ref", "$id", "$db"):
         # DBRef fields: MongoDB compares them by plain equality, whatever the value looks like.
-        leaf = Compare(op, eq_test(value), "$eq", value)
-        return leaf, _field_predicate(op, leaf)
+        leaf = Compare(op, compare_test(value, "$eq", cx.collation), "$eq", value)
+        return cx.annotated(leaf, "$eq", op, {op: value}), _field_predicate(op, leaf)
     if op == "$text":
         if variables is None:
             raise QueryError("BadValue", "$text can only be applied to the top-level document")
+        if cx.validator:
+            raise QueryError("BadValue", f"{op} is not allowed in this context")
         binding = TextBinding(parse_text(value))
-        return Text(binding.args, binding), binding.matches
+        text = Text(binding.args, binding)
+        cx.found_text(text)
+        return text, binding.matches
     if op == "$where":
+        if cx.validator:
+            raise QueryError("BadValue", f"{op} is not allowed in this context")
         refuse_javascript(op)
     if op in _UNSUPPORTED_TOP:
         raise QueryError("NotImplemented", f"{op} is not supported")
@@ -297,6 +327,45 @@ def _parse_top_operator(
     raise QueryError("BadValue", f"unknown top level operator: {op}{hint}")
 
 
+def _parse_logical(
+    op: str, value: Any, variables: Mapping[str, Any] | None, cx: _Parse
+) -> tuple[Node, Predicate]:
+    """`$and`, `$or`, `$nor`: their clauses, each a filter document. The outermost `$or` holding
+    the `$text` records its clauses for the planner, which reads the others through indexes."""
+    if not isinstance(value, list):
+        raise QueryError("BadValue", f"{op} must be an array")
+    if not value:
+        raise QueryError("BadValue", "$and/$or/$nor must be a nonempty array")
+    nodes: list[Node] = []
+    preds: list[Predicate] = []
+    nested = op != "$and"
+    cx.or_depth += nested
+    cx.nor_depth += op == "$nor"
+    texts = cx.text_count()
+    holder = -1  # the clause that holds the $text
+    for i, clause in enumerate(value):
+        if not isinstance(clause, Mapping):
+            raise QueryError("BadValue", "$or/$and/$nor entries need to be full objects")
+        node, pred = _parse_doc(clause, variables, cx)
+        if holder < 0 and cx.text_count() > texts:
+            holder = i
+        nodes.append(node)
+        preds.append(pred)
+    cx.or_depth -= nested
+    cx.nor_depth -= op == "$nor"
+    if op == "$and":
+        # A validator keeps a one-clause $and: MongoDB's details name it.
+        return And(tuple(nodes)) if cx.validator else _and_node(nodes), _all_of(preds)
+    either = _any_of(preds)
+    if op == "$nor":
+        return Nor(tuple(nodes)), lambda doc: not either(doc)
+    if holder >= 0 and cx.or_depth == 0:
+        c = cx.collation
+        clauses = tuple(ParsedFilter(f, n, p, collation=c) for f, n, p in zip(value, nodes, preds))
+        cx.text_or = (clauses, holder)
+    return Or(tuple(nodes)), either
+
+
 def _expr_predicate(spec: Any, variables: Mapping[str, Any]) -> Predicate:
     """{$expr: <aggregation expression>}: a document matches when the expression is truthy."""
     expr = expressions.compile_expression(spec, frozenset(variables))
@@ -307,24 +376,41 @@ def _expr_predicate(spec: Any, variables: Mapping[str, Any]) -> Predicate:
 # -- a field's operators ----------------------------------------------------------------------------
 
 
-def _parse_field(path: str, value: Any) -> Node:
+def _parse_field(path: str, value: Any, cx: _Parse) -> Node:
     if is_operator_doc(value):
-        return _parse_operators(path, value)
+        return _parse_operators(path, value, cx)
+    leaf: Leaf
     if is_regex(value):
-        return _regex_leaf(path, *regex_source(value))
-    return Compare(path, eq_test(value), "$eq", value)
+        leaf, op = _regex_leaf(path, *regex_source(value)), "$regex"
+    else:
+        leaf, op = Compare(path, compare_test(value, "$eq", cx.collation), "$eq", value), "$eq"
+    return cx.annotated(leaf, op, path, {path: value}) if cx.validator else leaf
 
 
-def _parse_operators(path: str, ops: Mapping[str, Any]) -> Node:
+#: The proximity operators, which sort by distance: a validator cannot hold one.
+_NEAR = frozenset({"$near", "$nearSphere", "$geoNear"})
+
+
+def _parse_operators(path: str, ops: Mapping[str, Any], cx: _Parse) -> Node:
     nodes: list[Node] = []
     for op, arg in ops.items():
+        if cx.validator and op in _NEAR:
+            raise QueryError("Location5626500", NEAR_REFUSED)
         parse = _OPERATORS.get(op)
         if parse is None:
             if op == "$where":
                 raise QueryError("BadValue", "$where cannot be applied to a field")
             raise QueryError("BadValue", f"unknown operator: {op}")
-        node = parse(op, path, arg, ops)
+        node = parse(op, path, arg, ops, cx)
         if node is not None:
+            if cx.validator:
+                # As MongoDB shows it: $regex with its $options, any other operator alone.
+                written = (
+                    {k: v for k, v in ops.items() if k in ("$regex", "$options")}
+                    if op == "$regex"
+                    else {op: arg}
+                )
+                node = cx.annotated(node, op, path, {path: written})
             nodes.append(node)
     return _and_node(nodes)
 
@@ -333,65 +419,66 @@ def _regex_leaf(path: str, pattern: str, options: str) -> Regex:
     return Regex(path, regex_test(pattern, options), pattern, "".join(sorted(options)))
 
 
-def _parse_eq(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
-    return Compare(path, eq_test(arg), op, arg)
+def _parse_eq(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
+    return Compare(path, compare_test(arg, op, cx.collation), op, arg)
 
 
-def _parse_range(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_range(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if is_regex(arg):
         raise QueryError("BadValue", f"Can't have RegEx as arg to predicate over field '{path}'.")
-    return Compare(path, range_test(arg, op), op, arg)
+    return Compare(path, compare_test(arg, op, cx.collation), op, arg)
 
 
-def _parse_ne(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_ne(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if is_regex(arg):
         raise QueryError("BadValue", "Can't have regex as arg to $ne.")
-    return Not(Compare(path, eq_test(arg), "$eq", arg))
+    return Not(Compare(path, compare_test(arg, "$eq", cx.collation), "$eq", arg))
 
 
-def _parse_in(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_in(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if not isinstance(arg, list):
         raise QueryError("BadValue", f"{op} needs an array")
-    leaf = In(path, in_test(arg), tuple(arg))
+    leaf = In(path, collated_in_test(arg, cx.collation), tuple(arg))
     return leaf if op == "$in" else Not(leaf)
 
 
-def _parse_exists(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_exists(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     exists = Exists(path, exists_test)
     return exists if true_value(arg) else Not(exists)
 
 
-def _parse_not(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_not(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if is_regex(arg):
-        return Not(_regex_leaf(path, *regex_source(arg)))
+        regex = _regex_leaf(path, *regex_source(arg))
+        return Not(cx.annotated(regex, "$regex", path, {path: arg}))
     if not isinstance(arg, Mapping):
         raise QueryError("BadValue", "$not needs a regex or a document")
     if not arg:
         raise QueryError("BadValue", "$not cannot be empty")
-    return Not(_parse_operators(path, arg))
+    return Not(_parse_operators(path, arg, cx))
 
 
-def _parse_regex(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_regex(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     return _regex_leaf(path, *regex_document(ops))
 
 
-def _parse_options(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node | None:
+def _parse_options(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node | None:
     if "$regex" in ops:
         return None  # read together with its $regex
     raise QueryError("BadValue", "$options needs a $regex")
 
 
-def _parse_type(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_type(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     codes = type_codes(path, arg)
     return Type(path, type_test(codes), codes)
 
 
-def _parse_size(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_size(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     n = size_argument(arg)
     return Size(path, size_test(n), n)
 
 
-def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if not isinstance(arg, Mapping):
         raise QueryError("BadValue", "$elemMatch needs an Object")
     first = next(iter(arg), "")
@@ -403,9 +490,9 @@ def _parse_elem_match(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> N
     if is_value_form:
         # {$elemMatch: {$gt: 1, $lt: 5}}: one element must pass every operator, tested as a value
         # (an element that is itself an array is not searched).
-        child = _parse_operators("", arg)
+        child = _parse_operators("", arg, cx)
         return ElemMatchValue(path, elem_match_value_test(_element_test(child)), child)
-    tree, sub = _parse_doc(arg)
+    tree, sub = _parse_doc(arg, None, cx)
     return ElemMatchObject(path, elem_match_object_test(sub), tree)
 
 
@@ -433,17 +520,17 @@ def elem_match_object_test(sub: Predicate) -> Test:
     return document_form
 
 
-def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     if not isinstance(arg, list):
         raise QueryError("BadValue", "$all needs an array")
     if not arg:
-        return Always(False)  # {$all: []} matches nothing
+        return Always(False, path)  # {$all: []} matches nothing
     nodes: list[Node] = []
     if _first_key(arg[0]) == "$elemMatch":
         for element in arg:
             if _first_key(element) != "$elemMatch":
                 raise QueryError("BadValue", "$all/$elemMatch has to be consistent")
-            nodes.append(_parse_elem_match("$elemMatch", path, element["$elemMatch"], element))
+            nodes.append(_parse_elem_match("$elemMatch", path, element["$elemMatch"], element, cx))
         return All(path, tuple(nodes))
     for element in arg:
         if is_regex(element):
@@ -451,7 +538,7 @@ def _parse_all(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
         elif _first_key(element) in _PATH_OPERATORS:
             raise QueryError("BadValue", "no $ expressions in $all")
         else:
-            nodes.append(Compare(path, eq_test(element), "$eq", element))
+            nodes.append(Compare(path, compare_test(element, "$eq", cx.collation), "$eq", element))
     return All(path, tuple(nodes))
 
 
@@ -461,23 +548,24 @@ def _first_key(value: Any) -> str | None:
     return None
 
 
-def _parse_mod(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_mod(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     divisor, remainder = mod_arguments(arg)
     return Mod(path, mod_test(divisor, remainder), divisor, remainder)
 
 
-def _parse_bits(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _parse_bits(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     positions = bit_positions(path, op, arg)
     return Bits(path, bits_test(op, positions), op, positions)
 
 
-def _unsupported(op: str, path: str, arg: Any, ops: Mapping[str, Any]) -> Node:
+def _unsupported(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
     raise QueryError("NotImplemented", f"{op} is not supported")
 
 
 #: The operators MongoDB accepts on a field: each parses its argument (with the field's whole
-#: operator document at hand, for $regex and $options) into a node, or None for nothing to test.
-_OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any]], Node | None]] = {
+#: operator document at hand, for $regex and $options, and the parse's state) into a node, or None
+#: for nothing to test.
+_OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any], _Parse], Node | None]] = {
     "$eq": _parse_eq,
     "$gt": _parse_range,
     "$gte": _parse_range,
@@ -543,10 +631,6 @@ def _element_test(node: Node) -> Test:
     assert isinstance(node, Always)
     const = node.value
     return lambda v: const
-
-
-#: Public for storage/core/collation.py, which rebuilds $elemMatch's value form with collated leaves.
-element_test = _element_test
 
 
 def _values_test(node: Node) -> _ValuesTest:

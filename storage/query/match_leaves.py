@@ -1,5 +1,6 @@
 """What each query operator tests on one value: the tests the matcher's leaves hold, built from
-arguments checked the way MongoDB's parser checks them (its codes and messages)."""
+arguments checked the way MongoDB's parser checks them (its codes and messages), under the query's
+collation where one compares strings."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from bson import Binary, DBRef, Decimal128, Int64, ObjectId, Regex
 
+from ebbdb.storage.core.collation import Collation, has_string
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import (
     INT64_MAX,
@@ -223,6 +225,33 @@ def in_test(values: list[Any]) -> Test:
         return False
 
     return test
+
+
+def compare_test(q: Any, op: str, collation: Collation | None) -> Test:
+    """`op` ($eq, $gt, $gte, $lt, $lte) against `q` under a collation (None: the simple one): a
+    value holding strings compares as its collated form, strings as their sort keys. A `q`
+    without strings compares the same under any collation, so it keeps the plain test."""
+    if collation is None or not has_string(q):
+        return eq_test(q) if op == "$eq" else range_test(q, op)
+    collate = collation.collate
+    cq = collate(q)
+    base = eq_test(cq) if op == "$eq" else range_test(cq, op)
+    return lambda v: base(collate(v))
+
+
+def collated_in_test(values: list[Any], collation: Collation | None) -> Test:
+    """$in under a collation (None: the simple one): its values compared as collated forms; its
+    regular expressions match the strings as they are (a collation does not apply to them)."""
+    if collation is None or not any(has_string(v) for v in values):
+        return in_test(values)
+    collate = collation.collate
+    plain = in_test([collate(v) for v in values if not is_regex(v)])
+    regexes = [regex_test(*regex_source(v)) for v in values if is_regex(v)]
+
+    def in_values(v: Any) -> bool:
+        return plain(collate(v)) or any(r(v) for r in regexes)
+
+    return in_values
 
 
 def exists_test(v: Any) -> bool:

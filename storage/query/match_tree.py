@@ -1,21 +1,36 @@
 """The parsed filter: MongoDB's MatchExpression tree as frozen dataclasses. The matcher builds it in
-the same pass that compiles the predicate (match.parse_filter); the planner, upsert seeding,
-positional projection and pipeline pushdown read it instead of the filter document."""
+the same pass that compiles the predicate (match.parse_filter), under the query's collation; the
+planner, upsert seeding, positional projection, pipeline pushdown, `$text` planning and a validator's
+error details read it instead of the filter document."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import bson
 
-from ebbdb.storage.query.text_search import TextArgs, TextBinding
+if TYPE_CHECKING:  # the tree names them; importing it (as time series' checks do) loads neither
+    from ebbdb.storage.core.collation import Collation
+    from ebbdb.storage.query.text_search import TextArgs, TextBinding
 
 #: A leaf's test of one value (MongoDB's matchesSingleElement).
 Test = Callable[[Any], bool]
 Predicate = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """How a validator wrote one operator (MongoDB's ErrorAnnotation), kept on its node when the
+    filter is parsed as a collection validator: the operator's name as written (`$ne`, `$nin` and
+    `$not` included, which parse to a Not), the path it tests ("" for a pathless one) and the
+    operator as MongoDB shows it in errInfo's `specifiedAs` ({path: {op: arg}}, {path: value})."""
+
+    operator: str
+    path: str
+    specified: Mapping[str, Any]
 
 
 # -- logical nodes ----------------------------------------------------------------------------------
@@ -23,6 +38,9 @@ Predicate = Callable[[dict[str, Any]], bool]
 # A filter document parses to the node of its one condition, or to an And of its conditions in
 # order (an empty one, which always holds, for none); `$comment` parses to nothing. A field's
 # operators do the same: `{a: {$gt: 1, $lt: 5}}` is And(Compare, Compare).
+#
+# Every node has an `annotation`, None unless the filter was parsed as a validator (keyword-only,
+# so that a leaf's own fields still follow `path` and `test` positionally).
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +48,7 @@ class And:
     """Every child holds: a filter document, `$and`, a field's several operators."""
 
     children: tuple[Node, ...]
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +56,7 @@ class Or:
     """`$or`: some child holds (a one-clause `$or` stays an Or)."""
 
     children: tuple[Node, ...]
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +64,7 @@ class Nor:
     """`$nor`: no child holds."""
 
     children: tuple[Node, ...]
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +73,17 @@ class Not:
     parses as the negation of `$eq`, `$in` and `$exists`."""
 
     child: Node
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Always:
-    """A constant: `$alwaysTrue`, `$alwaysFalse`, and `{$all: []}` (matches nothing)."""
+    """A constant: `$alwaysTrue`, `$alwaysFalse`, and `{$all: []}` (matches nothing), which keeps
+    the path of the field it was written on."""
 
     value: bool
+    path: str = ""
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +92,17 @@ class Expr:
     when the filter is compiled, so the tree does not depend on it)."""
 
     spec: Any
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class JsonSchema:
-    """`{$jsonSchema: schema}`: the schema as written (storage/query/json_schema.py checks it)."""
+    """`{$jsonSchema: schema}`: the schema as written, and parsed (storage/query/json_schema.py's
+    Schema, which matches a document and details why one fails)."""
 
     schema: Any
+    parsed: Any = field(default=None, compare=False, repr=False)
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +112,7 @@ class Text:
 
     args: TextArgs
     binding: TextBinding = field(compare=False, repr=False)
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +122,7 @@ class All:
 
     path: str
     children: tuple[Node, ...]
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 # -- leaves -----------------------------------------------------------------------------------------
@@ -107,6 +138,7 @@ class Leaf:
     expand: ClassVar[bool] = True
     path: str
     test: Test = field(compare=False, repr=False)
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,13 +237,27 @@ Node = And | Or | Nor | Not | Always | Expr | JsonSchema | Text | All | Leaf
 
 
 @dataclass(frozen=True, slots=True)
+class TextSite:
+    """Where a filter's one `$text` sits, as the parse found it: its node and, when an `$or`
+    holds it, that `$or`'s clauses (each parsed, as written) and the index of the one holding it
+    (the planner reads the others through their indexes)."""
+
+    node: Text
+    or_clauses: tuple[ParsedFilter, ...] | None = None
+    clause: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedFilter:
     """A filter parsed once: the document as written, its tree, and the compiled predicate (built
-    in the same pass, with the `$$` variables the filter was parsed with)."""
+    in the same pass, with the `$$` variables the filter was parsed with); where its `$text` is,
+    and the collation its comparisons were built under (None: the simple one)."""
 
     filter: Mapping[str, Any]
     tree: Node
     predicate: Predicate = field(compare=False, repr=False)
+    text: TextSite | None = field(default=None, compare=False, repr=False)
+    collation: Collation | None = None
 
 
 # -- reading the tree -------------------------------------------------------------------------------
@@ -229,7 +275,8 @@ def conjuncts(node: Node) -> Iterator[Node]:
 
 def conditions(parsed: ParsedFilter) -> Iterator[tuple[str, Any, Node]]:
     """The filter's top-level conditions as written, each with its node: (key, value, node) in
-    order, `$comment` left out (it parses to nothing)."""
+    order, `$comment` left out (it parses to nothing). For a filter parsed as a query (a
+    validator's tree opens its fields' operators into the document's conditions)."""
     entries = [(k, v) for k, v in parsed.filter.items() if k != "$comment"]
     if len(entries) == 1:
         yield entries[0][0], entries[0][1], parsed.tree
@@ -237,6 +284,32 @@ def conditions(parsed: ParsedFilter) -> Iterator[tuple[str, Any, Node]]:
     assert isinstance(parsed.tree, And) and len(parsed.tree.children) == len(entries)
     for (key, value), node in zip(entries, parsed.tree.children):
         yield key, value, node
+
+
+def condition(parsed: ParsedFilter, key: str) -> Node | None:
+    """The node of the filter's top-level condition written under `key` (None: there is none),
+    as conditions() pairs them, without walking the others."""
+    flt = parsed.filter
+    if key not in flt or key == "$comment":
+        return None
+    if len(flt) == 1:
+        return parsed.tree
+    return next((node for k, _value, node in conditions(parsed) if k == key), None)
+
+
+def path_of(node: Node) -> str | None:
+    """The path a node of a field's operators tests: a leaf's or `$all`'s, through a Not (`$ne`,
+    `$nin`, `$not`) and a field's And of operators (its first child that has one). None for a
+    node that tests no field ($expr, $text, $jsonSchema, $alwaysTrue, ...)."""
+    if isinstance(node, (Leaf, All)):
+        return node.path
+    if isinstance(node, Always):
+        return node.path or None
+    if isinstance(node, Not):
+        return path_of(node.child)
+    if isinstance(node, And):
+        return next((p for p in map(path_of, node.children) if p is not None), None)
+    return None
 
 
 def uses_expr(node: Node) -> bool:
@@ -289,6 +362,7 @@ __all__ = [
     "All",
     "Always",
     "And",
+    "Annotation",
     "ArrayLeaf",
     "Bits",
     "Compare",
@@ -310,9 +384,12 @@ __all__ = [
     "Size",
     "Test",
     "Text",
+    "TextSite",
     "Type",
+    "condition",
     "conditions",
     "conjuncts",
+    "path_of",
     "text_nodes",
     "unbounded",
     "uses_expr",

@@ -19,7 +19,7 @@ from bson import Decimal128
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import DBREF_FIELDS, INT32_MAX, INT32_MIN, is_number, type_name
 from ebbdb.storage.core.values import render as render_value
-from ebbdb.storage.query.match import compile_filter, node_predicate, parse_filter
+from ebbdb.storage.query.match import compile_filter, node_predicate
 from ebbdb.storage.query.match_tree import (
     All,
     Compare,
@@ -155,12 +155,11 @@ class Projection:
 
 
 def parse_projection(
-    spec: Mapping[str, Any] | None, filter: ParsedFilter | Mapping[str, Any] | None = None
+    spec: Mapping[str, Any] | None, filter: ParsedFilter | None = None
 ) -> Projection | None:
     """Parse a find projection; None (for None or {}) means "whole documents". `filter` is the
-    query's filter (parsed, or a document parsed here if a positional projection needs it), which a
-    positional projection (`a.$`) reads. Raises QueryError with MongoDB's codeName and message for a
-    malformed projection."""
+    query's parsed filter, whose tree a positional projection (`a.$`) reads. Raises QueryError with
+    MongoDB's codeName and message for a malformed projection."""
     if not spec:
         return None
     return _Parser(filter).parse(spec)
@@ -182,7 +181,7 @@ class _Parser:
     """MongoDB's ParseContext: the projection's type is decided by its first inclusion, exclusion
     or computed field; ambiguous ones (only _id, $slice, $elemMatch) are settled at the end."""
 
-    filter: ParsedFilter | Mapping[str, Any] | None
+    filter: ParsedFilter | None
     root: _Node = field(default_factory=_Node)
     inclusion: bool | None = None
     id_specified: bool = False
@@ -217,9 +216,7 @@ class _Parser:
         _collect_steps(self.root, (), steps)
         leaves: tuple[KeyLeaf, ...] = ()
         if self.has_positional and self.filter is not None:
-            query = self.filter
-            tree = (query if isinstance(query, ParsedFilter) else parse_filter(query)).tree
-            leaves = tuple(key_leaves(tree))
+            leaves = tuple(key_leaves(self.filter.tree))
         return Projection(inclusion, self.root, tuple(steps), leaves, tuple(self.meta))
 
     def parse_element(self, name: str, value: Any, parent: _Node) -> None:

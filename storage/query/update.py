@@ -14,7 +14,6 @@ import bson
 from ebbdb.storage.core.documents import check_id
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import DBREF_FIELDS, render_element
-from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.match_leaves import is_regex
 from ebbdb.storage.query.match_tree import (
     All,
@@ -74,13 +73,12 @@ class Update:
         *,
         now_ms: int,
         inserting: bool = False,
-        query: ParsedFilter | Mapping[str, Any] | None = None,
+        query: ParsedFilter | None = None,
     ) -> dict[str, Any]:
         """Return the updated document (a new dict; `doc` untouched), `_id` first.
         `inserting` is True for the document an upsert inserts (then $setOnInsert applies);
-        `query` is the filter that matched (parsed, or a document to parse), which the positional
-        `$` resolves against; `now_ms`
-        is what $currentDate (and a replacement's empty timestamps) record.
+        `query` is the parsed filter that matched, which the positional `$` resolves against;
+        `now_ms` is what $currentDate (and a replacement's empty timestamps) record.
         Raises QueryError (ImmutableField, PathNotViable, TypeMismatch, BadValue, ...) or
         InvalidIdField as MongoDB would for this document."""
         if self._pipeline is not None:
@@ -105,13 +103,10 @@ class Update:
                 out = {"_id": out.pop("_id"), **out}
         return out
 
-    def _matched_index(
-        self, query: ParsedFilter | Mapping[str, Any], doc: dict[str, Any]
-    ) -> str | None:
+    def _matched_index(self, query: ParsedFilter, doc: dict[str, Any]) -> str | None:
         entry = self._keys[0] if self._keys else None
         if entry is None or entry[0] is not query:
-            tree = (query if isinstance(query, ParsedFilter) else parse_filter(query)).tree
-            entry = (query, tuple(key_leaves(tree)))
+            entry = (query, tuple(key_leaves(query.tree)))
             self._keys[:] = [entry]
         index = match_key(entry[1], doc)
         return None if index is None else str(index)
@@ -159,18 +154,15 @@ def parse_update(spec: dict[str, Any], array_filters: list[Any] | None = None) -
     return Update(False, _root=root, _positional=positional, _filters=filters)
 
 
-def upsert_seed(
-    query: ParsedFilter | Mapping[str, Any], *, replacement: bool = False
-) -> dict[str, Any]:
-    """The document an upsert starts from: the equality conditions of the query's tree (`{a: 1}`,
-    `$eq`, a one-value `$in`, `$all`'s values, inside `$and` or a one-clause `$or`), dotted paths
-    expanded into nested documents, `_id` first. The query is parsed, or a document to parse. With `replacement`, only `_id` is taken, as MongoDB does
-    for a replacement upsert. Raises QueryError NotSingleValueField for conflicting equalities
+def upsert_seed(query: ParsedFilter, *, replacement: bool = False) -> dict[str, Any]:
+    """The document an upsert starts from: the equality conditions of the parsed query's tree
+    (`{a: 1}`, `$eq`, a one-value `$in`, `$all`'s values, inside `$and` or a one-clause `$or`),
+    dotted paths expanded into nested documents, `_id` first. With `replacement`, only `_id` is
+    taken, as MongoDB does for a replacement upsert. Raises QueryError NotSingleValueField for conflicting equalities
     ({a: 1, 'a.b': 2}), NotExactValueField for `_id.x` under a replacement, PathNotViable where
     the paths cannot be built."""
-    tree = (query if isinstance(query, ParsedFilter) else parse_filter(query)).tree
     found: list[tuple[str, Any]] = []
-    for path, value in _equalities(tree):
+    for path, value in _equalities(query.tree):
         if replacement:
             if path != "_id" and not path.startswith("_id."):
                 continue

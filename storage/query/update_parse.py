@@ -22,9 +22,10 @@ from ebbdb.storage.core.values import (
     render_element,
     type_name,
 )
+from ebbdb.storage.query import match_tree
 from ebbdb.storage.query.compare import equal
-from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.query.match_tree import Predicate
+from ebbdb.storage.query.match import compile_filter, parse_filter
+from ebbdb.storage.query.match_tree import And, Nor, Or, Predicate, path_of
 from ebbdb.storage.query.paths import split
 
 _MODIFIERS = frozenset(
@@ -545,8 +546,8 @@ def parse_array_filters(raw: list[Any]) -> dict[str, Predicate]:
                 "expected type 'object'",
             )
         try:
-            pred = compile_filter(flt)
-            ident = _filter_identifier(flt)
+            parsed = parse_filter(flt)
+            ident = _filter_identifier(parsed.tree)
             if ident is not None and not _IDENTIFIER.fullmatch(ident):
                 raise QueryError(
                     "BadValue",
@@ -567,25 +568,24 @@ def parse_array_filters(raw: list[Any]) -> dict[str, Predicate]:
                 "FailedToParse",
                 f"Found multiple array filters with the same top-level field name {ident}",
             )
-        filters[ident] = pred
+        filters[ident] = parsed.predicate
     return filters
 
 
-def _filter_identifier(flt: Mapping[str, Any]) -> str | None:
-    """The one top-level field an array filter is over, looking through $and/$or/$nor."""
-    found: str | None = None
-    for name, value in flt.items():
-        ident: str | None = None
-        if name in ("$and", "$or", "$nor") and isinstance(value, list):
-            for clause in value:
-                sub = _filter_identifier(clause) if isinstance(clause, Mapping) else None
-                if sub is not None:
-                    ident = _same_identifier(ident, sub)
-        elif not name.startswith("$"):
-            ident = name.split(".", 1)[0]
-        if ident is not None:
-            found = _same_identifier(found, ident)
-    return found
+def _filter_identifier(node: match_tree.Node) -> str | None:
+    """The one top-level field an array filter's parsed tree is over, looking through $and, $or
+    and $nor (each clause's field found before it is compared with the others')."""
+    if isinstance(node, (And, Or, Nor)):
+        found: str | None = None
+        for child in node.children:
+            ident = _filter_identifier(child)
+            if ident is not None:
+                found = _same_identifier(found, ident)
+        return found
+    path = path_of(node)
+    if path is None or path.startswith("$"):
+        return None  # pathless ($expr, $alwaysTrue, ...), or a DBRef's $ref, $id, $db
+    return path.split(".", 1)[0]
 
 
 def _same_identifier(found: str | None, ident: str) -> str:

@@ -1,8 +1,9 @@
-"""A collection's validator parsed into a tree of operators that match a document and say why one
-fails, as MongoDB 5+'s doc_validation_error details it: each operator reports `operatorName`,
-`specifiedAs`, a `reason` and the values it considered; `$and`, `$or` and `$nor` report the
-clauses that decided, `$not` its clause seen the other way round. storage/catalog/schema.py applies it
-with the collection's validationLevel and validationAction."""
+"""A collection's validator: its filter parsed once, as a validator (storage/query/match.py), and
+the error details MongoDB 5+'s doc_validation_error gives for a document it refuses, read off that
+one tree by a visitor: each operator reports `operatorName`, `specifiedAs`, a `reason` and the
+values it considered; `$and`, `$or` and `$nor` report the clauses that decided, `$not` its clause
+seen the other way round. storage/catalog/schema.py applies it with the collection's
+validationLevel and validationAction."""
 
 from __future__ import annotations
 
@@ -11,123 +12,23 @@ from typing import Any
 
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import type_name
-from ebbdb.storage.query import expressions, json_schema
-from ebbdb.storage.query.geo_match import NEAR_REFUSED
-from ebbdb.storage.query.match import compile_filter
-from ebbdb.storage.query.match_leaves import is_operator_doc, is_regex, true_value
+from ebbdb.storage.query import expressions
+from ebbdb.storage.query.match import node_predicate, parse_filter
+from ebbdb.storage.query.match_tree import (
+    Always,
+    And,
+    Annotation,
+    Expr,
+    JsonSchema,
+    Node,
+    Nor,
+    Not,
+    Or,
+    Predicate,
+)
 from ebbdb.storage.query.paths import MISSING, split, values_at
 
 _NUMERIC = frozenset({"double", "int", "long", "decimal"})
-
-
-# -- the tree ----------------------------------------------------------------------------
-
-
-class _Node:
-    """One operator of the validator: whether a document matches it, and why not (or, inverted,
-    why it does) as MongoDB details it."""
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        raise NotImplementedError
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-def _safely(pred: Callable[[dict[str, Any]], bool], doc: dict[str, Any]) -> bool:
-    try:
-        return pred(doc)
-    except QueryError:
-        return False  # MongoDB counts an operator that throws as failing validation
-
-
-class _Tree(_Node):
-    """`$and` (a document's clauses too), `$or` and `$nor`: the clauses that decided, by index."""
-
-    def __init__(self, op: str, children: list[_Node]) -> None:
-        self.op = op
-        self.children = children
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        if self.op == "$and":
-            return all(c.matches(doc) for c in self.children)
-        found = any(c.matches(doc) for c in self.children)
-        return found if self.op == "$or" else not found
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        inner = not inverted if self.op == "$nor" else inverted
-        clauses = [
-            {"index": i, "details": c.error(doc, inner)}
-            for i, c in enumerate(self.children)
-            if c.matches(doc) == inner
-        ]
-        key = "clausesSatisfied" if inverted else "clausesNotSatisfied"
-        return {"operatorName": self.op, key: clauses}
-
-
-class _Not(_Node):
-    def __init__(self, child: _Node, pred: Callable[[dict[str, Any]], bool]) -> None:
-        self.child = child
-        self.pred = pred
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        return _safely(self.pred, doc)
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        return {"operatorName": "$not", "details": self.child.error(doc, not inverted)}
-
-
-class _Schema(_Node):
-    def __init__(self, schema: json_schema.Schema) -> None:
-        self.schema = schema
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        return self.schema.matches(doc)
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        if inverted:
-            return {"operatorName": "$jsonSchema", "reason": "schema matched"}
-        return self.schema.details(doc)
-
-
-class _Expr(_Node):
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-        self.pred = compile_filter({"$expr": spec})
-        self.expr = expressions.compile_expression(spec, frozenset())
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        return _safely(self.pred, doc)
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"operatorName": "$expr", "specifiedAs": {"$expr": self.spec}}
-        try:
-            result = self.expr(doc, {})
-        except QueryError as exc:
-            out["reason"] = "failed to evaluate aggregation expression"
-            out["details"] = {"codeName": exc.code_name, "errmsg": exc.message}
-            return out
-        out["reason"] = "expression did match" if inverted else "expression did not match"
-        out["expressionResult"] = None if result is MISSING else result
-        return out
-
-
-class _Always(_Node):
-    def __init__(self, op: str, value: Any) -> None:
-        self.op = op
-        self.value = value
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        return self.op == "$alwaysTrue"
-
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        reason = "true" if inverted else "false"
-        return {
-            "operatorName": self.op,
-            "specifiedAs": {self.op: self.value},
-            "reason": f"expression always evaluates to {reason}",
-        }
-
 
 #: A leaf operator's reasons (failing, and matching when inverted), the types it expects and
 #: whether it judges an array itself ("array") or its elements ("elements").
@@ -181,64 +82,160 @@ _LEAVES: dict[str, tuple[str, str, frozenset[str] | None, str]] = {
 }
 #: Operators MongoDB parses as the negation of another: $ne of $eq, $nin of $in, {$exists: false}.
 _NEGATIONS = {"$ne": "$eq", "$nin": "$in"}
+_CONSTANTS = frozenset({"$alwaysTrue", "$alwaysFalse"})
 
 
-class _Leaf(_Node):
-    """One operator on a field: `specified` is how MongoDB shows it ({path: {op: arg}}); `kind`
-    is the operator whose reasons it gives, and `negated` says it is that operator's negation."""
+def _safely(pred: Predicate, doc: dict[str, Any]) -> bool:
+    try:
+        return pred(doc)
+    except QueryError:
+        return False  # MongoDB counts an operator that throws as failing validation
 
-    def __init__(self, op: str, kind: str, path: str, specified: dict[str, Any], negated: bool):
-        self.op = op
-        self.kind = kind
-        self.parts = split(path)
-        self.specified = specified
-        self.negated = negated
-        self.pred = compile_filter(specified)
+
+class Validator:
+    """A parsed collection validator: whether a document matches it, and MongoDB's details of
+    why one does not, both read off the one tree parse_filter gives for it."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.spec = spec
+        self.parsed = parse_filter(spec, {}, validator=True)
+        # Each node's own test, built from the tree on first use (the tree lives as long as the
+        # validator, so a node's id names it); an aggregation expression's, for $expr's details.
+        self._tests: dict[int, Callable[[dict[str, Any]], bool]] = {}
+        self._expressions: dict[int, Any] = {}
 
     def matches(self, doc: dict[str, Any]) -> bool:
-        return _safely(self.pred, doc)
+        return self._matches(self.parsed.tree, doc)
 
-    def _values(self, doc: dict[str, Any], whole: bool) -> list[Any] | None:
-        """The values the operator considered (None: the path is missing). Arrays at the end of
-        the path give their elements, unless the operator judges the array itself."""
-        found = [v for v in values_at(doc, self.parts, False) if v is not MISSING]
-        if not found:
-            return None
-        if whole:
-            return found
-        out: list[Any] = []
-        for v in found:
-            out.extend(v if type(v) is list else [v])
-        return out
+    def details(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return self._details(self.parsed.tree, doc, False)
 
-    def error(self, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
-        inverted ^= self.negated
-        normal, flipped, expected, mode = _LEAVES[self.kind]
-        out: dict[str, Any] = {"operatorName": self.op, "specifiedAs": self.specified}
-        if self.kind == "$exists":
-            out["reason"] = flipped if inverted else normal
+    # -- matching ---------------------------------------------------------------------------------
+
+    def _matches(self, node: Node, doc: dict[str, Any]) -> bool:
+        """Whether the document matches the node, a clause that throws counting as failing (so
+        an `$or` may still hold through another clause)."""
+        if isinstance(node, And):
+            return all(self._matches(c, doc) for c in node.children)
+        if isinstance(node, (Or, Nor)):
+            found = any(self._matches(c, doc) for c in node.children)
+            return found if isinstance(node, Or) else not found
+        test = self._tests.get(id(node))
+        if test is None:
+            test = self._test(node)
+            self._tests[id(node)] = test
+        return test(doc)
+
+    @staticmethod
+    def _test(node: Node) -> Callable[[dict[str, Any]], bool]:
+        pred = node_predicate(node, {})
+        if isinstance(node, (JsonSchema, Always)):
+            return pred  # neither throws
+        return lambda doc: _safely(pred, doc)
+
+    # -- details ----------------------------------------------------------------------------------
+
+    def _details(self, node: Node, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
+        """Why the document fails the node (or, `inverted`, why it matches it), as MongoDB's
+        doc_validation_error visitor reports it."""
+        if isinstance(node, (And, Or, Nor)):
+            return self._clauses(node, doc, inverted)
+        note = node.annotation
+        if isinstance(node, Not) and note is not None and note.operator == "$not":
+            return {"operatorName": "$not", "details": self._details(node.child, doc, not inverted)}
+        if isinstance(node, JsonSchema):
+            if inverted:
+                return {"operatorName": "$jsonSchema", "reason": "schema matched"}
+            return node.parsed.details(doc)  # type: ignore[no-any-return]
+        if isinstance(node, Expr):
+            return self._expr(node, doc, inverted)
+        assert note is not None, node  # a validator's other nodes are annotated
+        if isinstance(node, Always) and note.operator in _CONSTANTS:
+            return {
+                "operatorName": note.operator,
+                "specifiedAs": note.specified,
+                "reason": f"expression always evaluates to {'true' if inverted else 'false'}",
+            }
+        negated = note.operator in _NEGATIONS or (
+            note.operator == "$exists" and isinstance(node, Not)
+        )
+        return _leaf(note, doc, inverted ^ negated)
+
+    def _clauses(self, node: And | Or | Nor, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
+        """`$and` (a document's conditions too), `$or`, `$nor`: the clauses that decided, by
+        index."""
+        op = "$and" if isinstance(node, And) else "$or" if isinstance(node, Or) else "$nor"
+        inner = not inverted if op == "$nor" else inverted
+        clauses = [
+            {"index": i, "details": self._details(c, doc, inner)}
+            for i, c in enumerate(node.children)
+            if self._matches(c, doc) == inner
+        ]
+        key = "clausesSatisfied" if inverted else "clausesNotSatisfied"
+        return {"operatorName": op, key: clauses}
+
+    def _expr(self, node: Expr, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"operatorName": "$expr", "specifiedAs": {"$expr": node.spec}}
+        expr = self._expressions.get(id(node))
+        if expr is None:
+            expr = expressions.compile_expression(node.spec, frozenset())
+            self._expressions[id(node)] = expr
+        try:
+            result = expr(doc, {})
+        except QueryError as exc:
+            out["reason"] = "failed to evaluate aggregation expression"
+            out["details"] = {"codeName": exc.code_name, "errmsg": exc.message}
             return out
-        values = self._values(doc, mode == "array")
-        if values is None:
-            out["reason"] = "field was missing"
-        elif expected is not None and not any(type_name(v) in expected for v in values):
-            out["reason"] = "type did not match"
-            _types(out, "consideredType", values)
-            names = sorted(expected)
-            if len(names) == 1:
-                out["expectedType"] = names[0]
-            else:
-                out["expectedTypes"] = names
-        if "reason" not in out:
-            out["reason"] = flipped if inverted else normal
-        if values is not None:
-            if len(values) == 1:
-                out["consideredValue"] = values[0]
-            else:
-                out["consideredValues"] = values
-            if self.kind == "$type":
-                _types(out, "consideredType", values)
+        out["reason"] = "expression did match" if inverted else "expression did not match"
+        out["expressionResult"] = None if result is MISSING else result
         return out
+
+
+def _leaf(note: Annotation, doc: dict[str, Any], inverted: bool) -> dict[str, Any]:
+    """One operator on a field, as written (`note`): MongoDB's reasons are those of the operator
+    it negates for $ne and $nin, of `$eq` for one without its own (geo operators, DBRef fields)."""
+    op = note.operator
+    kind = _NEGATIONS.get(op, op if op in _LEAVES else "$eq")
+    normal, flipped, expected, mode = _LEAVES[kind]
+    out: dict[str, Any] = {"operatorName": op, "specifiedAs": note.specified}
+    if kind == "$exists":
+        out["reason"] = flipped if inverted else normal
+        return out
+    values = _values(doc, split(note.path), mode == "array")
+    if values is None:
+        out["reason"] = "field was missing"
+    elif expected is not None and not any(type_name(v) in expected for v in values):
+        out["reason"] = "type did not match"
+        _types(out, "consideredType", values)
+        names = sorted(expected)
+        if len(names) == 1:
+            out["expectedType"] = names[0]
+        else:
+            out["expectedTypes"] = names
+    if "reason" not in out:
+        out["reason"] = flipped if inverted else normal
+    if values is not None:
+        if len(values) == 1:
+            out["consideredValue"] = values[0]
+        else:
+            out["consideredValues"] = values
+        if kind == "$type":
+            _types(out, "consideredType", values)
+    return out
+
+
+def _values(doc: dict[str, Any], parts: tuple[str, ...], whole: bool) -> list[Any] | None:
+    """The values an operator considered (None: the path is missing). Arrays at the end of the
+    path give their elements, unless the operator judges the array itself."""
+    found = [v for v in values_at(doc, parts, False) if v is not MISSING]
+    if not found:
+        return None
+    if whole:
+        return found
+    out: list[Any] = []
+    for v in found:
+        out.extend(v if type(v) is list else [v])
+    return out
 
 
 def _types(out: dict[str, Any], key: str, values: list[Any]) -> None:
@@ -247,86 +244,6 @@ def _types(out: dict[str, Any], key: str, values: list[Any]) -> None:
         out[key] = names[0]
     elif names:
         out[key + "s"] = names
-
-
-# -- parsing ---------------------------------------------------------------------------------------
-
-
-def _parse_doc(flt: Mapping[str, Any]) -> _Node:
-    nodes: list[_Node] = []
-    for key, value in flt.items():
-        if key.startswith("$"):
-            node = _parse_top(key, value)
-            if node is not None:
-                nodes.append(node)
-        elif is_operator_doc(value):
-            nodes += _parse_field(key, value)
-        elif is_regex(value):
-            nodes.append(_Leaf("$regex", "$regex", key, {key: value}, False))
-        else:
-            nodes.append(_Leaf("$eq", "$eq", key, {key: value}, False))
-    return nodes[0] if len(nodes) == 1 else _Tree("$and", nodes)
-
-
-def _parse_top(op: str, value: Any) -> _Node | None:
-    if op == "$comment":
-        return None
-    if op in ("$where", "$text"):
-        raise QueryError("BadValue", f"{op} is not allowed in this context")
-    if op == "$jsonSchema":
-        return _Schema(json_schema.parse(value))
-    if op == "$expr":
-        return _Expr(value)
-    if op in ("$and", "$or", "$nor"):
-        compile_filter({op: value})  # MongoDB's refusals of a malformed clause list
-        return _Tree(op, [_parse_doc(clause) for clause in value])
-    if op in ("$alwaysTrue", "$alwaysFalse"):
-        compile_filter({op: value})
-        return _Always(op, value)
-    compile_filter({op: value})  # refuses it with MongoDB's words, or matches a DBRef field
-    return _Leaf("$eq", "$eq", op, {op: value}, False)
-
-
-def _parse_field(path: str, ops: Mapping[str, Any]) -> list[_Node]:
-    nodes: list[_Node] = []
-    for op, arg in ops.items():
-        if op in ("$near", "$nearSphere", "$geoNear"):
-            raise QueryError("Location5626500", NEAR_REFUSED)
-        if op == "$options":
-            if "$regex" not in ops:
-                compile_filter({path: {op: arg}})
-            continue
-        if op == "$regex":
-            regex = {k: v for k, v in ops.items() if k in ("$regex", "$options")}
-            nodes.append(_Leaf(op, op, path, {path: regex}, False))
-        elif op == "$not":
-            pred = compile_filter({path: {op: arg}})
-            inner = _parse_doc({path: arg})
-            nodes.append(_Not(inner, pred))
-        elif op == "$exists":
-            nodes.append(_Leaf(op, op, path, {path: {op: arg}}, not true_value(arg)))
-        elif op in _NEGATIONS:
-            nodes.append(_Leaf(op, _NEGATIONS[op], path, {path: {op: arg}}, True))
-        elif op in _LEAVES:
-            nodes.append(_Leaf(op, op, path, {path: {op: arg}}, False))
-        else:
-            compile_filter({path: {op: arg}})  # MongoDB's refusal of this operator
-            nodes.append(_Leaf(op, "$eq", path, {path: {op: arg}}, False))
-    return nodes
-
-
-class Validator:
-    """A parsed collection validator."""
-
-    def __init__(self, spec: Mapping[str, Any]) -> None:
-        self.spec = spec
-        self._root = _parse_doc(spec)
-
-    def matches(self, doc: dict[str, Any]) -> bool:
-        return self._root.matches(doc)
-
-    def details(self, doc: dict[str, Any]) -> dict[str, Any]:
-        return self._root.error(doc, False)
 
 
 def parse_validator(spec: Mapping[str, Any]) -> Validator:

@@ -58,7 +58,7 @@ TREES: list[tuple[Doc, t.Node]] = [
     ({"a": {"$bitsAllSet": 5}}, t.Bits("a", _any, "$bitsAllSet", (0, 2))),
     ({"a": {"$bitsAnyClear": Binary(b"\x02")}}, t.Bits("a", _any, "$bitsAnyClear", (1,))),
     ({"a": {"$all": [1, Regex("x")]}}, t.All("a", (eq("a", 1), t.Regex("a", _any, "x", "")))),
-    ({"a": {"$all": []}}, t.Always(False)),
+    ({"a": {"$all": []}}, t.Always(False, "a")),
     (
         {"a": {"$all": [{"$elemMatch": {"b": 1}}]}},
         t.All("a", (t.ElemMatchObject("a", _any, eq("b", 1)),)),

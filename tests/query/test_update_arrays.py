@@ -10,6 +10,7 @@ import bson
 from bson import Decimal128, Int64, Regex
 
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases
 
@@ -362,16 +363,17 @@ POSITIONAL: list[tuple[str, Doc, Doc, Doc, Doc]] = [
 
 @cases(("doc", "query", "spec", "expected"), POSITIONAL)
 def test_positional(doc: Doc, query: Doc, spec: Doc, expected: Doc) -> None:
-    assert_same(parse_update(spec).apply(doc, now_ms=NOW, query=query), expected)
+    assert_same(parse_update(spec).apply(doc, now_ms=NOW, query=parse_filter(query)), expected)
 
 
 def test_positional_follows_each_query() -> None:
     update = parse_update({"$set": {"a.$": 0}})
     doc = {"_id": 1, "a": [1, 2, 3]}
-    assert update.apply(doc, now_ms=NOW, query={"a": 3}) == {"_id": 1, "a": [1, 2, 0]}
-    assert update.apply(doc, now_ms=NOW, query={"a": 1}) == {"_id": 1, "a": [0, 2, 3]}
-    other = {"_id": 2, "a": [7, 1]}
-    assert update.apply(other, now_ms=NOW, query={"a": 1}) == {"_id": 2, "a": [7, 0]}
+    three, one = parse_filter({"a": 3}), parse_filter({"a": 1})
+    assert update.apply(doc, now_ms=NOW, query=three) == {"_id": 1, "a": [1, 2, 0]}
+    assert update.apply(doc, now_ms=NOW, query=one) == {"_id": 1, "a": [0, 2, 3]}
+    other = {"_id": 2, "a": [7, 1]}  # a multi-update: the same parsed query, another document
+    assert update.apply(other, now_ms=NOW, query=one) == {"_id": 2, "a": [7, 0]}
 
 
 # -- $[] and $[<identifier>] ------------------------------------------------------------------------

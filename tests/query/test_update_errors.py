@@ -10,6 +10,7 @@ import pytest
 from bson import Int64
 
 from ebbdb.storage.core.errors import InvalidIdField, QueryError
+from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.update import parse_update
 from tests.helpers import cases, errors_test, query_error
 
@@ -879,7 +880,8 @@ def test_apply_error(
     doc: Doc, spec: Doc, filters: list[Any] | None, query: Doc | None, code: str, message: str
 ) -> None:
     update = parse_update(spec, filters)
-    assert query_error(update.apply, doc, now_ms=NOW, query=query) == (code, message)
+    parsed = None if query is None else parse_filter(query)
+    assert query_error(update.apply, doc, now_ms=NOW, query=parsed) == (code, message)
 
 
 def test_failed_update_leaves_the_document() -> None:

@@ -11,11 +11,20 @@ from bson import ObjectId, Regex
 from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.query.update import parse_update, upsert_seed
+from ebbdb.storage.query.match import parse_filter
+from ebbdb.storage.query.update import parse_update
+from ebbdb.storage.query.update import upsert_seed as seed_of_parsed
 from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]
 NOW = 1_700_000_000_123
+
+
+def upsert_seed(query: Doc, *, replacement: bool = False) -> Doc:
+    """The seed of a query as a write parses it: once, then the seed reads its tree."""
+    return seed_of_parsed(parse_filter(query), replacement=replacement)
+
+
 OID = ObjectId("65a000000000000000000001")
 
 # (id, query, seed)
@@ -159,7 +168,8 @@ INSERTS: list[tuple[str, Doc, Doc, Doc]] = [
 
 @cases(("query", "spec", "expected"), INSERTS)
 def test_insert(query: Doc, spec: Doc, expected: Doc) -> None:
-    out = parse_update(spec).apply(upsert_seed(query), now_ms=NOW, inserting=True, query=query)
+    parsed = parse_filter(query)
+    out = parse_update(spec).apply(seed_of_parsed(parsed), now_ms=NOW, inserting=True, query=parsed)
     assert out == expected
     assert list(out) == list(expected)
 
@@ -202,7 +212,9 @@ INSERT_ERRORS: list[tuple[str, Doc, Doc, str, str]] = [
 def test_insert_error(query: Doc, spec: Doc, code: str, message: str) -> None:
     update = parse_update(spec)
     seed = upsert_seed(query, replacement=update.replacement)
-    assert query_error(update.apply, seed, now_ms=NOW, inserting=True, query=query) == (
+    assert query_error(
+        update.apply, seed, now_ms=NOW, inserting=True, query=parse_filter(query)
+    ) == (
         code,
         message,
     )

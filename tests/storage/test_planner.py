@@ -19,6 +19,7 @@ from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 from ebbdb.storage.indexes.planner import CollScan, IndexScan, Plan, plan_query
 from ebbdb.storage.indexes.specs import parse_index_spec
+from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 from tests.helpers import ids, run_query
 
@@ -243,7 +244,7 @@ def test_the_table_exercises_index_scans_and_index_sorts(engine: Engine) -> None
             for sort in SORTS:
                 info = engine.collection("db", coll)
                 assert info is not None
-                plan = plan_query(info, flt, parse_sort(sort))
+                plan = plan_query(info, parse_filter(flt), parse_sort(sort))
                 if isinstance(plan, IndexScan) and plan.index.name != "_id_":
                     scans += 1
                     sorts += plan.provides_sort
@@ -320,7 +321,7 @@ def describe(plan: Plan) -> str:
 def plan_for(engine: Engine, flt: dict[str, Any], sort: Any = None, hint: Any = None) -> Plan:
     info = engine.collection("db", "c")
     assert info is not None
-    return plan_query(info, flt, parse_sort(sort), hint)
+    return plan_query(info, parse_filter(flt), parse_sort(sort), hint)
 
 
 @pytest.mark.parametrize(
@@ -501,7 +502,7 @@ def test_multikey_index_does_not_deliver_sorts(multikey: Engine) -> None:
     info = multikey.collection("db", "c")
     assert info is not None
     assert info.index_named("a_1").multikey  # type: ignore[union-attr]
-    plan = plan_query(info, {"a": {"$gt": 0}}, parse_sort({"a": 1}))
+    plan = plan_query(info, parse_filter({"a": {"$gt": 0}}), parse_sort({"a": 1}))
     assert not (isinstance(plan, IndexScan) and plan.provides_sort)
     docs, _ = run_query(multikey, "c", {"a": {"$gt": 0}}, {"a": 1})
     assert ids(docs) == [1, 3, 2, 4]

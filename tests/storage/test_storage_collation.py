@@ -1,5 +1,5 @@
-"""storage/core/collation.py (and storage/query/collate.py) without a server: parsing with MongoDB's
-codes and normalised document, sort keys, collated values, filters, sorts, index keys and plans."""
+"""storage/core/collation.py without a server: parsing with MongoDB's codes and normalised document,
+sort keys, collated values, filters parsed under a collation, sorts, index keys and plans."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ebbdb.storage.core.collation import VERSION, has_string, normalise, parse_c
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.indexes.entries import ID_INDEX_KEY, index_bodies
 from ebbdb.storage.indexes.planner import CollScan, IndexScan, plan_query
-from ebbdb.storage.query.collate import collate_filter
+from ebbdb.storage.query import match_tree as t
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 
@@ -129,13 +129,26 @@ def test_collated_filters(flt: dict[str, Any], expected: list[int]) -> None:
         {"_id": 3, "s": "alice", "a": ["x"]},
         {"_id": 4, "s": "carl", "a": [{"k": "x"}]},
     ]
-    parsed = collate_filter(parse_filter(flt), en(strength=2))
+    parsed = parse_filter(flt, collation=en(strength=2))
     assert [d["_id"] for d in docs if parsed.predicate(d)] == expected
 
 
-def test_a_filter_without_strings_is_left_as_it_is() -> None:
-    parsed = parse_filter({"n": {"$gt": 1}})
-    assert collate_filter(parsed, en(strength=2)) is parsed
+def test_a_filter_is_collated_as_it_is_parsed() -> None:
+    c = en(strength=2)
+    flt = {"s": "bob", "a": {"$elemMatch": {"k": {"$in": ["X"]}}}, "n": {"$gt": 1}}
+    parsed = parse_filter(flt, collation=c)
+    plain = parse_filter(flt)
+    assert parsed.collation is c and plain.collation is None
+    # The tree keeps the values as written (what the planner and upsert seeding read) ...
+    assert parsed.tree == plain.tree
+    s, a, n = parsed.tree.children  # type: ignore[union-attr]
+    assert isinstance(s, t.Compare) and s.value == "bob"
+    # ... and its leaves' own tests are the collation's, not rebuilt after the parse.
+    assert s.test("BOB") and not plain.tree.children[0].test("BOB")  # type: ignore[union-attr]
+    assert isinstance(a, t.ElemMatchObject) and a.test([{"k": "x"}])
+    assert isinstance(n, t.Compare) and n.test(2) and not n.test(1)
+    assert parsed.predicate({"s": "Bob", "a": [{"k": "x"}], "n": 2})
+    assert not plain.predicate({"s": "Bob", "a": [{"k": "x"}], "n": 2})
 
 
 def test_sorting_under_a_collation() -> None:
