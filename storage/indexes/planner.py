@@ -238,12 +238,14 @@ def _sort_direction(index: IndexInfo, points: int, sort: SortSpec | None) -> boo
     return flips.pop()
 
 
-def partial_implied(index: IndexInfo, flt: Mapping[str, Any]) -> bool:
+def _partial_implied(index: IndexInfo, parsed: ParsedFilter) -> bool:
     """Whether the filter implies the index's partial filter, read as written: each of the partial
-    filter's conditions is one of the filter's top-level conditions, verbatim."""
+    filter's conditions is one of the filter's top-level conditions, verbatim (MongoDB proves
+    more; this is the sure part of it)."""
     pfe = index.partial_filter
     if pfe is None:
         return True
+    flt = parsed.filter
     return all(k in flt and compare(flt[k], v) == 0 for k, v in pfe.items())
 
 
@@ -443,10 +445,9 @@ def _plan_query(
     hint: Any,
     collation: Collation | None,
 ) -> Plan:
-    flt = parsed.filter
     for kind in query_planners(parsed):
         assert kind.planning.query is not None
-        kind_plan = kind.planning.query(coll, parsed, _readable(coll, flt, hint))
+        kind_plan = kind.planning.query(coll, parsed, _readable(coll, parsed, hint))
         if kind_plan is not None:
             return kind_plan
     scan = id_hack(coll, parsed, sort, hint, collation)
@@ -456,16 +457,16 @@ def _plan_query(
     _collect(parsed.tree, bounds)
     if collation is not None or any(ix.collation is not None for ix in coll.indexes):
         return _plan_collated(coll, parsed, sort, hint, collation, bounds)
-    return _choose(coll, flt, sort, hint, None, bounds)
+    return _choose(coll, parsed, sort, hint, None, bounds)
 
 
-def _readable(coll: CollectionInfo, flt: Mapping[str, Any], hint: Any) -> list[IndexInfo]:
+def _readable(coll: CollectionInfo, parsed: ParsedFilter, hint: Any) -> list[IndexInfo]:
     """The indexes a kind's query planner may read: the hinted one, else every visible one whose
     partial filter the query implies (a partial index lacks the documents outside its filter)."""
     if hint is not None and hint != {} and hint != "":
         hinted = find_hinted(coll, hint)
         return [hinted] if isinstance(hinted, IndexInfo) else []
-    return [ix for ix in coll.indexes if not ix.hidden and partial_implied(ix, flt)]
+    return [ix for ix in coll.indexes if not ix.hidden and _partial_implied(ix, parsed)]
 
 
 _PLAIN = Planning()
@@ -479,7 +480,7 @@ def _planning(ix: IndexInfo) -> Planning:
 
 def _choose(
     coll: CollectionInfo,
-    flt: Mapping[str, Any],
+    parsed: ParsedFilter,
     sort: SortSpec | None,
     hint: Any,
     offers: dict[int, tuple[dict[str, FieldBounds], SortSpec | None]] | None,
@@ -522,7 +523,7 @@ def _choose(
         return CollScan(reverse=natural_reverse)
     best: tuple[tuple[int, ...], IndexScan] | None = None
     for order, ix in enumerate(coll.indexes):
-        if ix.hidden or is_cosmos_index(ix) or not partial_implied(ix, flt):
+        if ix.hidden or is_cosmos_index(ix) or not _partial_implied(ix, parsed):
             continue
         if not _planning(ix).chosen:
             continue  # its keys are not the fields' values (text terms, geo cells)
@@ -557,7 +558,7 @@ def _plan_collated(
     offers = {
         ix.id: (same, sort) if ix.collation == collation else (other, None) for ix in coll.indexes
     }
-    return _choose(coll, parsed.filter, sort, hint, offers)
+    return _choose(coll, parsed, sort, hint, offers)
 
 
 def _scan_for(
@@ -615,6 +616,5 @@ __all__ = [
     "Plan",
     "find_hinted",
     "id_point",
-    "partial_implied",
     "plan_query",
 ]
