@@ -24,8 +24,9 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name, validate_db_name
 from ebbdb.storage.core.collation import normalise
-from ebbdb.storage.core.values import to_decimal
 from ebbdb.storage.execution import views as storage_views
+from ebbdb.storage.expiry import expire_after
+from ebbdb.storage.expiry.expire_after import Setting
 from ebbdb.storage.query.match import compile_filter
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
@@ -262,13 +263,6 @@ class CollModParams:
     dry_run: Any = arg("dryRun", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
 
 
-def _index_ttl(value: Any) -> int:
-    seconds = to_decimal(value)
-    if seconds.is_nan():
-        raise CommandError(ErrorCode.InvalidOptions, "expireAfterSeconds cannot be NaN")
-    return int(seconds)
-
-
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
 async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     """Change an index: expireAfterSeconds (also making a single-field index a TTL index) and
@@ -297,7 +291,11 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     if index is None:
         return {"ok": 1.0}
     key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden
-    expire = None if index.expire_after_seconds is None else _index_ttl(index.expire_after_seconds)
+    expire = (
+        None
+        if index.expire_after_seconds is None
+        else expire_after.read(index.expire_after_seconds, Setting.CHANGED_INDEX)
+    )
     if expire is None and hidden is None:
         raise CommandError(
             ErrorCode.InvalidOptions, "no expireAfterSeconds or hidden field to change in 'index'"
