@@ -148,24 +148,6 @@ NEW_INDEX_KEYS: list[tuple[str, Any, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in NEW_INDEX_ON_DATE_FIELD],
-                         ids=[c[0] for c in NEW_INDEX_ON_DATE_FIELD])  # fmt: skip
-def test_create_indexes_on_a_date_field(value: Any, want: Any) -> None:
-    assert _run(value, Setting.NEW_INDEX, T) == want
-
-
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in NEW_INDEX_ON_TS],
-                         ids=[c[0] for c in NEW_INDEX_ON_TS])  # fmt: skip
-def test_create_indexes_on_ts_the_cosmos_default(value: Any, want: Any) -> None:
-    assert _run(value, Setting.NEW_INDEX, TS) == want
-
-
-@pytest.mark.parametrize(("key", "value", "want"), [c[1:] for c in NEW_INDEX_KEYS],
-                         ids=[c[0] for c in NEW_INDEX_KEYS])  # fmt: skip
-def test_create_indexes_key_rules(key: Any, value: Any, want: Any) -> None:
-    assert _run(value, Setting.NEW_INDEX, key) == want
-
-
 # -- collMod on an index ---------------------------------------------------------------------------
 
 
@@ -239,24 +221,6 @@ CHANGED_INDEX_KEYS: list[tuple[str, Any, bool, Any, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in CHANGED_INDEX_ON_DATE_FIELD],
-                         ids=[c[0] for c in CHANGED_INDEX_ON_DATE_FIELD])  # fmt: skip
-def test_coll_mod_index_on_a_date_field(value: Any, want: Any) -> None:
-    assert _run(value, Setting.CHANGED_INDEX, T) == want
-
-
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in CHANGED_INDEX_ON_TS],
-                         ids=[c[0] for c in CHANGED_INDEX_ON_TS])  # fmt: skip
-def test_coll_mod_index_on_ts_the_cosmos_default(value: Any, want: Any) -> None:
-    assert _run(value, Setting.CHANGED_INDEX, TS) == want
-
-
-@pytest.mark.parametrize(("key", "id_index", "value", "want"), [c[1:] for c in CHANGED_INDEX_KEYS],
-                         ids=[c[0] for c in CHANGED_INDEX_KEYS])  # fmt: skip
-def test_coll_mod_index_key_rules(key: Any, id_index: bool, value: Any, want: Any) -> None:
-    assert _run(value, Setting.CHANGED_INDEX, key, id_index) == want
-
-
 def test_coll_mod_reads_before_it_finds_the_index() -> None:
     """collMod reads the number (NaN refused) before it looks the index up; the index's rules come
     after, on the whole seconds read."""
@@ -312,18 +276,6 @@ CHANGED_COLLECTION: list[Case] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in NEW_COLLECTION],
-                         ids=[c[0] for c in NEW_COLLECTION])  # fmt: skip
-def test_create_on_a_collection(value: Any, want: Any) -> None:
-    assert _run(value, Setting.NEW_COLLECTION) == want
-
-
-@pytest.mark.parametrize(("value", "want"), [c[1:] for c in CHANGED_COLLECTION],
-                         ids=[c[0] for c in CHANGED_COLLECTION])  # fmt: skip
-def test_coll_mod_on_a_collection(value: Any, want: Any) -> None:
-    assert _run(value, Setting.CHANGED_COLLECTION) == want
-
-
 def test_off_is_not_a_value_the_caller_tests_for_it() -> None:
     assert expire_after.OFF == "off"
     assert _run("off", Setting.CHANGED_COLLECTION)[0] == "InvalidOptions"
@@ -333,6 +285,32 @@ def test_a_collection_bound_is_the_clock_without_now() -> None:
     assert expire_after.parse(86400, Setting.NEW_COLLECTION) == ExpireAfter(86400)
     with pytest.raises(QueryError):
         expire_after.parse(2**40, Setting.CHANGED_COLLECTION)
+
+
+# -- every table, one test ------------------------------------------------------------------------
+
+
+def _param(setting: Setting, case: Case, key: Any = None, id_index: bool = False) -> Any:
+    name, value, want = case
+    return pytest.param(value, setting, key, id_index, want, id=f"{setting.value}: {name}")
+
+
+PARSED = [
+    *(_param(Setting.NEW_INDEX, c, T) for c in NEW_INDEX_ON_DATE_FIELD),
+    *(_param(Setting.NEW_INDEX, c, TS) for c in NEW_INDEX_ON_TS),
+    *(_param(Setting.NEW_INDEX, (n, v, w), key) for n, key, v, w in NEW_INDEX_KEYS),
+    *(_param(Setting.CHANGED_INDEX, c, T) for c in CHANGED_INDEX_ON_DATE_FIELD),
+    *(_param(Setting.CHANGED_INDEX, c, TS) for c in CHANGED_INDEX_ON_TS),
+    *(_param(Setting.CHANGED_INDEX, (n, v, w), k, i) for n, k, i, v, w in CHANGED_INDEX_KEYS),
+    *(_param(Setting.NEW_COLLECTION, c) for c in NEW_COLLECTION),
+    *(_param(Setting.CHANGED_COLLECTION, c) for c in CHANGED_COLLECTION),
+]
+
+
+@pytest.mark.parametrize(("value", "setting", "key", "id_index", "want"), PARSED)
+def test_parse(value: Any, setting: Setting, key: Any, id_index: bool, want: Any) -> None:
+    """`want`: the seconds accepted, or the (codeName, message) refusal."""
+    assert _run(value, setting, key, id_index) == want
 
 
 # -- the Cosmos rule: one predicate ----------------------------------------------------------------
