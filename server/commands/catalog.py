@@ -9,14 +9,21 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server import arguments, views
-from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.arguments import (
+    COMMAND_VALUE,
+    REST,
+    TERSE_MISMATCH,
+    Kind,
+    Unsupported,
+    arg,
+    group,
+)
 from ebbdb.server.auth.check import visible_databases
 from ebbdb.server.commands import capped, collection_kinds
 from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
 from ebbdb.server.commands.schema_options import (
     ChangeStreamImages,
-    action_check,
-    level_check,
+    ValidationOptions,
     schema_options,
 )
 from ebbdb.server.context import CommandContext
@@ -126,11 +133,7 @@ class CreateParams:
     capped: bool | None = arg("capped", Kind.BOOL, nullable=True)
     size: Any = arg("size", Kind.NUMBER, nullable=True)
     max: Any = arg("max", Kind.NUMBER, nullable=True)
-    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
-    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("create"))
-    validation_action: str | None = arg(
-        "validationAction", Kind.STRING, check=action_check("create")
-    )
+    validation: ValidationOptions = group(ValidationOptions)
     view_on: str | None = arg("viewOn", Kind.STRING)
     pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     timeseries: TimeseriesParams | None = arg("timeseries", Kind.DOC, of=TimeseriesParams)
@@ -148,9 +151,7 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     capped (`capped`/`size`/`max`), clustered (clusteredIndex, expireAfterSeconds) or time series
     (timeseries, expireAfterSeconds), with validation rules."""
     options = dict(p.options or {})
-    rules = schema_options(
-        p.validator, p.validation_level, p.validation_action, p.change_stream_images
-    )
+    rules = schema_options(p.validation, p.change_stream_images)
     if p.view_on is not None or p.pipeline is not None:
         given = [k for k, v in rules.items() if v is not None]
         if p.capped:
@@ -243,11 +244,7 @@ class CollModIndex:
 class CollModParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     index: CollModIndex | None = arg("index", Kind.DOC, of=CollModIndex)
-    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
-    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("collMod"))
-    validation_action: str | None = arg(
-        "validationAction", Kind.STRING, check=action_check("collMod")
-    )
+    validation: ValidationOptions = group(ValidationOptions)
     view_on: str | None = arg("viewOn", Kind.STRING)
     pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     change_stream_images: ChangeStreamImages | None = arg(
@@ -278,9 +275,7 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
     views.refuse_view_options(p.view_on, p.pipeline)
-    rules = schema_options(
-        p.validator, p.validation_level, p.validation_action, p.change_stream_images
-    )
+    rules = schema_options(p.validation, p.change_stream_images)
     if p.expire_after_seconds is not None or p.timeseries is not None:
         await collection_kinds.coll_mod(ctx, p.collection, p.expire_after_seconds, p.timeseries)
     index = p.index

@@ -61,11 +61,15 @@ class CollModTimeseriesParams:
 
 
 def _given(p: Any) -> list[str]:
-    """The create options the command gave (their BSON names), in declaration order."""
+    """The create options the command gave (their BSON names), in declaration order (a field
+    group's in its place)."""
     names: list[str] = []
     for f in dataclasses.fields(p):
         a = f.metadata.get("arg")
         value = getattr(p, f.name)
+        if "group" in f.metadata:
+            names.extend(_given(value))
+            continue
         if a is None or value is None or value == f.default or a.name.startswith("$"):
             continue
         if a.name == "*":
