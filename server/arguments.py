@@ -111,7 +111,8 @@ class Check:
     """A rule on a given field's value, run once the whole command is extracted (so unknown
     fields, missing ones and wrong types are reported first), in the order the fields are
     declared. A refused value raises `code` with `message`, in which {field} is the field's name,
-    {value} the value and {count} its number of items."""
+    {command} the command's (or, in a nested document, the path to it: `collMod.index`), {value}
+    the value and {count} its number of items."""
 
     code: ErrorCode
     message: str
@@ -119,9 +120,10 @@ class Check:
     def refuses(self, value: Any, default: Any) -> bool:
         raise NotImplementedError
 
-    def error(self, field: str, value: Any) -> CommandError:
+    def error(self, command: str, field: str, value: Any) -> CommandError:
         count = len(value) if isinstance(value, (list, tuple)) else None
-        return CommandError(self.code, self.message.format(field=field, value=value, count=count))
+        message = self.message.format(command=command, field=field, value=value, count=count)
+        return CommandError(self.code, message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +195,7 @@ class _ValidCollation(Check):
     def refuses(self, value: Any, default: Any) -> bool:
         return bool(value) and self._failure(value) is not None
 
-    def error(self, field: str, value: Any) -> CommandError:
+    def error(self, command: str, field: str, value: Any) -> CommandError:
         exc = self._failure(value)
         assert exc is not None
         return CommandError(ErrorCode[exc.code_name], exc.message)
@@ -248,6 +250,14 @@ def arg(
     only_names = None if only is None else frozenset(only)
     a = Arg(name, kind, required, nullable, mismatch, check, only_names, of)
     return dataclasses.field(default=default, metadata={"arg": a})
+
+
+def group(of: type) -> Any:
+    """Declare a group of fields that several commands share (create's and collMod's validation
+    options), declared once as a params class `of`: its fields are read as the command's own, in
+    the group's place among them (same names, conversions and checks, in that order), into one
+    `of` object; given none of them, the command's field is `of()`."""
+    return dataclasses.field(default=of(), metadata={"group": of})
 
 
 P = TypeVar("P")
@@ -428,6 +438,9 @@ class _Table:
     #: The declared checks, in declaration order: (attribute, field name, check, default).
     checks: tuple[tuple[str, str, Check, Any], ...]
     checked: frozenset[str]  # the attributes that have checks
+    #: The field groups (see `group`): (attribute, params class). Their fields' attributes above
+    #: are "attribute.field"; extract builds each group's object from them.
+    groups: tuple[tuple[str, type], ...]
     #: Every field's default, when all have plain ones and nothing runs after __init__: the object
     #: is then built from these and the values given, without the frozen __init__ (which sets
     #: every field, given or not, one object.__setattr__ at a time). None: build through __init__.
@@ -442,18 +455,27 @@ def _table(cls: type) -> _Table:
     if found is None:
         by_name: dict[str, _Entry] = {}
         checks: list[tuple[str, str, Check, Any]] = []
+        groups: list[tuple[str, type]] = []
         defaults: dict[str, Any] | None = {}
         for f in dataclasses.fields(cls):
-            a = f.metadata.get("arg")
-            if a is not None:
+            members = [(f.name, f)]
+            if "group" in f.metadata:
+                groups.append((f.name, f.metadata["group"]))
+                members = [
+                    (f"{f.name}.{m.name}", m) for m in dataclasses.fields(f.metadata["group"])
+                ]
+            for attr, member in members:
+                a = member.metadata.get("arg")
+                if a is None:
+                    continue
                 convert = _CONVERTERS[a.kind]
                 if a.of is not None:
                     convert = _nested(convert)
                 if a.nullable:
                     convert = _nullable(convert)
-                by_name[a.name] = (f.name, a, convert)
+                by_name[a.name] = (attr, a, convert)
                 for check in (*_KIND_CHECKS.get(a.kind, ()), *((a.check,) if a.check else ())):
-                    checks.append((f.name, a.name, check, f.default))
+                    checks.append((attr, a.name, check, member.default))
             if defaults is not None and f.init and f.default is not dataclasses.MISSING:
                 defaults[f.name] = f.default
             else:
@@ -468,6 +490,7 @@ def _table(cls: type) -> _Table:
             required,
             tuple(checks),
             frozenset(attr for attr, *_ in checks),
+            tuple(groups),
             defaults,
         )
         _TABLES[cls] = found
@@ -524,7 +547,12 @@ def _extract(cls: type[P], command: str, body: Mapping[str, Any], nested: bool, 
             if attr in values:
                 value = values[attr]
                 if check.refuses(value, default):
-                    raise check.error(name, value)
+                    raise check.error(command, name, value)
+    for attr, of in table.groups:
+        prefix = f"{attr}."
+        given = {k[len(prefix) :]: values.pop(k) for k in list(values) if k.startswith(prefix)}
+        if given:
+            values[attr] = of(**given)
     defaults = table.defaults
     if defaults is None:
         return cls(**values)

@@ -9,14 +9,21 @@ from typing import Any
 from bson import Int64
 
 from ebbdb.server import arguments, views
-from ebbdb.server.arguments import COMMAND_VALUE, REST, TERSE_MISMATCH, Kind, Unsupported, arg
+from ebbdb.server.arguments import (
+    COMMAND_VALUE,
+    REST,
+    TERSE_MISMATCH,
+    Kind,
+    Unsupported,
+    arg,
+    group,
+)
 from ebbdb.server.auth.check import visible_databases
 from ebbdb.server.commands import capped, collection_kinds
 from ebbdb.server.commands.collection_kinds import CollModTimeseriesParams, TimeseriesParams
 from ebbdb.server.commands.schema_options import (
     ChangeStreamImages,
-    action_check,
-    level_check,
+    ValidationOptions,
     schema_options,
 )
 from ebbdb.server.context import CommandContext
@@ -24,8 +31,9 @@ from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name, validate_db_name
 from ebbdb.storage.core.collation import normalise
-from ebbdb.storage.core.values import to_decimal
 from ebbdb.storage.execution import views as storage_views
+from ebbdb.storage.expiry import expire_after
+from ebbdb.storage.expiry.expire_after import Setting
 from ebbdb.storage.query.match import compile_filter
 
 #: What an empty collection or index counts toward sizeOnDisk (LMDB's page size).
@@ -125,11 +133,7 @@ class CreateParams:
     capped: bool | None = arg("capped", Kind.BOOL, nullable=True)
     size: Any = arg("size", Kind.NUMBER, nullable=True)
     max: Any = arg("max", Kind.NUMBER, nullable=True)
-    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
-    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("create"))
-    validation_action: str | None = arg(
-        "validationAction", Kind.STRING, check=action_check("create")
-    )
+    validation: ValidationOptions = group(ValidationOptions)
     view_on: str | None = arg("viewOn", Kind.STRING)
     pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     timeseries: TimeseriesParams | None = arg("timeseries", Kind.DOC, of=TimeseriesParams)
@@ -147,9 +151,7 @@ async def create(ctx: CommandContext, p: CreateParams) -> dict[str, Any]:
     capped (`capped`/`size`/`max`), clustered (clusteredIndex, expireAfterSeconds) or time series
     (timeseries, expireAfterSeconds), with validation rules."""
     options = dict(p.options or {})
-    rules = schema_options(
-        p.validator, p.validation_level, p.validation_action, p.change_stream_images
-    )
+    rules = schema_options(p.validation, p.change_stream_images)
     if p.view_on is not None or p.pipeline is not None:
         given = [k for k, v in rules.items() if v is not None]
         if p.capped:
@@ -242,11 +244,7 @@ class CollModIndex:
 class CollModParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
     index: CollModIndex | None = arg("index", Kind.DOC, of=CollModIndex)
-    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
-    validation_level: str | None = arg("validationLevel", Kind.STRING, check=level_check("collMod"))
-    validation_action: str | None = arg(
-        "validationAction", Kind.STRING, check=action_check("collMod")
-    )
+    validation: ValidationOptions = group(ValidationOptions)
     view_on: str | None = arg("viewOn", Kind.STRING)
     pipeline: list[Any] | None = arg("pipeline", Kind.ARRAY)
     change_stream_images: ChangeStreamImages | None = arg(
@@ -260,13 +258,6 @@ class CollModParams:
     capped_max: Any = arg("cappedMax", Kind.NUMBER, nullable=True)
     record_ids_replicated: Any = arg("recordIdsReplicated", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
     dry_run: Any = arg("dryRun", Kind.ANY, check=_COLLMOD_UNSUPPORTED)
-
-
-def _index_ttl(value: Any) -> int:
-    seconds = to_decimal(value)
-    if seconds.is_nan():
-        raise CommandError(ErrorCode.InvalidOptions, "expireAfterSeconds cannot be NaN")
-    return int(seconds)
 
 
 @REGISTRY.command("collMod", params=CollModParams, writes=True)
@@ -284,9 +275,7 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
             ErrorCode.NamespaceNotFound, f"ns does not exist: {ctx.ns(p.collection)}"
         )
     views.refuse_view_options(p.view_on, p.pipeline)
-    rules = schema_options(
-        p.validator, p.validation_level, p.validation_action, p.change_stream_images
-    )
+    rules = schema_options(p.validation, p.change_stream_images)
     if p.expire_after_seconds is not None or p.timeseries is not None:
         await collection_kinds.coll_mod(ctx, p.collection, p.expire_after_seconds, p.timeseries)
     index = p.index
@@ -297,7 +286,11 @@ async def coll_mod(ctx: CommandContext, p: CollModParams) -> dict[str, Any]:
     if index is None:
         return {"ok": 1.0}
     key_pattern, index_name, hidden = index.key_pattern, index.name, index.hidden
-    expire = None if index.expire_after_seconds is None else _index_ttl(index.expire_after_seconds)
+    expire = (
+        None
+        if index.expire_after_seconds is None
+        else expire_after.read(index.expire_after_seconds, Setting.CHANGED_INDEX)
+    )
     if expire is None and hidden is None:
         raise CommandError(
             ErrorCode.InvalidOptions, "no expireAfterSeconds or hidden field to change in 'index'"

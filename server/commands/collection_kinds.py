@@ -17,9 +17,11 @@ from ebbdb.server.arguments import Kind, Unsupported, arg, extract
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.catalog import clustered, timeseries
-from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.catalog.info import EXPIRE_AFTER, CollectionInfo, ExpireAfter
 from ebbdb.storage.core.errors import QueryError
-from ebbdb.storage.core.values import is_number, to_decimal, type_name
+from ebbdb.storage.core.values import is_number, type_name
+from ebbdb.storage.expiry import expire_after
+from ebbdb.storage.expiry.expire_after import Setting
 from ebbdb.storage.indexes.specs import parse_index_spec
 
 
@@ -59,11 +61,15 @@ class CollModTimeseriesParams:
 
 
 def _given(p: Any) -> list[str]:
-    """The create options the command gave (their BSON names), in declaration order."""
+    """The create options the command gave (their BSON names), in declaration order (a field
+    group's in its place)."""
     names: list[str] = []
     for f in dataclasses.fields(p):
         a = f.metadata.get("arg")
         value = getattr(p, f.name)
+        if "group" in f.metadata:
+            names.extend(_given(value))
+            continue
         if a is None or value is None or value == f.default or a.name.startswith("$"):
             continue
         if a.name == "*":
@@ -104,7 +110,7 @@ def create_options(ctx: CommandContext, p: Any, options: dict[str, Any]) -> dict
             ts_params.bucket_rounding_seconds,
         )
         if expire is not None:
-            out[clustered.EXPIRE] = clustered.expire_after(expire)
+            out[EXPIRE_AFTER] = _listed(expire_after.parse(expire, Setting.NEW_COLLECTION))
         out[timeseries.OPTION] = ts
         return out
     if cluster is None:
@@ -126,8 +132,13 @@ def create_options(ctx: CommandContext, p: Any, options: dict[str, Any]) -> dict
         cluster.key, cluster.unique, cluster.name, cluster.v
     )
     if expire is not None:
-        out[clustered.EXPIRE] = clustered.expire_after(expire)
+        out[EXPIRE_AFTER] = _listed(expire_after.parse(expire, Setting.NEW_COLLECTION))
     return out
+
+
+def _listed(expire: ExpireAfter) -> Int64:
+    """A collection's expireAfterSeconds as MongoDB 7 stores and lists it: a long."""
+    return Int64(expire.seconds)
 
 
 def _clustered_option(value: Any) -> ClusteredIndexParams | None:
@@ -168,40 +179,19 @@ async def after_create(ctx: CommandContext, name: str, options: Mapping[str, Any
 # -- collMod ---------------------------------------------------------------------------------------
 
 
-def _expire_value(value: Any) -> int | None:
-    """collMod's `expireAfterSeconds` for a collection: a number, or "off" (None)."""
-    if isinstance(value, str):
-        if value != "off":
-            raise CommandError(
-                ErrorCode.InvalidOptions,
-                "Invalid string value for the 'clusteredIndex::expireAfterSeconds' option. Got: "
-                f"'{value}'. Accepted value is 'off'",
-            )
-        return None
-    if not is_number(value):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            f"BSON field 'collMod.expireAfterSeconds' is the wrong type '{type_name(value)}', "
-            "expected types '[string, long, int, decimal, double]'",
-        )
-    d = to_decimal(value)
-    seconds = int(d) if d.is_finite() else -1
-    return int(clustered.expire_after(seconds))
-
-
-def _with_expire(options: dict[str, Any], seconds: int | None) -> dict[str, Any]:
+def _with_expire(options: dict[str, Any], expire: ExpireAfter | None) -> dict[str, Any]:
     """The options with expireAfterSeconds set (None: removed), where MongoDB lists it: after
     clusteredIndex, before timeseries."""
-    rest = {k: v for k, v in options.items() if k != clustered.EXPIRE}
-    if seconds is None:
+    rest = {k: v for k, v in options.items() if k != EXPIRE_AFTER}
+    if expire is None:
         return rest
     out: dict[str, Any] = {}
     for k, v in rest.items():
         if k == timeseries.OPTION:
-            out[clustered.EXPIRE] = Int64(seconds)
+            out[EXPIRE_AFTER] = _listed(expire)
         out[k] = v
         if k == clustered.OPTION:
-            out[clustered.EXPIRE] = Int64(seconds)
+            out[EXPIRE_AFTER] = _listed(expire)
     return out
 
 
@@ -211,7 +201,11 @@ async def coll_mod(
     """collMod's collection-level TTL (`expireAfterSeconds`: seconds or "off", on clustered and
     time series collections) and `timeseries: {granularity}`. Takes effect at once for hiding and
     at the monitor's next pass for deleting: every record already carries its date."""
-    seconds = None if expire is None else _expire_value(expire)
+    parsed = (
+        None
+        if expire is None or expire == expire_after.OFF
+        else expire_after.parse(expire, Setting.CHANGED_COLLECTION)
+    )
 
     def change(info: CollectionInfo) -> dict[str, Any] | None:
         options = dict(info.options)
@@ -231,7 +225,7 @@ async def coll_mod(
                     "InvalidOptions",
                     "'expireAfterSeconds' option is only supported on collections clustered by _id",
                 )
-            options = _with_expire(options, seconds)
+            options = _with_expire(options, parsed)
         return options if options != info.options else None
 
     engine = ctx.gateway.engine

@@ -4,7 +4,6 @@ with MongoDB's codes), and what the catalog stores."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,40 +19,38 @@ class ChangeStreamImages:
     enabled: bool = arg("enabled", Kind.STRICT_BOOL, required=True)
 
 
-def enumeration(command: str, field: str, values: tuple[str, ...]) -> OneOf:
-    """MongoDB's IDL refusal of a value its enumeration does not name (2 BadValue)."""
-    return OneOf(
-        values,
-        f"Enumeration value '{{value}}' for field '{command}.{field}' is not a valid value.",
-        ErrorCode.BadValue,
-    )
+def enumerated(field: str, values: tuple[str, ...]) -> Any:
+    """Declare a string field that MongoDB's IDL types as an enumeration of `values`: another
+    string is refused (2 BadValue) in its words, which name the command's field."""
+    message = f"Enumeration value '{{value}}' for field '{{command}}.{field}' is not a valid value."
+    return arg(field, Kind.STRING, check=OneOf(values, message, ErrorCode.BadValue))
 
 
-def level_check(command: str) -> OneOf:
-    return enumeration(command, "validationLevel", VALIDATION_LEVELS)
+@dataclass(frozen=True)
+class ValidationOptions:
+    """create's and collMod's schema validation options, declared once: a field group
+    (server/arguments.py `group`), read as each command's own fields."""
 
-
-def action_check(command: str) -> OneOf:
-    return enumeration(command, "validationAction", VALIDATION_ACTIONS)
+    validator: dict[str, Any] | None = arg("validator", Kind.DOC)
+    level: str | None = enumerated("validationLevel", VALIDATION_LEVELS)
+    action: str | None = enumerated("validationAction", VALIDATION_ACTIONS)
 
 
 def schema_options(
-    validator: Mapping[str, Any] | None,
-    level: str | None,
-    action: str | None,
-    images: ChangeStreamImages | None,
+    validation: ValidationOptions, images: ChangeStreamImages | None
 ) -> dict[str, Any]:
     """The options to store for what the command gave (None: the option goes, as an empty
     validator and disabled images are not shown by listCollections). Raises QueryError for a
     validator MongoDB refuses."""
     out: dict[str, Any] = {}
+    validator = validation.validator
     if validator is not None:
         parse_validator(validator)
         out["validator"] = dict(validator) if validator else None
-    if level is not None:
-        out["validationLevel"] = level
-    if action is not None:
-        out["validationAction"] = action
+    if validation.level is not None:
+        out["validationLevel"] = validation.level
+    if validation.action is not None:
+        out["validationAction"] = validation.action
     if images is not None:
         out["changeStreamPreAndPostImages"] = {"enabled": True} if images.enabled else None
     return out

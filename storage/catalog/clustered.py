@@ -1,28 +1,24 @@
 """Clustered collections (`clusteredIndex: {key: {_id: 1}, unique: true}`): the options MongoDB 7
 accepts, how listIndexes and listCollections show them, and the date a document's `_id` gives the
-collection's TTL (`expireAfterSeconds`). Pure: the planner reads `is_clustered` to give them `_id`
-order, storage/expiry/ttl.py reads `id_date_ms` for their expiry rule."""
+collection's TTL (`expireAfterSeconds`, parsed by storage/expiry/expire_after.py). Pure: the planner
+reads `is_clustered` to give them `_id` order, storage/expiry/ttl.py reads `id_date_ms` for their
+expiry rule."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from bson import Int64, ObjectId
+from bson import ObjectId
 
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_decimal
 from ebbdb.storage.query.compare import RANK_DATE, date_ms, rank
 
-#: The collection option that makes a collection clustered, and the one that gives it a TTL.
+#: The collection option that makes a collection clustered.
 OPTION = "clusteredIndex"
-EXPIRE = "expireAfterSeconds"
 #: The one cluster key MongoDB allows on a replicated (user) collection.
 ID_KEY = {"_id": 1}
-_TOO_LARGE = (
-    "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number"
-)
 
 
 def is_clustered(coll: CollectionInfo) -> bool:
@@ -52,19 +48,6 @@ def clustered_spec(
             f'"{name or "_id_"}", unique: true }}; cannot create a clusteredIndex with v={version}',
         )
     return {"v": 2, "key": dict(ID_KEY), "name": name or "_id_", "unique": True}
-
-
-def expire_after(seconds: int) -> Int64:
-    """A clustered (or time series) collection's expireAfterSeconds, validated as MongoDB 7 does
-    for a collection (not an index) TTL: a 64-bit count of seconds from 0 up to the time since
-    the epoch. Raises QueryError 72 InvalidOptions."""
-    if seconds < 0:
-        raise QueryError(
-            "InvalidOptions", "TTL index 'expireAfterSeconds' option cannot be less than 0"
-        )
-    if seconds > (2**63 - 1) // 1000 or seconds * 1000 > time.time_ns() // 1_000_000:
-        raise QueryError("InvalidOptions", _TOO_LARGE)
-    return Int64(seconds)
 
 
 def index_spec(coll: CollectionInfo) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The catalog's records: databases, collections and their indexes, with MongoDB's naming rules.
 Pure data and validation; storage/engine/store.py persists them. What an index's or a collection's
-options say (a collation, a partial filter) is compiled on first use: loading the catalog at
-start compiles nothing, nor imports the query language."""
+options say (a collation, a partial filter, a time to live) is read on first use: loading the
+catalog at start compiles nothing, nor imports the query language."""
 
 from __future__ import annotations
 
@@ -16,6 +16,24 @@ from ebbdb.storage.core.errors import InvalidNamespace
 MAX_NS_LEN = 255
 MAX_DB_NAME_LEN = 63
 _DB_FORBIDDEN = set('/\\. "$\x00')
+#: The option, on an index or a clustered or time series collection, that gives it a time to live.
+EXPIRE_AFTER = "expireAfterSeconds"
+
+
+@dataclass(frozen=True)
+class ExpireAfter:
+    """A valid `expireAfterSeconds`: whole seconds. On a TTL index on a date field 0..2147483647;
+    on the `_ts` index (the Cosmos default) -1 (documents without their own `ttl` never expire)
+    or 1..2147483647; on a clustered or time series collection 0 up to the time since the epoch.
+    Only storage/expiry/expire_after.py makes one from a client's value; the catalog reads its
+    own back (`IndexInfo.expire_after`, `CollectionInfo.expire_after`). It lives here, below
+    expiry, because the catalog's records carry it."""
+
+    seconds: int
+
+    @property
+    def ms(self) -> int:
+        return self.seconds * 1000
 
 
 def kind_name(key: tuple[tuple[str, Any], ...]) -> str | None:
@@ -56,6 +74,12 @@ class IndexInfo:
     @cached_property
     def hidden(self) -> bool:
         return bool(self.options.get("hidden"))
+
+    @cached_property
+    def expire_after(self) -> ExpireAfter | None:
+        """The index's time to live (None: not a TTL index). The catalog keeps it where listIndexes
+        shows it, in `options`, as the whole number of seconds it has always stored."""
+        return _stored_expire_after(self.options)
 
     @cached_property
     def collation(self) -> Collation | None:
@@ -137,6 +161,12 @@ class CollectionInfo:
         return CollectionInfo(self.id, self.db, self.name, self.options, indexes, self.uuid)
 
     @cached_property
+    def expire_after(self) -> ExpireAfter | None:
+        """A clustered or time series collection's time to live (None: none, or "off"), kept in
+        `options` as listCollections shows it (a long)."""
+        return _stored_expire_after(self.options)
+
+    @cached_property
     def collation(self) -> Collation | None:
         """The collection's default collation (None: the simple one)."""
         spec = self.options.get("collation")
@@ -168,6 +198,12 @@ class CollectionInfo:
             tuple(IndexInfo.from_doc(ix) for ix in doc["indexes"]),
             doc.get("uuid"),
         )
+
+
+def _stored_expire_after(options: dict[str, Any]) -> ExpireAfter | None:
+    """The time to live the catalog stored in `options` (an int or a long, already valid)."""
+    value = options.get(EXPIRE_AFTER)
+    return None if value is None else ExpireAfter(int(value))
 
 
 def validate_db_name(db: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import bson
 
 from ebbdb.storage.catalog.info import (
+    EXPIRE_AFTER,
     CollectionInfo,
     IndexInfo,
     validate_collection_name,
@@ -23,9 +24,10 @@ from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.environment import Environment, Txn
 from ebbdb.storage.engine.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
 from ebbdb.storage.engine.writer import CatalogChanges, Writer
+from ebbdb.storage.expiry import expire_after as expire_after_option
 from ebbdb.storage.expiry import ttl
+from ebbdb.storage.expiry.expire_after import Setting
 from ebbdb.storage.indexes.entries import index_key_matches
-from ebbdb.storage.indexes.specs import MAX_EXPIRE_AFTER_SECONDS as MAX_EXPIRE
 from ebbdb.storage.indexes.specs import MAX_INDEXES, IndexSpec, conflict
 
 #: A TTL index on `_ts` is the collection's one default time to live (Cosmos DefaultTimeToLive).
@@ -329,8 +331,10 @@ class Ddl:
         hidden: bool | None,
     ) -> IndexChange:
         """collMod's index form: change a TTL index's expireAfterSeconds (or make a single-field
-        index a TTL index), and hide or unhide an index. Raises NamespaceNotFound, IndexNotFound,
-        AmbiguousIndexKeyPattern, InvalidOptions (spec/ttl.md, collMod)."""
+        index a TTL index), and hide or unhide an index. `expire_after` is the whole seconds
+        collMod read (storage/expiry/expire_after.py `read`), checked here against the index it
+        names. Raises NamespaceNotFound, IndexNotFound, AmbiguousIndexKeyPattern, InvalidOptions
+        (spec/ttl.md, collMod)."""
         if (key_pattern is None) == (index_name is None):
             raise QueryError(
                 "InvalidOptions", "must specify exactly one of 'name' or 'keyPattern' in 'index'"
@@ -364,27 +368,17 @@ class Ddl:
             change = IndexChange()
             convert = False
             if expire_after is not None:
-                cosmos = len(ix.key) == 1 and ix.key[0][0] == ttl.COSMOS_FIELD
-                if ix.name == "_id_" or len(ix.key) != 1:
-                    raise QueryError(
-                        "InvalidOptions",
-                        "TTL indexes are single-field indexes, compound indexes "
-                        "and the _id index do not support TTL",
-                    )
-                if cosmos and not (expire_after == -1 or 1 <= expire_after <= MAX_EXPIRE):
-                    raise QueryError(
-                        "InvalidOptions", f"invalid expireAfterSeconds for _ts: {expire_after}"
-                    )
-                if not cosmos and not 0 <= expire_after <= MAX_EXPIRE:
-                    raise QueryError(
-                        "InvalidOptions",
-                        f"TTL index 'expireAfterSeconds' must be within [0, {MAX_EXPIRE}], "
-                        f"got {expire_after}",
-                    )
-                old = options.get("expireAfterSeconds")
+                expire = expire_after_option.parse(
+                    expire_after, Setting.CHANGED_INDEX, ix.key, id_index=ix.name == "_id_"
+                )
+                old = ix.expire_after
                 convert = old is None
-                options["expireAfterSeconds"] = expire_after
-                change = replace(change, expire_old=old, expire_new=expire_after)
+                options[EXPIRE_AFTER] = expire.seconds
+                change = replace(
+                    change,
+                    expire_old=None if old is None else old.seconds,
+                    expire_new=expire.seconds,
+                )
             if hidden is not None:
                 if ix.name == "_id_":
                     raise QueryError("InvalidOptions", "cannot hide _id index")
@@ -457,5 +451,5 @@ class Ddl:
 
 def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
     """The collection seen with only the TTL indexes among `indexes` (None if there are none)."""
-    new_ttl = tuple(ix for ix in indexes if "expireAfterSeconds" in ix.options)
+    new_ttl = tuple(ix for ix in indexes if ix.expire_after is not None)
     return info.with_indexes(new_ttl) if new_ttl else None

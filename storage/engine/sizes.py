@@ -70,7 +70,7 @@ def _index_bytes(reader: Reader, ix: IndexInfo, count: int) -> float:
         entries, key_bytes = reader.index_footprint(ix)
         keys = float(key_bytes)
     total = keys + entries * (_ENTRY_VALUE + NODE_OVERHEAD)
-    if "expireAfterSeconds" in ix.options:
+    if ix.expire_after is not None:
         expiring, expiry_bytes = reader.expiry_footprint(ix)
         total += expiry_bytes + expiring * NODE_OVERHEAD
     return total

@@ -162,7 +162,7 @@ def validate_metadata(coll: CollectionInfo) -> ValidateResult:
 
 def _shape(coll: CollectionInfo) -> tuple[Any, ...]:
     """What the check depends on: the collection, its indexes and which of them are TTL indexes."""
-    return (coll.id, tuple((ix.id, "expireAfterSeconds" in ix.options) for ix in coll.indexes))
+    return (coll.id, tuple((ix.id, ix.expire_after is not None) for ix in coll.indexes))
 
 
 @dataclass

@@ -73,15 +73,21 @@ def read_meta(value: bytes) -> RecordMeta:
 # -- rules -----------------------------------------------------------------------------------------
 
 
+def is_cosmos_key(key: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether an index on this key pattern, given a TTL, is the Cosmos default: one field, `_ts`
+    (storage/expiry/expire_after.py gives its TTL the Cosmos range)."""
+    return len(key) == 1 and key[0][0] == COSMOS_FIELD
+
+
 def is_cosmos_index(ix: IndexInfo) -> bool:
     """A TTL index on `_ts`: the collection's default TTL over last-modified times."""
-    return len(ix.key) == 1 and ix.key[0][0] == COSMOS_FIELD and "expireAfterSeconds" in ix.options
+    return ix.expire_after is not None and is_cosmos_key(ix.key)
 
 
 def is_native_ttl(ix: IndexInfo) -> bool:
     # MongoDB's TTL monitor skips an index of a special kind (a hashed one may carry
     # expireAfterSeconds): it expires nothing.
-    return "expireAfterSeconds" in ix.options and not is_cosmos_index(ix) and ix.kind is None
+    return ix.expire_after is not None and not is_cosmos_index(ix) and ix.kind is None
 
 
 @dataclass(frozen=True)
@@ -127,18 +133,11 @@ def rules_for(coll: CollectionInfo) -> Rules:
     cached = _RULES_CACHE.get(id(coll))
     if cached is not None and cached[0] is coll:
         return cached[1]
-    native = tuple(
-        (ix, int(ix.options["expireAfterSeconds"])) for ix in coll.indexes if is_native_ttl(ix)
-    )
+    native = tuple((ix, _seconds(ix)) for ix in coll.indexes if is_native_ttl(ix))
     cosmos_ix = next((ix for ix in coll.indexes if is_cosmos_index(ix)), None)
     derived = collection_rules(coll)
     rules = (
-        Rules(
-            native,
-            int(cosmos_ix.options["expireAfterSeconds"]) if cosmos_ix is not None else None,
-            cosmos_ix,
-            derived,
-        )
+        Rules(native, None if cosmos_ix is None else _seconds(cosmos_ix), cosmos_ix, derived)
         if native or cosmos_ix is not None or derived
         else NO_RULES
     )
@@ -146,6 +145,12 @@ def rules_for(coll: CollectionInfo) -> Rules:
         _RULES_CACHE.clear()
     _RULES_CACHE[id(coll)] = (coll, rules)
     return rules
+
+
+def _seconds(ix: IndexInfo) -> int:
+    e = ix.expire_after
+    assert e is not None
+    return e.seconds
 
 
 def collection_rules(coll: CollectionInfo) -> tuple[CollectionRule, ...]:
@@ -157,8 +162,7 @@ def collection_rules(coll: CollectionInfo) -> tuple[CollectionRule, ...]:
     # indexes) has no `_id` index, and so none of these rules: their entries are already there.
     if id_index is None or (clustered.OPTION not in options and timeseries.OPTION not in options):
         return ()
-    seconds = options.get(clustered.EXPIRE)
-    e = None if seconds is None else int(seconds)
+    e = None if coll.expire_after is None else coll.expire_after.seconds
     space = id_index.id
     if clustered.OPTION in options:
         return (CollectionRule("clustered", space, e, "_id", clustered.id_date_ms),)

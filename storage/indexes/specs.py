@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.storage.catalog.info import IndexInfo, kind_name
+from ebbdb.storage.catalog.info import EXPIRE_AFTER, IndexInfo, kind_name
 from ebbdb.storage.core.collation import normalise
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, render, to_float, type_name
+from ebbdb.storage.expiry import expire_after
 from ebbdb.storage.indexes import index_kinds
 
 #: MongoDB's limit on indexes per collection, `_id_` included.
 MAX_INDEXES = 64
-MAX_EXPIRE_AFTER_SECONDS = 2_147_483_647
 _SPECIAL_TYPES = frozenset(
     {
         "text",
@@ -161,40 +161,6 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-def _expire_after(value: Any, key: tuple[tuple[str, Any], ...]) -> int:
-    """Validate expireAfterSeconds for this key pattern (spec/ttl.md): 0..2147483647 on a date
-    field, truncated to a whole number; on `_ts` (the Cosmos default TTL) -1 or 1..2147483647."""
-    if not is_number(value):
-        raise QueryError(
-            "CannotCreateIndex",
-            f"TTL index 'expireAfterSeconds' option must be numeric, but received a type of '{type(value).__name__}'",
-        )
-    f = to_float(value)
-    if len(key) == 1 and key[0][0] == "_ts" and math.isfinite(f):
-        if int(f) == -1 or 1 <= int(f) <= MAX_EXPIRE_AFTER_SECONDS:
-            return int(f)
-        raise QueryError(
-            "CannotCreateIndex",
-            f"invalid TTL index 'expireAfterSeconds' value for _ts: {value}; must be -1 or within [1, {MAX_EXPIRE_AFTER_SECONDS}]",
-        )
-    if math.isnan(f) or f < 0 or f > MAX_EXPIRE_AFTER_SECONDS:
-        raise QueryError(
-            "CannotCreateIndex",
-            f"invalid TTL index 'expireAfterSeconds' value: {value}; must be within [0, {MAX_EXPIRE_AFTER_SECONDS}]",
-        )
-    if key == (("_id", key[0][1]),) and len(key) == 1:
-        raise QueryError(
-            "InvalidIndexSpecificationOption",
-            "The field 'expireAfterSeconds' is not valid for an _id index specification.",
-        )
-    if len(key) > 1:
-        raise QueryError(
-            "CannotCreateIndex",
-            "TTL indexes are single-field indexes, compound indexes do not support TTL.",
-        )
-    return int(f)
-
-
 def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
     """Validate one entry of createIndexes' `indexes`. Raises QueryError with MongoDB's codeNames
     (CannotCreateIndex, InvalidIndexSpecificationOption, NotImplemented, BadValue)."""
@@ -241,8 +207,9 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
                 if normalised is not None:  # the simple collation is not listed
                     options[field] = normalised
             continue
-        if field == "expireAfterSeconds":
-            options[field] = _expire_after(value, key)
+        if field == EXPIRE_AFTER:
+            expire = expire_after.parse(value, expire_after.Setting.NEW_INDEX, key)
+            options[field] = expire.seconds
         elif field == "partialFilterExpression":
             if not isinstance(value, Mapping):
                 raise QueryError("TypeMismatch", "partialFilterExpression must be an object")

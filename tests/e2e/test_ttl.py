@@ -708,6 +708,11 @@ def test_coll_mod_errors(client: Client) -> None:
     assert code(name="t_1", expireAfterSeconds="10") == 14
     assert code(name="t_1", expireAfterSeconds=True) == 14
     assert code(name="t_1", expireAfterSeconds=None) == 14
+    # NaN is refused before the index is looked up; an infinity is out of range (it was an
+    # InternalError: int() of an infinite Decimal).
+    assert code(name="nope", expireAfterSeconds=math.nan) == 72
+    assert code(name="t_1", expireAfterSeconds=math.inf) == 72
+    assert code(name="t_1", expireAfterSeconds=-math.inf) == 72
     assert code(name="t_1", keyPattern={"t": 1}, expireAfterSeconds=10) == 72
     assert code(expireAfterSeconds=10) == 72
     assert code(name="nope", expireAfterSeconds=10) == 27

@@ -29,11 +29,13 @@ from ebbdb.server.arguments import (
     arg,
     extract,
     extract_lenient,
+    group,
     type_mismatch,
 )
 from ebbdb.server.commands.aggregate import AggregateParams
 from ebbdb.server.commands.catalog import CollModIndex, CollModParams, CreateParams
 from ebbdb.server.commands.reads import CountParams, DistinctParams, FindParams, GetMoreParams
+from ebbdb.server.commands.schema_options import ValidationOptions
 from ebbdb.server.commands.writes import (
     DeleteParams,
     DeleteStatement,
@@ -721,6 +723,64 @@ def test_coll_mod_options() -> None:
     )
     index = extract(CollModIndex, "collMod.index", {"name": None, "hidden": None}, nested=True)
     assert (index.name, index.hidden) == (None, None)
+
+
+# -- field groups: declared once, read as each command's own fields ------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    low: int | None = arg("low", Kind.INT, check=NonNegative("{command}.{field} is {value}"))
+    high: int | None = arg("high", Kind.INT, required=True)
+
+
+@dataclass(frozen=True)
+class GroupedParams:
+    target: str = arg(COMMAND_VALUE, Kind.STRING)
+    first: Any = arg("first", Kind.ANY, check=Unsupported("first: {field}"))
+    limits: Limits = group(Limits)
+    last: Any = arg("last", Kind.ANY, check=Unsupported("last: {field}"))
+
+
+def test_a_group_is_read_as_the_command_s_own_fields() -> None:
+    p = extract(GroupedParams, "cmd", cmd(high=5, low=1.5))
+    assert p == GroupedParams("coll", limits=Limits(low=1, high=5))
+    err = raises(GroupedParams, cmd(high="x"))
+    assert err.message == type_mismatch("cmd.high", "x", Kind.INT).message
+    err = raises(GroupedParams, cmd())
+    assert err.message == "BSON field 'cmd.high' is missing but a required field"
+    assert raises(GroupedParams, cmd(limits={"high": 1})).code is ErrorCode.Location40415
+    # Its checks run in its place among the command's, and may name the command.
+    assert raises(GroupedParams, cmd(high=1, low=-1)).message == "cmd.low is -1"
+    assert raises(GroupedParams, cmd(high=1, low=-1, first=1)).message == "first: first"
+    assert raises(GroupedParams, cmd(high=1, low=-1, last=1)).message == "cmd.low is -1"
+
+
+@dataclass(frozen=True)
+class OptionalGroupParams:
+    target: str = arg(COMMAND_VALUE, Kind.STRING)
+    validation: ValidationOptions = group(ValidationOptions)
+
+
+def test_a_group_none_of_whose_fields_is_given_is_its_default() -> None:
+    p = extract(OptionalGroupParams, "cmd", cmd())
+    assert p.validation == ValidationOptions()
+    p = extract(OptionalGroupParams, "cmd", cmd(validationLevel="moderate"))
+    assert p.validation == ValidationOptions(level="moderate")
+
+
+@pytest.mark.parametrize("cls", [CreateParams, CollModParams])
+def test_create_and_coll_mod_declare_the_validation_options_once(cls: type) -> None:
+    command = "create" if cls is CreateParams else "collMod"
+    body = {command: "c", "validator": {"a": 1}, "validationAction": "warn"}
+    p = extract(cls, command, body)
+    assert p.validation == ValidationOptions(validator={"a": 1}, action="warn")
+    for field, value in (("validationLevel", "bogus"), ("validationAction", "nope")):
+        err = raises(cls, {command: "c", field: value}, command)
+        assert (err.code, err.message) == (
+            ErrorCode.BadValue,
+            f"Enumeration value '{value}' for field '{command}.{field}' is not a valid value.",
+        )
 
 
 def test_statements_are_extracted_with_their_command() -> None:
