@@ -100,8 +100,9 @@ def _new_index(value: Any, key: tuple[tuple[str, Any], ...]) -> ExpireAfter:
     if not is_number(value):
         raise QueryError(
             "CannotCreateIndex",
+            # MongoDB's message opens a quote around the type's name and never closes it.
             "TTL index 'expireAfterSeconds' option must be numeric, but received a type of "
-            f"'{type(value).__name__}'",
+            f"'{type_name(value)}",
         )
     f = to_float(value)
     if ttl.is_cosmos_key(key) and math.isfinite(f):

@@ -61,11 +61,12 @@ def _ts_range(value: str) -> tuple[str, str]:
     )
 
 
-def _not_numeric(python_type: str) -> tuple[str, str]:
+def _not_numeric(bson_type: str) -> tuple[str, str]:
+    # MongoDB's message names the BSON type, and never closes the quote it opens.
     return _refused(
         "CannotCreateIndex",
         "TTL index 'expireAfterSeconds' option must be numeric, but received a type of "
-        f"'{python_type}'",
+        f"'{bson_type}",
     )
 
 
@@ -93,13 +94,13 @@ NEW_INDEX_ON_DATE_FIELD: list[Case] = [
     ("infinity", math.inf, _range("inf")),
     ("minus infinity", -math.inf, _range("-inf")),
     ("decimal infinity", Decimal128("Infinity"), _range("Infinity")),
-    ("string", "10", _not_numeric("str")),
-    ("off", "off", _not_numeric("str")),
+    ("string", "10", _not_numeric("string")),
+    ("off", "off", _not_numeric("string")),
     ("bool", True, _not_numeric("bool")),
-    ("null", None, _not_numeric("NoneType")),
-    ("object", {"a": 1}, _not_numeric("dict")),
-    ("array", [5], _not_numeric("list")),
-    ("date", DATE, _not_numeric("datetime")),
+    ("null", None, _not_numeric("null")),
+    ("object", {"a": 1}, _not_numeric("object")),
+    ("array", [5], _not_numeric("array")),
+    ("date", DATE, _not_numeric("date")),
 ]
 
 NEW_INDEX_ON_TS: list[Case] = [
@@ -122,7 +123,7 @@ NEW_INDEX_ON_TS: list[Case] = [
     ("NaN", math.nan, _range("nan")),
     ("infinity", math.inf, _range("inf")),
     ("decimal NaN", Decimal128("NaN"), _range("NaN")),
-    ("string", "10", _not_numeric("str")),
+    ("string", "10", _not_numeric("string")),
 ]
 
 NOT_SINGLE_FIELD = (
