@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from decimal import InvalidOperation
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-from ebbdb.storage.aggregate.stage import error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_decimal, type_name
 
@@ -31,8 +30,9 @@ class Refusal:
     message: str
 
     def error(self, **words: Any) -> QueryError:
+        code = self.code
         text = self.message.format(**words)
-        return error(self.code, text) if isinstance(self.code, int) else QueryError(self.code, text)
+        return QueryError(f"Location{code}" if isinstance(code, int) else code, text)
 
 
 #: MongoDB's IDL errors, for a stage that has no words of its own.
@@ -120,10 +120,11 @@ def arg(
 @dataclass_transform(frozen_default=True)
 class Arguments:
     """A stage's specification, parsed: a frozen dataclass of `arg` fields. The class keywords give
-    the stage's own errors for an unknown field and a missing one (a stage that reports all its
-    required fields together gives one message for them), or, `lenient`, unknown fields are
-    ignored."""
+    the stage's own errors for a specification that is not a document, an unknown field and a
+    missing one (a stage that reports all its required fields together gives one message for
+    them), or, `lenient`, unknown fields are ignored."""
 
+    not_document: ClassVar[Refusal] = WRONG_TYPE
     unknown: ClassVar[Refusal] = UNKNOWN
     missing: ClassVar[Refusal] = MISSING_FIELD
     lenient: ClassVar[bool] = False
@@ -131,13 +132,15 @@ class Arguments:
 
     def __init_subclass__(
         cls,
+        not_document: Refusal = WRONG_TYPE,
         unknown: Refusal = UNKNOWN,
         missing: Refusal = MISSING_FIELD,
         lenient: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
-        cls.unknown, cls.missing, cls.lenient = unknown, missing, lenient
+        cls.not_document, cls.unknown, cls.missing = not_document, unknown, missing
+        cls.lenient = lenient
         dataclasses.dataclass(frozen=True)(cls)
         cls._args = {
             f.metadata["arg"].name: (f.name, f.metadata["arg"])
@@ -150,11 +153,12 @@ A = TypeVar("A", bound=Arguments)
 
 def extract(cls: type[A], path: str, spec: Any, defined: frozenset[str] = frozenset()) -> A:
     """`spec`, the document at `path` (a stage's name, or a path within its specification), read
-    into `cls`. Raises QueryError: WRONG_TYPE if `spec` is not a document; then, for each field in
+    into `cls`. Raises QueryError: the class's `not_document` error; then, for each field in
     the order given, the class's `unknown` error, the field's wrong type, or what its `parse`
     raises; then the class's `missing` error for the first required field not given."""
     if not isinstance(spec, Mapping):
-        raise WRONG_TYPE.error(path=path, type=type_name(spec), expected=Kind.OBJECT.expected)
+        expected = Kind.OBJECT.expected
+        raise cls.not_document.error(path=path, type=type_name(spec), expected=expected)
     args = cls._args
     values: dict[str, Any] = {}
     for name, value in spec.items():

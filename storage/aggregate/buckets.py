@@ -13,7 +13,7 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.grouping import (
     Accumulators,
     _group_output,
@@ -273,6 +273,9 @@ def _must_be(what: str, code: int) -> Refusal:
 
 class _BucketAutoArgs(
     Arguments,
+    not_document=Refusal(
+        40240, "The argument to $bucketAuto must be an object, but found type: {type}"
+    ),
     unknown=Refusal(40245, "Unrecognized option to $bucketAuto: {name}"),
     missing=Refusal(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified"),
 ):
@@ -296,12 +299,8 @@ class _BucketAutoArgs(
     )
 
 
-@STAGES.stage(
-    "$bucketAuto",
-    document=(40240, "The argument to $bucketAuto must be an object, but found type: {type}"),
-)
-def _parse_bucket_auto(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_BucketAutoArgs, "$bucketAuto", spec, defined)
+@STAGES.stage("$bucketAuto", arguments=_BucketAutoArgs)
+def _parse_bucket_auto(a: _BucketAutoArgs, defined: frozenset[str]) -> Stage:
     buckets, fields = a.buckets, a.output
     if buckets <= 0:
         raise error(

@@ -11,7 +11,7 @@ from typing import Any
 
 from bson.datetime_ms import DatetimeMS
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
 from ebbdb.storage.aggregate.ordering import Sort
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -182,7 +182,12 @@ def _densify_bounds(bounds: Any, unit: str | None) -> Any:
     raise error(5946800, "Explicit bounds must be numeric or dates")
 
 
-class _DensifyArgs(Arguments):
+class _DensifyArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "The $densify stage specification must be an object, found {type}"
+    ),
+):
     field: str = arg("field", Kind.STRING, required=True)
     partition_fields: Sequence[str] = arg("partitionByFields", Kind.ARRAY, (), items=Kind.STRING)
     range: Mapping[str, Any] = arg("range", Kind.OBJECT, required=True)
@@ -195,12 +200,8 @@ class _RangeArgs(Arguments):
     bounds: Any = arg("bounds", required=True, null_is_missing=True)
 
 
-@STAGES.stage(
-    "$densify",
-    document=("FailedToParse", "The $densify stage specification must be an object, found {type}"),
-)
-def _parse_densify(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_DensifyArgs, "$densify", spec)
+@STAGES.stage("$densify", arguments=_DensifyArgs)
+def _parse_densify(a: _DensifyArgs, defined: frozenset[str]) -> Stage:
     step, unit, bounds = _densify_range(extract(_RangeArgs, "$densify.range", a.range))
     field, path = a.field, field_path(a.field)
     partitions = tuple(field_path(p) for p in a.partition_fields)
@@ -332,7 +333,12 @@ class Fill(Stage, name="$fill"):
         return self.values.run(docs, ctx)
 
 
-class _FillArgs(Arguments):
+class _FillArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "The $fill stage specification must be an object, found {type}"
+    ),
+):
     partition: Expression | None = arg("partitionBy", Kind.STRING_OR_OBJECT, parse=parse_partition)
     partition_fields: list[str] | None = arg("partitionByFields", Kind.STRINGS)
     sort_by: Sort | None = arg("sortBy", Kind.OBJECT, parse=parse_sort_by)
@@ -344,12 +350,8 @@ class _FillOutputArgs(Arguments):
     method: Any = arg("method", default=MISSING)
 
 
-@STAGES.stage(
-    "$fill",
-    document=("FailedToParse", "The $fill stage specification must be an object, found {type}"),
-)
-def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_FillArgs, "$fill", spec, defined)
+@STAGES.stage("$fill", arguments=_FillArgs)
+def _parse_fill(a: _FillArgs, defined: frozenset[str]) -> Stage:
     partition = a.partition
     if partition is not None and a.partition_fields is not None:
         raise error(

@@ -10,7 +10,7 @@ from typing import Any
 
 from bson import Int64, Regex
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import run_stages
 from ebbdb.storage.aggregate.stage import (
@@ -124,6 +124,9 @@ _STRING = Refusal(40103, "expected string as argument for {name}, found: {type}"
 
 class _GraphLookupArgs(
     Arguments,
+    not_document=Refusal(
+        "FailedToParse", "the $graphLookup stage specification must be an object, but found {type}"
+    ),
     unknown=Refusal(40104, "Unknown argument to $graphLookup: {name}"),
     missing=_REQUIRES,
 ):
@@ -147,15 +150,8 @@ class _GraphLookupArgs(
     )
 
 
-@STAGES.stage(
-    "$graphLookup",
-    document=(
-        "FailedToParse",
-        "the $graphLookup stage specification must be an object, but found {type}",
-    ),
-)
-def _parse_graph_lookup(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_GraphLookupArgs, "$graphLookup", spec, defined)
+@STAGES.stage("$graphLookup", arguments=_GraphLookupArgs)
+def _parse_graph_lookup(a: _GraphLookupArgs, defined: frozenset[str]) -> Stage:
     if not (a.from_ and a.as_ and a.connect_from and a.connect_to):  # an empty one is missing
         raise _REQUIRES.error()
     return GraphLookup(

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.ordering import sort_docs
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -266,6 +266,9 @@ def _bucket_default(value: Any, defined: frozenset[str]) -> Any:
 
 class _BucketArgs(
     Arguments,
+    not_document=Refusal(
+        40201, "Argument to $bucket stage must be an object, but found type: {type}."
+    ),
     unknown=Refusal(40197, "Unrecognized option to $bucket: {name}."),
     missing=Refusal(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."),
 ):
@@ -290,12 +293,8 @@ class _BucketArgs(
     )
 
 
-@STAGES.stage(
-    "$bucket",
-    document=(40201, "Argument to $bucket stage must be an object, but found type: {type}."),
-)
-def _parse_bucket(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_BucketArgs, "$bucket", spec, defined)
+@STAGES.stage("$bucket", arguments=_BucketArgs)
+def _parse_bucket(a: _BucketArgs, defined: frozenset[str]) -> Stage:
     boundaries, default = a.boundaries, a.default
     if default is not _NO_DEFAULT and rank(default) == rank(boundaries[0]):
         if compare(default, boundaries[0]) >= 0 and compare(default, boundaries[-1]) < 0:

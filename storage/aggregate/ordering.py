@@ -9,7 +9,7 @@ from typing import Any
 
 from bson import Decimal128
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.stage import (
     STAGES,
     Context,
@@ -158,6 +158,7 @@ def _sample_size(value: Any, defined: frozenset[str]) -> int:
 
 class _SampleArgs(
     Arguments,
+    not_document=Refusal(28745, "the $sample stage specification must be an object"),
     unknown=Refusal(28748, "unrecognized option to $sample: {name}"),
     missing=Refusal(28749, "$sample stage must specify a size"),
 ):
@@ -170,6 +171,6 @@ class _SampleArgs(
     )
 
 
-@STAGES.stage("$sample", document=(28745, "the $sample stage specification must be an object"))
-def _parse_sample(spec: Any, defined: frozenset[str]) -> Stage:
-    return _Sample(extract(_SampleArgs, "$sample", spec).size)
+@STAGES.stage("$sample", arguments=_SampleArgs)
+def _parse_sample(a: _SampleArgs, defined: frozenset[str]) -> Stage:
+    return _Sample(a.size)

@@ -331,16 +331,17 @@ def not_a_document(what: str, value: Any, doc: Doc) -> QueryError:
     )
 
 
-class _ReplaceRootArgs(Arguments):
+class _ReplaceRootArgs(
+    Arguments,
+    not_document=Refusal(
+        40229, "expected an object as specification for $replaceRoot stage, got {type}"
+    ),
+):
     new_root: Any = arg("newRoot", required=True)
 
 
-@STAGES.stage(
-    "$replaceRoot",
-    document=(40229, "expected an object as specification for $replaceRoot stage, got {type}"),
-)
-def _parse_replace_root(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_ReplaceRootArgs, "$replaceRoot", spec)
+@STAGES.stage("$replaceRoot", arguments=_ReplaceRootArgs)
+def _parse_replace_root(a: _ReplaceRootArgs, defined: frozenset[str]) -> Stage:
     return _ReplaceRoot(compile_expression(a.new_root, defined), "'newRoot' expression")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from bson import Decimal128
 
-from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.ordering import Sort
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -660,21 +660,19 @@ def parse_sort_by(value: Any, defined: frozenset[str]) -> Sort:
     return parsed
 
 
-class _SetWindowFieldsArgs(Arguments):
+class _SetWindowFieldsArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "the $setWindowFields stage specification must be an object, found {type}"
+    ),
+):
     partition: Expression | None = arg("partitionBy", parse=parse_partition)
     sort_by: Sort | None = arg("sortBy", Kind.OBJECT, parse=parse_sort_by)
     output: Mapping[str, Any] = arg("output", Kind.OBJECT, required=True)
 
 
-@STAGES.stage(
-    "$setWindowFields",
-    document=(
-        "FailedToParse",
-        "the $setWindowFields stage specification must be an object, found {type}",
-    ),
-)
-def _parse_set_window_fields(spec: Any, defined: frozenset[str]) -> Stage:
-    a = extract(_SetWindowFieldsArgs, "$setWindowFields", spec, defined)
+@STAGES.stage("$setWindowFields", arguments=_SetWindowFieldsArgs)
+def _parse_set_window_fields(a: _SetWindowFieldsArgs, defined: frozenset[str]) -> Stage:
     outputs = []
     for field, fn_spec in a.output.items():
         path = field_path(field)

@@ -26,6 +26,7 @@ class _Idl(Arguments):
 
 class _Own(
     Arguments,
+    not_document=Refusal(40240, "the spec is {type}"),
     unknown=Refusal(40245, "Unrecognized option to $s: {name}"),
     missing=Refusal(40246, "$s requires 'n' to be specified"),
 ):
@@ -67,6 +68,7 @@ ERRORS = [
         "TypeMismatch",
         "BSON field '$s.name' is the wrong type 'int', expected type 'string'",
     ),
+    (_Own, 5, "Location40240", "the spec is int"),
     (_Own, {"x": 1, "n": 1}, "Location40245", "Unrecognized option to $s: x"),
     (_Own, {"n": "1"}, "Location40241", "n is string"),
     (_Own, {}, "Location40246", "$s requires 'n' to be specified"),
