@@ -347,6 +347,16 @@ def main() -> None:
         )
         return s
 
+    def add_region_distance(origin: tuple[float, float], reg: Any) -> None:
+        distance = geo.spherical_distance(origin, geo.parse_shape(reg), 1.0)
+        add(
+            "spherical_distance",
+            origin=list(origin),
+            shape=reg,
+            radius=1.0,
+            expect={"value": distance},
+        )
+
     docs = shapes()
     docs.update(random_shapes(rng, 120))
     for v in list(docs.values()) + invalid_values():
@@ -460,17 +470,8 @@ def main() -> None:
             sh = line(*[_rand_vertex(rng, cx, cy, 20) for _ in range(rng.randint(2, 4))])
         else:
             sh = poly(_rand_ring(rng, cx + rng.uniform(-10, 10), cy, rng.uniform(1, 10)))
-        s = add_pair(reg, sh)
-        if s is None:
-            continue
-        o = _rand_vertex(rng, cx, cy, 30)
-        add(
-            "spherical_distance",
-            origin=list(o),
-            shape=reg,
-            radius=1.0,
-            expect={"value": geo.spherical_distance(o, geo.parse_shape(reg), 1.0)},
-        )
+        if add_pair(reg, sh) is not None:
+            add_region_distance(_rand_vertex(rng, cx, cy, 30), reg)
 
     # Shapes on a small grid around (0, 0): shared vertices and edges everywhere, and the edges
     # on the equator and the prime meridian are exact great circles, so points and vertices lie
@@ -513,17 +514,8 @@ def main() -> None:
                 ],
             }
         sh = _grid_shape(rng, grid, (2, 2, 3), 3)
-        s = add_pair(reg, sh)
-        if s is None:
-            continue
-        o = rng.choice(grid)
-        add(
-            "spherical_distance",
-            origin=list(o),
-            shape=reg,
-            radius=1.0,
-            expect={"value": geo.spherical_distance(o, geo.parse_shape(reg), 1.0)},
-        )
+        if add_pair(reg, sh) is not None:
+            add_region_distance(rng.choice(grid), reg)
 
     # Polygons with holes on small grids (around (0, 0), across the antimeridian, at the pole):
     # loops that touch, share vertices or cross. Only whether S2 accepts one is recorded here:
