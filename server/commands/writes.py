@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
@@ -33,6 +33,16 @@ WRITE_BATCH = ItemCount(
 )
 
 S = TypeVar("S")
+
+
+class _Statement(Protocol):
+    """An update or delete statement: its filter."""
+
+    @property
+    def q(self) -> dict[str, Any]: ...
+
+
+St = TypeVar("St", bound=_Statement)
 
 
 def _each_statement(
@@ -62,18 +72,28 @@ class StatementsParams:
     bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
 
 
+#: Statements few enough, each found by `_id`, that a command is a small bounded write.
+SMALL_STATEMENTS = 16
+
+
+def by_id(q: dict[str, Any] | None) -> bool:
+    """The filter pins one document by an `_id` equality (at most one match)."""
+    return writes.id_point(q) is not MISSING
+
+
 async def _run_statements(
     ctx: CommandContext,
-    statements: Sequence[S],
+    statements: Sequence[St],
     ordered: bool,
-    small: bool,
+    single: Callable[[St], bool],
     counts: Callable[[], dict[str, Any]],
-    run: Callable[[dict[str, Any], int, S, int], None],
+    run: Callable[[dict[str, Any], int, St, int], None],
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
-    bounded write when `small`, see Gateway.write_small) and reply: the counts, which `run(reply,
-    i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again), then
-    writeErrors for the statements that failed, then ok."""
+    bounded write when the statements are few and each `single` and found by `_id`, see
+    Gateway.write_small) and reply: the counts, which `run(reply, i, statement, now_ms)` adds to
+    (rebuilt from `counts()` if the job is run again), then writeErrors for the statements that
+    failed, then ok."""
 
     def job(now_ms: int) -> dict[str, Any]:
         reply = counts()
@@ -83,17 +103,11 @@ async def _run_statements(
         reply["ok"] = 1.0
         return reply
 
+    small = len(statements) <= SMALL_STATEMENTS and all(
+        single(s) and by_id(s.q) for s in statements
+    )
     gateway = ctx.gateway
     return await (gateway.write_small(job) if small else gateway.write_stamped(job))
-
-
-#: Statements few enough, each found by `_id`, that a command is a small bounded write.
-SMALL_STATEMENTS = 16
-
-
-def by_id(q: dict[str, Any] | None) -> bool:
-    """The filter pins one document by an `_id` equality (at most one match)."""
-    return writes.id_point(q) is not MISSING
 
 
 def _parse_change(
@@ -233,11 +247,8 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             reply["n"] += 1
             reply.setdefault("upserted", []).append({"index": i, "_id": result.upserted_id})
 
-    small = len(statements) <= SMALL_STATEMENTS and all(
-        not s.multi and by_id(s.q) for s in statements
-    )
     reply = await _run_statements(
-        ctx, statements, p.ordered, small, lambda: {"n": 0, "nModified": 0}, run
+        ctx, statements, p.ordered, lambda s: not s.multi, lambda: {"n": 0, "nModified": 0}, run
     )
     ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
@@ -282,10 +293,9 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
             engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
         ).deleted
 
-    small = len(statements) <= SMALL_STATEMENTS and all(
-        s.limit == 1 and by_id(s.q) for s in statements
+    reply = await _run_statements(
+        ctx, statements, p.ordered, lambda s: s.limit == 1, lambda: {"n": 0}, run
     )
-    reply = await _run_statements(ctx, statements, p.ordered, small, lambda: {"n": 0}, run)
     ctx.stats.count_documents("delete", reply["n"])
     return reply
 
