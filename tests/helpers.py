@@ -1,11 +1,14 @@
 """Helpers that more than one test file uses: tables of cases, the QueryError a call raises and the
 test over a table of them, document ids and encoding, long index keys, explain plan walking,
-byte-at-a-time framing, running a query over an engine, and a command recorder for driver tests.
+byte-at-a-time framing, running a query over an engine, a command recorder for driver tests, and
+what a fresh interpreter prints.
 Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath). Fixtures live
 in the conftest.py files, not here."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -189,3 +192,14 @@ STORAGE_STATS_FIELDS = (
     "size count avgObjSize numOrphanDocs storageSize freeStorageSize capped nindexes indexDetails"
     " indexBuilds totalIndexSize indexSizes totalSize scaleFactor"
 ).split()
+
+
+# -- a fresh interpreter ---------------------------------------------------------------------------
+
+
+def python_output(code: str, *args: str) -> str:
+    """What a fresh interpreter prints running `code` (with `args` as sys.argv[1:]); the test fails
+    if it fails. For what an import or a first call loads, which this process has loaded already."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    ).stdout

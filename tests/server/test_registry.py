@@ -9,7 +9,6 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
-import subprocess
 import sys
 import threading
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from ebbdb.server import commands as commands_package
 from ebbdb.server.arguments import NoParams
 from ebbdb.server.registry import COMMAND_MODULES, COMMANDS_PACKAGE, REGISTRY, Command, Registry
+from tests.helpers import python_output
 
 EXPECTED = [
     "hello",
@@ -174,9 +174,7 @@ def test_a_lookup_imports_only_its_own_module() -> None:
         "REGISTRY.commands()\n"
         "print(len(loaded()))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    out = python_output(script).splitlines()
     assert out[0] == f"[] ['{COMMANDS_PACKAGE}.handshake']"
     modules = {
         info.name

@@ -3,11 +3,9 @@ the kinds each kind module registers, so that a lookup imports the right module 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from ebbdb.storage.indexes.index_kinds import KIND_MODULES, registered, registry
 from ebbdb.storage.indexes.index_kinds import kinds as every_kind
+from tests.helpers import python_output
 
 
 def test_kind_modules_table_is_what_the_modules_register() -> None:
@@ -31,7 +29,5 @@ def test_a_lookup_imports_only_its_kind_module() -> None:
         "assert kind_named('ascending') is None\n"
         "print(before, loaded())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    out = python_output(script).strip()
     assert out == "[] ['hashed']"
