@@ -17,8 +17,8 @@ from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.grouping import (
     Accumulators,
     _group_output,
-    _parse_accumulators,
     is_operator_object,
+    output_accumulators,
 )
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
 from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
@@ -292,7 +292,7 @@ class _BucketAutoArgs(
         Kind.OBJECT,
         (),
         mismatch=_must_be("an object", 40244),
-        parse=lambda value, defined: _parse_accumulators(value, defined, skip_id=False),
+        parse=output_accumulators,
     )
     granularity: str | None = arg(
         "granularity", Kind.STRING, mismatch=_must_be("a string", 40261), parse=_granularity

@@ -216,6 +216,12 @@ class _Bucket(Stage, name="$bucket"):
         return self.default
 
 
+def output_accumulators(spec: Mapping[str, Any], defined: frozenset[str]) -> Accumulators:
+    """$bucket's and $bucketAuto's `output`: the accumulators of each bucket (no `_id` among them,
+    unlike $group's)."""
+    return _parse_accumulators(spec, defined, skip_id=False)
+
+
 def _must(code: int, field: str, requirement: str) -> QueryError:
     """MongoDB's message for a $bucket option that breaks a rule."""
     return error(code, f"The $bucket '{field}' field must {requirement}.")
@@ -289,7 +295,7 @@ class _BucketArgs(
         mismatch=Refusal(
             40196, "The $bucket 'output' field must be an object, but found type: {type}."
         ),
-        parse=lambda value, defined: _parse_accumulators(value, defined, skip_id=False),
+        parse=output_accumulators,
     )
 
 
