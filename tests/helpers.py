@@ -1,6 +1,7 @@
 """Helpers that more than one test file uses: tables of cases, the QueryError a call raises and the
 test over a table of them, document ids and encoding, long index keys, explain plan walking,
-byte-at-a-time framing, running a query over an engine, and a command recorder for driver tests.
+byte-at-a-time framing, running a query over an engine, a command recorder for driver tests, and
+what a fresh interpreter prints.
 Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath). Fixtures live
 in the conftest.py files, not here."""
 
@@ -193,8 +194,12 @@ STORAGE_STATS_FIELDS = (
 ).split()
 
 
-def fresh_python(script: str) -> list[str]:
-    """The lines a script prints in a fresh interpreter: for what a first import or a first use
-    does, which this process has done already."""
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    return out.stdout.splitlines()
+# -- a fresh interpreter ---------------------------------------------------------------------------
+
+
+def python_output(code: str, *args: str) -> str:
+    """What a fresh interpreter prints running `code` (with `args` as sys.argv[1:]); the test fails
+    if it fails. For what an import or a first call loads, which this process has loaded already."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    ).stdout

@@ -2,8 +2,9 @@
 as generators over decoded documents, reading collections through a Source. EngineSource reads via
 the query engine, so expired documents never enter a pipeline, whether read first or joined.
 
-`stage` holds the Stage contract and the registry; `pipeline` parses and runs a whole pipeline;
-`source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
+`stage` holds the Stage contract and the registry; `arguments` is the one extractor of stage
+specifications (MongoDB's 40415/40414/14 and each stage's own codes); `pipeline` parses and runs a
+whole pipeline; `source` reads collections; `pushdown` plans the first read. Each stage family registers its stages
 on import: filtering, reshaping, ordering, grouping, subpipelines, diagnostics ($collStats,
 $indexStats), output ($out, $merge: they pass their input through; the server writes it),
 windows ($setWindowFields), graph ($graphLookup), gaps ($densify, $fill), buckets ($bucketAuto),

@@ -8,12 +8,18 @@ import bisect
 import decimal
 import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from bson import Decimal128, Int64
 
-from ebbdb.storage.aggregate.grouping import Accumulators, _group_output, _parse_accumulators
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
+from ebbdb.storage.aggregate.grouping import (
+    Accumulators,
+    _group_output,
+    is_operator_object,
+    output_accumulators,
+)
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
 from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
 from ebbdb.storage.query.compare import compare, is_nan, number_value
@@ -229,68 +235,77 @@ class BucketAuto(Stage, name="$bucketAuto"):
         return None if key is MISSING else key
 
 
-@STAGES.stage(
-    "$bucketAuto",
-    document=(40240, "The argument to $bucketAuto must be an object, but found type: {type}"),
-)
-def _parse_bucket_auto(spec: Any, defined: frozenset[str]) -> Stage:
-    group_by: Expression | None = None
-    buckets: int | None = None
-    fields: Accumulators = ()
-    granularity: str | None = None
-    for name, value in spec.items():
-        if name == "groupBy":
-            is_expr = (
-                isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")
-            )
-            if not (is_expr or (isinstance(value, str) and len(value) > 1 and value[0] == "$")):
-                raise error(
-                    40239,
-                    "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an"
-                    f" expression object, but found: {render(value)}",
-                )
-            group_by = compile_expression(value, defined)
-        elif name == "buckets":
-            if not is_number(value):
-                raise error(
-                    40241,
-                    "The $bucketAuto 'buckets' field must be a numeric value, but found type:"
-                    f" {type_name(value)}",
-                )
-            number = to_float(value)
-            if number != math.floor(number) or not INT32_MIN <= number <= INT32_MAX:
-                raise error(
-                    40242,
-                    "The $bucketAuto 'buckets' field must be representable as a 32-bit integer,"
-                    f" but found {render(number)}",
-                )
-            buckets = int(number)
-        elif name == "output":
-            if not isinstance(value, Mapping):
-                raise error(
-                    40244,
-                    "The $bucketAuto 'output' field must be an object, but found type:"
-                    f" {type_name(value)}",
-                )
-            fields = _parse_accumulators(value, defined, skip_id=False)
-        elif name == "granularity":
-            if not isinstance(value, str):
-                raise error(
-                    40261,
-                    "The $bucketAuto 'granularity' field must be a string, but found type:"
-                    f" {type_name(value)}",
-                )
-            if value not in GRANULARITIES:
-                raise error(40257, f"Unknown rounding granularity '{value}'")
-            granularity = value
-        else:
-            raise error(40245, f"Unrecognized option to $bucketAuto: {name}")
-    if group_by is None or buckets is None:
-        raise error(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
+def _group_by(value: Any, defined: frozenset[str]) -> Expression:
+    if not (
+        is_operator_object(value) or (isinstance(value, str) and len(value) > 1 and value[0] == "$")
+    ):
+        raise error(
+            40239,
+            "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an"
+            f" expression object, but found: {render(value)}",
+        )
+    return compile_expression(value, defined)
+
+
+def _buckets(value: Any, defined: frozenset[str]) -> int:
+    number = to_float(value)
+    if number != math.floor(number) or not INT32_MIN <= number <= INT32_MAX:
+        raise error(
+            40242,
+            "The $bucketAuto 'buckets' field must be representable as a 32-bit integer, but found"
+            f" {render(number)}",
+        )
+    return int(number)
+
+
+def _granularity(value: str, defined: frozenset[str]) -> str:
+    if value not in GRANULARITIES:
+        raise error(40257, f"Unknown rounding granularity '{value}'")
+    return value
+
+
+def _must_be(what: str, code: int) -> Refusal:
+    """MongoDB's error for a $bucketAuto field of the wrong type."""
+    return Refusal(
+        code, f"The $bucketAuto '{{name}}' field must be {what}, but found type: {{type}}"
+    )
+
+
+class _BucketAutoArgs(
+    Arguments,
+    not_document=Refusal(
+        40240, "The argument to $bucketAuto must be an object, but found type: {type}"
+    ),
+    unknown=Refusal(40245, "Unrecognized option to $bucketAuto: {name}"),
+    missing=Refusal(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified"),
+):
+    group_by: Expression = arg("groupBy", required=True, parse=_group_by)
+    buckets: int = arg(
+        "buckets",
+        Kind.NUMBER,
+        required=True,
+        mismatch=_must_be("a numeric value", 40241),
+        parse=_buckets,
+    )
+    output: Accumulators = arg(
+        "output",
+        Kind.OBJECT,
+        (),
+        mismatch=_must_be("an object", 40244),
+        parse=output_accumulators,
+    )
+    granularity: str | None = arg(
+        "granularity", Kind.STRING, mismatch=_must_be("a string", 40261), parse=_granularity
+    )
+
+
+@STAGES.stage("$bucketAuto", arguments=_BucketAutoArgs)
+def _parse_bucket_auto(a: _BucketAutoArgs, defined: frozenset[str]) -> Stage:
+    buckets, fields = a.buckets, a.output
     if buckets <= 0:
         raise error(
             40243, f"The $bucketAuto 'buckets' field must be greater than 0, but found: {buckets}"
         )
     if not fields:
         fields = (("count", compile_accumulator("$sum", 1)),)
-    return BucketAuto(group_by, buckets, fields, granularity)
+    return BucketAuto(a.group_by, buckets, fields, a.granularity)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator, Mapping
-from decimal import InvalidOperation
 from typing import Any
 
 from bson import Int64
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
 from ebbdb.storage.aggregate.source import EngineSource
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.errors import QueryError
-from ebbdb.storage.core.values import is_number, render_element, to_decimal, type_name
+from ebbdb.storage.core.values import render_element
 from ebbdb.storage.engine.sizes import number, storage_stats
 
 _FIRST = Placement(first=True, in_facet=False)
@@ -89,67 +89,40 @@ def _existing(coll: CollectionInfo | None, ns: str, what: str) -> CollectionInfo
     return coll
 
 
-def _unknown(path: str) -> QueryError:
-    return QueryError("Location40415", f"BSON field '{path}' is an unknown field.")
-
-
-def _object(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise QueryError(
-            "TypeMismatch",
-            f"BSON field '{path}' is the wrong type '{type_name(value)}', expected type 'object'",
-        )
-    return value
-
-
-def _optional_bool(value: Any, path: str) -> bool:
-    """IDL's optionalBool: a boolean, nothing else."""
-    if not isinstance(value, bool):
-        name = path.rpartition(".")[2]
-        raise QueryError(
-            "TypeMismatch",
-            f"Field '{name}' should be a boolean value, but found: {type_name(value)}",
-        )
-    return value
-
-
-def _scale(value: Any, path: str) -> int:
-    """StorageStatsSpec's `scale`: IDL's safeInt (any number, the fraction dropped), at least 1."""
-    if not is_number(value):
-        raise QueryError(
-            "TypeMismatch",
-            f"BSON field '{path}' is the wrong type '{type_name(value)}', "
-            "expected types '[long, int, decimal, double]'",
-        )
-    try:
-        scale = int(to_decimal(value))
-    except (ValueError, OverflowError, InvalidOperation):
-        raise QueryError("BadValue", f"BSON field '{path}' must be a finite number") from None
+def _at_least_one(scale: int, defined: frozenset[str]) -> int:
     if scale < 1:
         raise error(51024, f"BSON field 'scale' value must be >= 1, actual value '{scale}'")
     return scale
 
 
+#: IDL's optionalBool: a boolean, nothing else, in its own words.
+_NOT_BOOL = Refusal("TypeMismatch", "Field '{name}' should be a boolean value, but found: {type}")
+
+
+class _StorageStatsArgs(Arguments, lenient=True):
+    """A StorageStatsSpec: not strict in MongoDB, so unknown fields are ignored; verbose,
+    waitForLock and numericOnly change nothing here but must be booleans."""
+
+    scale: int = arg("scale", Kind.INT, 1, parse=_at_least_one)
+    verbose: bool = arg("verbose", Kind.BOOL, mismatch=_NOT_BOOL)
+    wait_for_lock: bool = arg("waitForLock", Kind.BOOL, mismatch=_NOT_BOOL)
+    numeric_only: bool = arg("numericOnly", Kind.BOOL, mismatch=_NOT_BOOL)
+
+
 def storage_stats_scale(spec: Mapping[str, Any], path: str) -> int:
-    """The scale a StorageStatsSpec asks for (1 if none); its other fields (verbose, waitForLock,
-    numericOnly) change nothing here but must be booleans, and unknown ones are ignored, as the
-    spec is not strict in MongoDB."""
-    scale = 1
-    for name, value in spec.items():
-        if name == "scale":
-            scale = _scale(value, f"{path}.scale")
-        elif name in ("verbose", "waitForLock", "numericOnly"):
-            _optional_bool(value, f"{path}.{name}")
-    return scale
+    """The scale a StorageStatsSpec at `path` asks for (1 if none)."""
+    return extract(_StorageStatsArgs, path, spec).scale
 
 
-def _latency_histograms(spec: Mapping[str, Any], path: str) -> bool:
-    histograms = False
-    for name, value in spec.items():
-        if name != "histograms":
-            raise _unknown(f"{path}.{name}")
-        histograms = _optional_bool(value, f"{path}.{name}")
-    return histograms
+class _LatencyStatsArgs(Arguments):
+    histograms: bool = arg("histograms", Kind.BOOL, False, mismatch=_NOT_BOOL)
+
+
+class _CollStatsArgs(Arguments):
+    latency: _LatencyStatsArgs | None = arg("latencyStats", Kind.OBJECT, of=_LatencyStatsArgs)
+    storage: _StorageStatsArgs | None = arg("storageStats", Kind.OBJECT, of=_StorageStatsArgs)
+    count: Mapping[str, Any] | None = arg("count", Kind.OBJECT)
+    query_exec: Mapping[str, Any] | None = arg("queryExecStats", Kind.OBJECT)
 
 
 @STAGES.stage("$collStats", _FIRST)
@@ -159,23 +132,10 @@ def _parse_coll_stats(spec: Any, defined: frozenset[str]) -> Stage:
             5447000,
             "$collStats must take a nested object but found: " + render_element("$collStats", spec),
         )
-    latency: bool | None = None
-    scale: int | None = None
-    count = query_exec = False
-    for name, value in spec.items():
-        path = f"$collStats.{name}"
-        if name == "latencyStats":
-            latency = _latency_histograms(_object(value, path), path)
-        elif name == "storageStats":
-            scale = storage_stats_scale(_object(value, path), path)
-        elif name == "count":
-            _object(value, path)
-            count = True
-        elif name == "queryExecStats":
-            _object(value, path)
-            query_exec = True
-        else:
-            raise _unknown(path)
+    a = extract(_CollStatsArgs, "$collStats", spec)
+    latency = None if a.latency is None else a.latency.histograms
+    scale = None if a.storage is None else a.storage.scale
+    count, query_exec = a.count is not None, a.query_exec is not None
     return CollStats(latency, scale, count, query_exec)
 
 

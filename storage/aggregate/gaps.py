@@ -5,12 +5,13 @@ linear interpolation), with MongoDB 7.0's checks and codes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bson.datetime_ms import DatetimeMS
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
 from ebbdb.storage.aggregate.ordering import Sort
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -39,32 +40,6 @@ from ebbdb.storage.query.compare import RANK_DATE, compare, date_ms, number_valu
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec, sort_documents
-
-
-def _unknown(stage: str, name: str) -> QueryError:
-    return error(40415, f"BSON field '{stage}.{name}' is an unknown field.")
-
-
-def _missing(stage: str, name: str) -> QueryError:
-    return error(40414, f"BSON field '{stage}.{name}' is missing but a required field")
-
-
-def _wrong_type(field: str, value: Any, expected: str) -> QueryError:
-    return QueryError(
-        "TypeMismatch",
-        f"BSON field '{field}' is the wrong type '{type_name(value)}', expected type '{expected}'",
-    )
-
-
-_TYPES: dict[str, Any] = {"string": str, "array": list, "object": Mapping}
-
-
-def _typed(field: str, value: Any, expected: str) -> Any:
-    """`value`, if of the IDL type `expected`; else TypeMismatch naming `field`."""
-    if not isinstance(value, _TYPES[expected]):
-        raise _wrong_type(field, value, expected)
-    return value
-
 
 # -- $densify ----------------------------------------------------------------------------------------
 
@@ -207,45 +182,52 @@ def _densify_bounds(bounds: Any, unit: str | None) -> Any:
     raise error(5946800, "Explicit bounds must be numeric or dates")
 
 
-@STAGES.stage(
-    "$densify",
-    document=("FailedToParse", "The $densify stage specification must be an object, found {type}"),
-)
-def _parse_densify(spec: Any, defined: frozenset[str]) -> Stage:
-    field: str | None = None
-    partition_fields: list[str] = []
-    range_spec: Mapping[str, Any] | None = None
-    for name, value in spec.items():
-        if name == "field":
-            field = _typed("$densify.field", value, "string")
-        elif name == "partitionByFields":
-            partition_fields = _typed("$densify.partitionByFields", value, "array")
-            for element in partition_fields:
-                _typed("$densify.partitionByFields", element, "string")
-        elif name == "range":
-            range_spec = _typed("$densify.range", value, "object")
-        else:
-            raise _unknown("$densify", name)
-    if field is None:
-        raise _missing("$densify", "field")
-    if range_spec is None:
-        raise _missing("$densify", "range")
-    step: Any = None
-    unit: str | None = None
-    bounds: Any = None
-    for name, value in range_spec.items():
-        if name == "step":
-            step = value
-        elif name == "unit":
-            unit = _typed("$densify.range.unit", value, "string")
-        elif name == "bounds":
-            bounds = value
-        else:
-            raise _unknown("$densify.range", name)
-    if step is None:
-        raise _missing("$densify.range", "step")
-    if bounds is None:
-        raise _missing("$densify.range", "bounds")
+class _DensifyArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "The $densify stage specification must be an object, found {type}"
+    ),
+):
+    field: str = arg("field", Kind.STRING, required=True)
+    partition_fields: Sequence[str] = arg("partitionByFields", Kind.ARRAY, (), items=Kind.STRING)
+    range: Mapping[str, Any] = arg("range", Kind.OBJECT, required=True)
+
+
+class _RangeArgs(Arguments):
+    # A null step or bounds is reported missing, as if not given.
+    step: Any = arg("step", required=True, null_is_missing=True)
+    unit: str | None = arg("unit", Kind.STRING)
+    bounds: Any = arg("bounds", required=True, null_is_missing=True)
+
+
+@STAGES.stage("$densify", arguments=_DensifyArgs)
+def _parse_densify(a: _DensifyArgs, defined: frozenset[str]) -> Stage:
+    step, unit, bounds = _densify_range(extract(_RangeArgs, "$densify.range", a.range))
+    field, path = a.field, field_path(a.field)
+    partitions = tuple(field_path(p) for p in a.partition_fields)
+    for p in a.partition_fields:
+        if p.startswith(field):
+            raise error(
+                8993000,
+                f"partitionByFields '{p}' cannot include field '{field}' that is being densified.",
+            )
+        if field.startswith(p):
+            raise error(
+                9554500,
+                f"field '{field}' that is being densified cannot include partitionByFields '{p}'.",
+            )
+    if bounds == _PARTITION and not partitions:
+        raise error(
+            5733408,
+            "One cannot specify the bounds as 'partition' without specifying a non-empty array of"
+            " partitionByFields. You may have meant to specify 'full' bounds.",
+        )
+    return Densify(path, partitions, step, unit, bounds)
+
+
+def _densify_range(r: _RangeArgs) -> tuple[Any, str | None, Any]:
+    """The range's step, unit and bounds, checked."""
+    step, unit = r.step, r.unit
     if not is_number(step) or not number_value(step) > 0:
         raise error(
             5733401,
@@ -260,27 +242,7 @@ def _parse_densify(spec: Any, defined: frozenset[str]) -> Stage:
             )
         if not dates.is_time_unit(unit):
             raise QueryError("FailedToParse", f"unknown time unit value: {unit}")
-    parsed_bounds = _densify_bounds(bounds, unit)
-    path = field_path(field)
-    partitions_ = tuple(field_path(p) for p in partition_fields)
-    for p in partition_fields:
-        if p.startswith(field):
-            raise error(
-                8993000,
-                f"partitionByFields '{p}' cannot include field '{field}' that is being densified.",
-            )
-        if field.startswith(p):
-            raise error(
-                9554500,
-                f"field '{field}' that is being densified cannot include partitionByFields '{p}'.",
-            )
-    if parsed_bounds == _PARTITION and not partitions_:
-        raise error(
-            5733408,
-            "One cannot specify the bounds as 'partition' without specifying a non-empty array of"
-            " partitionByFields. You may have meant to specify 'full' bounds.",
-        )
-    return Densify(path, partitions_, step, unit, parsed_bounds)
+    return step, unit, _densify_bounds(r.bounds, unit)
 
 
 # -- $fill -------------------------------------------------------------------------------------------
@@ -371,56 +333,46 @@ class Fill(Stage, name="$fill"):
         return self.values.run(docs, ctx)
 
 
-@STAGES.stage(
-    "$fill",
-    document=("FailedToParse", "The $fill stage specification must be an object, found {type}"),
-)
-def _parse_fill(spec: Any, defined: frozenset[str]) -> Stage:
-    partition: Expression | None = None
-    partition_fields: list[str] | None = None
-    sort: Sort | None = None
-    output: Mapping[str, Any] | None = None
-    for name, value in spec.items():
-        if name == "partitionBy":
-            if not isinstance(value, (str, Mapping)):
-                raise _wrong_type("$fill.partitionBy", value, "string or object")
-            partition = parse_partition(value, defined)
-        elif name == "partitionByFields":
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise _wrong_type("$fill.partitionByFields", value, "array")
-            partition_fields = value
-        elif name == "sortBy":
-            sort = parse_sort_by(value, "$fill", defined)
-        elif name == "output":
-            output = _typed("$fill.output", value, "object")
-        else:
-            raise _unknown("$fill", name)
-    if output is None:
-        raise _missing("$fill", "output")
-    if partition is not None and partition_fields is not None:
+class _FillArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "The $fill stage specification must be an object, found {type}"
+    ),
+):
+    partition: Expression | None = arg("partitionBy", Kind.STRING_OR_OBJECT, parse=parse_partition)
+    partition_fields: list[str] | None = arg("partitionByFields", Kind.STRINGS)
+    sort_by: Sort | None = arg("sortBy", Kind.OBJECT, parse=parse_sort_by)
+    output: Mapping[str, Any] = arg("output", Kind.OBJECT, required=True)
+
+
+class _FillOutputArgs(Arguments):
+    value: Any = arg("value", default=MISSING)
+    method: Any = arg("method", default=MISSING)
+
+
+@STAGES.stage("$fill", arguments=_FillArgs)
+def _parse_fill(a: _FillArgs, defined: frozenset[str]) -> Stage:
+    partition = a.partition
+    if partition is not None and a.partition_fields is not None:
         raise error(
             6050204,
             "Maximum one of 'partitionBy' and 'partitionByFields can be specified in '$fill'",
         )
-    if partition_fields is not None:
-        partition = compile_expression({f: f"${f}" for f in partition_fields}, defined)
+    if a.partition_fields is not None:
+        partition = compile_expression({f: f"${f}" for f in a.partition_fields}, defined)
+    sort = a.sort_by
     methods: list[tuple[tuple[str, ...], WindowFunction]] = []
     values: list[tuple[tuple[str, ...], Expression]] = []
-    for field, fill in output.items():
+    for field, entry in a.output.items():
         path = field_path(field)
-        _typed(f"$fill.output.{field}", fill, "object")
-        for name in fill:
-            if name not in ("value", "method"):
-                raise _unknown(f"$fill.output.{field}", name)
-        if ("value" in fill) == ("method" in fill):
+        fill = extract(_FillOutputArgs, f"$fill.output.{field}", entry)
+        if (fill.value is MISSING) == (fill.method is MISSING):
             raise error(6050202, "Exactly one of 'value' and 'method' must be specified")
-        if "value" in fill:
-            values.append((path, compile_expression(fill["value"], defined)))
-            continue
-        method = fill["method"]
-        if method == "locf":
+        if fill.value is not MISSING:
+            values.append((path, compile_expression(fill.value, defined)))
+        elif fill.method == "locf":
             methods.append((path, _Locf(path)))
-        elif method == "linear":
+        elif fill.method == "linear":
             if sort is None or len(sort.keys) != 1:
                 raise error(
                     605001,

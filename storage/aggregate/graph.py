@@ -5,11 +5,12 @@ expired documents are never found), with maxDepth, depthField and restrictSearch
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from bson import Int64, Regex
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import run_stages
 from ebbdb.storage.aggregate.stage import (
@@ -22,7 +23,7 @@ from ebbdb.storage.aggregate.stage import (
     group_key,
     with_path,
 )
-from ebbdb.storage.core.values import is_number, render, type_name
+from ebbdb.storage.core.values import render
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.match import parse_filter
@@ -98,9 +99,7 @@ class GraphLookup(Stage, name="$graphLookup"):
         return list(found.values())
 
 
-def _max_depth(value: Any) -> int:
-    if not is_number(value):
-        raise error(40100, f"maxDepth must be numeric, found type: {type_name(value)}")
+def _max_depth(value: Any, defined: frozenset[str]) -> int:
     number = number_value(value)
     if is_nan(value) or number != int(number):
         raise error(40102, f"maxDepth could not be represented as a long long: {render(value)}")
@@ -109,53 +108,59 @@ def _max_depth(value: Any) -> int:
     return int(number)
 
 
-@STAGES.stage(
-    "$graphLookup",
-    document=(
-        "FailedToParse",
-        "the $graphLookup stage specification must be an object, but found {type}",
-    ),
+def _restriction(value: Any, defined: frozenset[str]) -> dict[str, Any]:
+    restrict = dict(value)
+    parse_filter(restrict)  # a malformed filter is an error now, as MongoDB's
+    return restrict
+
+
+_REQUIRES = Refusal(
+    40105,
+    "$graphLookup requires 'from', 'as', 'startWith', 'connectFromField', and 'connectToField' to"
+    " be specified.",
 )
-def _parse_graph_lookup(spec: Any, defined: frozenset[str]) -> Stage:
-    strings: dict[str, str] = {}
-    start: Expression | None = None
-    restrict: dict[str, Any] | None = None
-    max_depth: int | None = None
-    for name, value in spec.items():
-        if name == "startWith":
-            start = compile_expression(value, defined)
-        elif name == "maxDepth":
-            max_depth = _max_depth(value)
-        elif name == "restrictSearchWithMatch":
-            if not isinstance(value, Mapping):
-                raise error(
-                    40185, f"restrictSearchWithMatch must be an object, found {type_name(value)}"
-                )
-            restrict = dict(value)
-            parse_filter(restrict)  # a malformed filter is an error now, as MongoDB's
-        elif name in ("from", "as", "connectFromField", "connectToField", "depthField"):
-            if not isinstance(value, str):
-                raise error(
-                    40103, f"expected string as argument for {name}, found: {type_name(value)}"
-                )
-            strings[name] = value
-        else:
-            raise error(40104, f"Unknown argument to $graphLookup: {name}")
-    required = ("from", "as", "connectFromField", "connectToField")
-    if start is None or any(not strings.get(k) for k in required):
-        raise error(
-            40105,
-            "$graphLookup requires 'from', 'as', 'startWith', 'connectFromField', and"
-            " 'connectToField' to be specified.",
-        )
-    depth = strings.get("depthField")
+_STRING = Refusal(40103, "expected string as argument for {name}, found: {type}")
+
+
+class _GraphLookupArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "the $graphLookup stage specification must be an object, but found {type}"
+    ),
+    unknown=Refusal(40104, "Unknown argument to $graphLookup: {name}"),
+    missing=_REQUIRES,
+):
+    from_: str = arg("from", Kind.STRING, required=True, mismatch=_STRING)
+    as_: str = arg("as", Kind.STRING, required=True, mismatch=_STRING)
+    connect_from: str = arg("connectFromField", Kind.STRING, required=True, mismatch=_STRING)
+    connect_to: str = arg("connectToField", Kind.STRING, required=True, mismatch=_STRING)
+    depth_field: str | None = arg("depthField", Kind.STRING, mismatch=_STRING)
+    start: Expression = arg("startWith", required=True, parse=compile_expression)
+    max_depth: int | None = arg(
+        "maxDepth",
+        Kind.NUMBER,
+        mismatch=Refusal(40100, "maxDepth must be numeric, found type: {type}"),
+        parse=_max_depth,
+    )
+    restrict: dict[str, Any] | None = arg(
+        "restrictSearchWithMatch",
+        Kind.OBJECT,
+        mismatch=Refusal(40185, "restrictSearchWithMatch must be an object, found {type}"),
+        parse=_restriction,
+    )
+
+
+@STAGES.stage("$graphLookup", arguments=_GraphLookupArgs)
+def _parse_graph_lookup(a: _GraphLookupArgs, defined: frozenset[str]) -> Stage:
+    if not (a.from_ and a.as_ and a.connect_from and a.connect_to):  # an empty one is missing
+        raise _REQUIRES.error()
     return GraphLookup(
-        strings["from"],
-        field_path(strings["as"]),
-        field_path(strings["connectFromField"]),
-        ".".join(field_path(strings["connectToField"])),
-        start,
-        restrict,
-        field_path(depth) if depth is not None else None,
-        max_depth,
+        a.from_,
+        field_path(a.as_),
+        field_path(a.connect_from),
+        ".".join(field_path(a.connect_to)),
+        a.start,
+        a.restrict,
+        field_path(a.depth_field) if a.depth_field is not None else None,
+        a.max_depth,
     )

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.ordering import sort_docs
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -37,6 +38,11 @@ from ebbdb.storage.query.sort import SortSpec, parse_sort
 Accumulators = tuple[tuple[str, Callable[[], Accumulator]], ...]
 
 
+def is_operator_object(value: Any) -> bool:
+    """Whether `value` is a document whose first field names an operator (`{$sum: 1}`)."""
+    return isinstance(value, Mapping) and bool(value) and str(next(iter(value))).startswith("$")
+
+
 def _parse_accumulators(
     spec: Mapping[str, Any], defined: frozenset[str], skip_id: bool
 ) -> Accumulators:
@@ -44,7 +50,7 @@ def _parse_accumulators(
     for name, value in spec.items():
         if skip_id and name == "_id":
             continue
-        if not (isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")):
+        if not is_operator_object(value):
             raise error(40234, f"The field '{name}' must be an accumulator object")
         if "." in name:
             raise error(40235, f"The field name '{name}' cannot contain '.'")
@@ -210,51 +216,10 @@ class _Bucket(Stage, name="$bucket"):
         return self.default
 
 
-@STAGES.stage(
-    "$bucket",
-    document=(40201, "Argument to $bucket stage must be an object, but found type: {type}."),
-)
-def _parse_bucket(spec: Any, defined: frozenset[str]) -> Stage:
-    group_by: Expression | None = None
-    boundaries: list[Any] | None = None
-    default: Any = _NO_DEFAULT
-    fields: Accumulators | None = None
-    for name, value in spec.items():
-        if name == "groupBy":
-            is_expr = (
-                isinstance(value, Mapping) and value and str(next(iter(value))).startswith("$")
-            )
-            if not (is_expr or (isinstance(value, str) and value.startswith("$"))):
-                raise _must(
-                    40202,
-                    "groupBy",
-                    f"be defined as a $-prefixed path or an expression, but found: {render(value)}",
-                )
-            group_by = compile_expression(value, defined)
-        elif name == "boundaries":
-            boundaries = _bucket_boundaries(value)
-        elif name == "default":
-            if not is_constant(value):
-                raise _must(
-                    40195, "default", f"be a constant expression, but found: {render(value)}"
-                )
-            default = value
-        elif name == "output":
-            if not isinstance(value, Mapping):
-                raise _must(40196, "output", f"be an object, but found type: {type_name(value)}")
-            fields = _parse_accumulators(value, defined, skip_id=False)
-        else:
-            raise error(40197, f"Unrecognized option to $bucket: {name}.")
-    if group_by is None or boundaries is None:
-        raise error(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified.")
-    if default is not _NO_DEFAULT and rank(default) == rank(boundaries[0]):
-        if compare(default, boundaries[0]) >= 0 and compare(default, boundaries[-1]) < 0:
-            raise _must(
-                40199,
-                "default",
-                "be less than the lowest boundary or greater than or equal to the highest boundary",
-            )
-    return _Bucket(group_by, tuple(boundaries), default, fields)
+def output_accumulators(spec: Mapping[str, Any], defined: frozenset[str]) -> Accumulators:
+    """$bucket's and $bucketAuto's `output`: the accumulators of each bucket (no `_id` among them,
+    unlike $group's)."""
+    return _parse_accumulators(spec, defined, skip_id=False)
 
 
 def _must(code: int, field: str, requirement: str) -> QueryError:
@@ -262,9 +227,7 @@ def _must(code: int, field: str, requirement: str) -> QueryError:
     return error(code, f"The $bucket '{field}' field must {requirement}.")
 
 
-def _bucket_boundaries(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise _must(40200, "boundaries", f"be an array, but found type: {type_name(value)}")
+def _bucket_boundaries(value: list[Any], defined: frozenset[str]) -> list[Any]:
     for b in value:
         if not is_constant(b):
             raise _must(
@@ -289,6 +252,64 @@ def _bucket_boundaries(value: Any) -> list[Any]:
                 f" are not in ascending order ({render(lower)} is not less than {render(upper)}).",
             )
     return value
+
+
+def _bucket_group_by(value: Any, defined: frozenset[str]) -> Expression:
+    if not (is_operator_object(value) or (isinstance(value, str) and value.startswith("$"))):
+        raise _must(
+            40202,
+            "groupBy",
+            f"be defined as a $-prefixed path or an expression, but found: {render(value)}",
+        )
+    return compile_expression(value, defined)
+
+
+def _bucket_default(value: Any, defined: frozenset[str]) -> Any:
+    if not is_constant(value):
+        raise _must(40195, "default", f"be a constant expression, but found: {render(value)}")
+    return value
+
+
+class _BucketArgs(
+    Arguments,
+    not_document=Refusal(
+        40201, "Argument to $bucket stage must be an object, but found type: {type}."
+    ),
+    unknown=Refusal(40197, "Unrecognized option to $bucket: {name}."),
+    missing=Refusal(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."),
+):
+    group_by: Expression = arg("groupBy", required=True, parse=_bucket_group_by)
+    boundaries: list[Any] = arg(
+        "boundaries",
+        Kind.ARRAY,
+        required=True,
+        mismatch=Refusal(
+            40200, "The $bucket 'boundaries' field must be an array, but found type: {type}."
+        ),
+        parse=_bucket_boundaries,
+    )
+    default: Any = arg("default", default=_NO_DEFAULT, parse=_bucket_default)
+    output: Accumulators | None = arg(
+        "output",
+        Kind.OBJECT,
+        mismatch=Refusal(
+            40196, "The $bucket 'output' field must be an object, but found type: {type}."
+        ),
+        parse=output_accumulators,
+    )
+
+
+@STAGES.stage("$bucket", arguments=_BucketArgs)
+def _parse_bucket(a: _BucketArgs, defined: frozenset[str]) -> Stage:
+    boundaries, default = a.boundaries, a.default
+    if default is not _NO_DEFAULT and rank(default) == rank(boundaries[0]):
+        if compare(default, boundaries[0]) >= 0 and compare(default, boundaries[-1]) < 0:
+            raise _must(
+                40199,
+                "default",
+                "be less than the lowest boundary or greater than or equal to the highest boundary",
+            )
+    return _Bucket(a.group_by, tuple(boundaries), default, a.output)
 
 
 # -- $count ------------------------------------------------------------------------------------------

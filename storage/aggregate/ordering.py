@@ -9,6 +9,7 @@ from typing import Any
 
 from bson import Decimal128
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.stage import (
     STAGES,
     Context,
@@ -148,18 +149,28 @@ class _Sample(Stage, name="$sample"):
         return iter(random.sample(rows, min(self.size, len(rows))))
 
 
-@STAGES.stage("$sample", document=(28745, "the $sample stage specification must be an object"))
-def _parse_sample(spec: Any, defined: frozenset[str]) -> Stage:
-    size: int | None = None
-    for name, value in spec.items():
-        if name != "size":
-            raise error(28748, f"unrecognized option to $sample: {name}")
-        if not is_number(value):
-            raise error(28746, "size argument to $sample must be a number")
-        number = number_value(value)
-        if is_nan(value) or number < 0:
-            raise error(28747, "size argument to $sample must not be negative")
-        size = int(number)
-    if size is None:
-        raise error(28749, "$sample stage must specify a size")
-    return _Sample(size)
+def _sample_size(value: Any, defined: frozenset[str]) -> int:
+    number = number_value(value)
+    if is_nan(value) or number < 0:
+        raise error(28747, "size argument to $sample must not be negative")
+    return int(number)
+
+
+class _SampleArgs(
+    Arguments,
+    not_document=Refusal(28745, "the $sample stage specification must be an object"),
+    unknown=Refusal(28748, "unrecognized option to $sample: {name}"),
+    missing=Refusal(28749, "$sample stage must specify a size"),
+):
+    size: int = arg(
+        "size",
+        Kind.NUMBER,
+        required=True,
+        mismatch=Refusal(28746, "size argument to $sample must be a number"),
+        parse=_sample_size,
+    )
+
+
+@STAGES.stage("$sample", arguments=_SampleArgs)
+def _parse_sample(a: _SampleArgs, defined: frozenset[str]) -> Stage:
+    return _Sample(a.size)

@@ -7,8 +7,9 @@ or a reader of the stream never writes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error, field_path
 from ebbdb.storage.core.errors import QueryError
@@ -84,22 +85,21 @@ def writer_of(pipeline: Pipeline) -> Out | Merge | None:
     return last if isinstance(last, WRITERS) else None
 
 
-def _wrong_type(field: str, value: Any, expected: str) -> QueryError:
-    return QueryError(
-        "TypeMismatch",
-        f"BSON field '{field}' is the wrong type '{type_name(value)}', expected type '{expected}'",
+# -- $out --------------------------------------------------------------------------------------------
+
+
+def _no_timeseries(value: Any, defined: frozenset[str]) -> NoReturn:
+    raise QueryError(
+        "NotImplemented",
+        "$out with 'timeseries' (a new time series collection) is not supported; create the time"
+        " series collection and use $merge",
     )
 
 
-def _missing(field: str) -> QueryError:
-    return error(40414, f"BSON field '{field}' is missing but a required field")
-
-
-def _unknown(field: str) -> QueryError:
-    return error(40415, f"BSON field '{field}' is an unknown field.")
-
-
-# -- $out --------------------------------------------------------------------------------------------
+class _OutArgs(Arguments):
+    coll: str = arg("coll", Kind.STRING, required=True)  # reported missing before db
+    db: str = arg("db", Kind.STRING, required=True)
+    timeseries: None = arg("timeseries", parse=_no_timeseries)
 
 
 @STAGES.stage("$out", _WRITER)
@@ -110,30 +110,19 @@ def _parse_out(spec: Any, defined: frozenset[str]) -> Stage:
         raise error(
             16990, f"$out only supports a string or object argument, but found {type_name(spec)}"
         )
-    found: dict[str, str] = {}
-    for name, value in spec.items():
-        if name in ("db", "coll"):
-            if not isinstance(value, str):
-                raise _wrong_type(f"$out.{name}", value, "string")
-            found[name] = value
-        elif name == "timeseries":
-            raise QueryError(
-                "NotImplemented",
-                "$out with 'timeseries' (a new time series collection) is not"
-                " supported; create the time series collection and use $merge",
-            )
-        else:
-            raise _unknown(f"$out.{name}")
-    for name in ("coll", "db"):
-        if name not in found:
-            raise _missing(f"$out.{name}")
-    return Out(found["db"], found["coll"])
+    a = extract(_OutArgs, "$out", spec)
+    return Out(a.db, a.coll)
 
 
 # -- $merge ------------------------------------------------------------------------------------------
 
 
-def _into(value: Any) -> tuple[str | None, str]:
+class _IntoArgs(Arguments):
+    db: str | None = arg("db", Kind.STRING)
+    coll: str = arg("coll", Kind.STRING, "")
+
+
+def _into(value: Any, defined: frozenset[str]) -> tuple[str | None, str]:
     if isinstance(value, str):
         return None, value
     if not isinstance(value, Mapping):
@@ -142,21 +131,11 @@ def _into(value: Any) -> tuple[str | None, str]:
             "$merge 'into' field  must be either a string or an object, but found"
             f" {type_name(value)}",
         )
-    db: str | None = None
-    coll = ""
-    for name, v in value.items():
-        if name not in ("db", "coll"):
-            raise _unknown(f"into.{name}")
-        if not isinstance(v, str):
-            raise _wrong_type(f"into.{name}", v, "string")
-        if name == "db":
-            db = v
-        else:
-            coll = v
-    return db, coll
+    into = extract(_IntoArgs, "into", value)
+    return into.db, into.coll
 
 
-def _on(value: Any) -> tuple[str, ...]:
+def _on(value: Any, defined: frozenset[str]) -> tuple[str, ...]:
     if not isinstance(value, str | list):
         raise error(
             51186,
@@ -180,14 +159,38 @@ def _on(value: Any) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _enum(field: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise _wrong_type(f"$merge.{field}", value, "string")
+def _enum(field: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise QueryError(
             "BadValue", f"Enumeration value '{value}' for field '{field}' is not a valid value."
         )
     return value
+
+
+def _when_matched(value: Any, defined: frozenset[str]) -> str | list[Any]:
+    """A mode, or a pipeline (returned as it is, parsed once the command's variables are known)."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        return _enum("whenMatched", value, WHEN_MATCHED)
+    raise error(
+        51191,
+        "$merge 'whenMatched' field  must be either a string or an array, but found"
+        f" {type_name(value)}",
+    )
+
+
+class _MergeArgs(Arguments):
+    into: tuple[str | None, str] = arg("into", required=True, parse=_into)
+    on: tuple[str, ...] | None = arg("on", parse=_on)
+    when_matched: str | list[Any] = arg("whenMatched", default="merge", parse=_when_matched)
+    when_not_matched: str = arg(
+        "whenNotMatched",
+        Kind.STRING,
+        "insert",
+        parse=lambda value, _: _enum("whenNotMatched", value, WHEN_NOT_MATCHED),
+    )
+    let: Mapping[str, Any] | None = arg("let", Kind.OBJECT)
 
 
 def _update_pipeline(raw: list[Any], defined: frozenset[str]) -> Pipeline:
@@ -207,38 +210,10 @@ def _parse_merge(spec: Any, defined: frozenset[str]) -> Stage:
             "TypeMismatch",
             f"$merge requires a string or object argument, but found {type_name(spec)}",
         )
-    into: tuple[str | None, str] | None = None
-    on: tuple[str, ...] | None = None
-    when_matched = "merge"
-    when_not_matched = "insert"
-    raw_pipeline: list[Any] | None = None
-    let: Mapping[str, Any] | None = None
-    for name, value in spec.items():
-        if name == "into":
-            into = _into(value)
-        elif name == "on":
-            on = _on(value)
-        elif name == "whenMatched":
-            if isinstance(value, list):
-                raw_pipeline, when_matched = value, "pipeline"
-            elif isinstance(value, str):
-                when_matched = _enum("whenMatched", value, WHEN_MATCHED)
-            else:
-                raise error(
-                    51191,
-                    "$merge 'whenMatched' field  must be either a string or an array, but found"
-                    f" {type_name(value)}",
-                )
-        elif name == "whenNotMatched":
-            when_not_matched = _enum("whenNotMatched", value, WHEN_NOT_MATCHED)
-        elif name == "let":
-            if not isinstance(value, Mapping):
-                raise _wrong_type("$merge.let", value, "object")
-            let = value
-        else:
-            raise _unknown(f"$merge.{name}")
-    if into is None:
-        raise _missing("$merge.into")
+    a = extract(_MergeArgs, "$merge", spec)
+    let, when_not_matched = a.let, a.when_not_matched
+    raw_pipeline = a.when_matched if isinstance(a.when_matched, list) else None
+    when_matched = "pipeline" if isinstance(a.when_matched, list) else a.when_matched
     if (when_matched, when_not_matched) not in _SUPPORTED:
         raise error(
             51181,
@@ -268,4 +243,5 @@ def _parse_merge(spec: Any, defined: frozenset[str]) -> Stage:
             check_variable_name(name, write=True)
             lets.append((name, compile_expression(expr, defined)))
         pipeline = _update_pipeline(raw_pipeline, defined | {n for n, _ in lets})
-    return Merge(into[0], into[1], on, when_matched, when_not_matched, pipeline, tuple(lets))
+    db, coll = a.into
+    return Merge(db, coll, a.on, when_matched, when_not_matched, pipeline, tuple(lets))

@@ -10,6 +10,7 @@ from typing import Any
 
 from bson import Decimal128, Int64
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
 from ebbdb.storage.aggregate.stage import (
     STAGES,
     Context,
@@ -330,17 +331,18 @@ def not_a_document(what: str, value: Any, doc: Doc) -> QueryError:
     )
 
 
-@STAGES.stage(
-    "$replaceRoot",
-    document=(40229, "expected an object as specification for $replaceRoot stage, got {type}"),
-)
-def _parse_replace_root(spec: Any, defined: frozenset[str]) -> Stage:
-    for name in spec:
-        if name != "newRoot":
-            raise error(40415, f"BSON field '$replaceRoot.{name}' is an unknown field.")
-    if "newRoot" not in spec:
-        raise error(40414, "BSON field '$replaceRoot.newRoot' is missing but a required field")
-    return _ReplaceRoot(compile_expression(spec["newRoot"], defined), "'newRoot' expression")
+class _ReplaceRootArgs(
+    Arguments,
+    not_document=Refusal(
+        40229, "expected an object as specification for $replaceRoot stage, got {type}"
+    ),
+):
+    new_root: Any = arg("newRoot", required=True)
+
+
+@STAGES.stage("$replaceRoot", arguments=_ReplaceRootArgs)
+def _parse_replace_root(a: _ReplaceRootArgs, defined: frozenset[str]) -> Stage:
+    return _ReplaceRoot(compile_expression(a.new_root, defined), "'newRoot' expression")
 
 
 @STAGES.stage("$replaceWith")
@@ -376,46 +378,54 @@ class _Unwind(Stage, name="$unwind"):
                 yield doc if index is None else with_path(doc, index, None)
 
 
+_INDEX_NOT_STRING = Refusal(
+    28810,
+    "expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {type}",
+)
+
+
+def _array_index(value: str, defined: frozenset[str]) -> str:
+    if not value:
+        raise _INDEX_NOT_STRING.error(type=type_name(value))
+    if value.startswith("$"):
+        raise error(
+            28822,
+            f"includeArrayIndex option to $unwind stage should not be prefixed with a '$': {value}",
+        )
+    return value
+
+
+class _UnwindArgs(
+    Arguments, unknown=Refusal(28811, "unrecognized option to $unwind stage: {name}")
+):
+    path: str = arg(
+        "path",
+        Kind.STRING,
+        "",
+        mismatch=Refusal(28808, "expected a string as the path for $unwind stage, got {type}"),
+    )
+    preserve: bool = arg(
+        "preserveNullAndEmptyArrays",
+        Kind.BOOL,
+        False,
+        mismatch=Refusal(
+            28809,
+            "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got"
+            " {type}",
+        ),
+    )
+    index: str | None = arg(
+        "includeArrayIndex", Kind.STRING, mismatch=_INDEX_NOT_STRING, parse=_array_index
+    )
+
+
 @STAGES.stage("$unwind")
 def _parse_unwind(spec: Any, defined: frozenset[str]) -> Stage:
-    path = ""
-    preserve = False
-    index: str | None = None
     if isinstance(spec, Mapping):
-        for name, value in spec.items():
-            if name == "path":
-                if not isinstance(value, str):
-                    raise error(
-                        28808,
-                        f"expected a string as the path for $unwind stage, got {type_name(value)}",
-                    )
-                path = value
-            elif name == "preserveNullAndEmptyArrays":
-                if not isinstance(value, bool):
-                    raise error(
-                        28809,
-                        "expected a boolean for the preserveNullAndEmptyArrays option to $unwind"
-                        f" stage, got {type_name(value)}",
-                    )
-                preserve = value
-            elif name == "includeArrayIndex":
-                if not isinstance(value, str) or not value:
-                    raise error(
-                        28810,
-                        "expected a non-empty string for the includeArrayIndex  option to $unwind"
-                        f" stage, got {type_name(value)}",
-                    )
-                if value.startswith("$"):
-                    raise error(
-                        28822,
-                        "includeArrayIndex option to $unwind stage should not be prefixed with a"
-                        f" '$': {value}",
-                    )
-                index = value
-            else:
-                raise error(28811, f"unrecognized option to $unwind stage: {name}")
+        a = extract(_UnwindArgs, "$unwind", spec)
+        path, preserve, index = a.path, a.preserve, a.index
     elif isinstance(spec, str):
-        path = spec
+        path, preserve, index = spec, False, None
     else:
         raise error(
             15981,

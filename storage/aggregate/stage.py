@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import bson
 
+from ebbdb.storage.aggregate.arguments import Arguments, Refusal, extract
 from ebbdb.storage.core.collation import Collation
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import QueryError
@@ -151,13 +152,20 @@ class StageRegistry:
         name: str,
         placement: Placement = ANYWHERE,
         document: tuple[int | str, str] | None = None,
+        arguments: type[Arguments] | None = None,
     ) -> Callable[[_P], _P]:
         """Register the decorated parser for the stage `name`. With `document` (a code, or a
         codeName, and a message, in which "{type}" stands for the specification's BSON type), a
-        specification that is not a document is that error before the parser sees it."""
+        specification that is not a document is that error before the parser sees it. With
+        `arguments`, the parser is given the specification extracted into that class (which
+        declares its rules, a document's included) instead of the specification."""
 
         def register(parser: _P) -> _P:
-            run = parser if document is None else _document_first(parser, *document)
+            run: Parser = parser
+            if arguments is not None:
+                run = _extracted(parser, name, arguments)
+            if document is not None:
+                run = _document_first(run, Refusal(*document))
             self._add(StageKind(name, run, placement))
             return parser
 
@@ -180,12 +188,18 @@ class StageRegistry:
         return list(self._kinds.values())
 
 
-def _document_first(parser: Parser, code: int | str, message: str) -> Parser:
+def _document_first(parser: Parser, refusal: Refusal) -> Parser:
     def parse(spec: Any, defined: frozenset[str]) -> Stage:
         if not isinstance(spec, Mapping):
-            text = message.replace("{type}", type_name(spec))
-            raise error(code, text) if isinstance(code, int) else QueryError(code, text)
+            raise refusal.error(type=type_name(spec))
         return parser(spec, defined)
+
+    return parse
+
+
+def _extracted(parser: Parser, name: str, arguments: type[Arguments]) -> Parser:
+    def parse(spec: Any, defined: frozenset[str]) -> Stage:
+        return parser(extract(arguments, name, spec, defined), defined)
 
     return parse
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from bson import Regex
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
 from ebbdb.storage.aggregate.stage import (
@@ -205,11 +206,10 @@ class _UnionWith(Stage, name="$unionWith"):
         )
 
 
-def _wrong_type(field: str, value: Any, expected: str) -> QueryError:
-    return QueryError(
-        "TypeMismatch",
-        f"BSON field '$unionWith.{field}' is the wrong type '{type_name(value)}', expected type"
-        f" '{expected}'",
+class _UnionWithArgs(Arguments):
+    coll: str | None = arg("coll", Kind.STRING)
+    pipeline: list[Mapping[str, Any]] | None = arg(
+        "pipeline", Kind.ARRAY, parse=lambda value, _: pipeline_array(value)
     )
 
 
@@ -223,19 +223,8 @@ def _parse_union_with(spec: Any, defined: frozenset[str]) -> Stage:
             "the $unionWith stage specification must be an object or string, but found"
             f" {type_name(spec)}",
         )
-    collection: str | None = None
-    raw: list[Mapping[str, Any]] = []
-    for name, value in spec.items():
-        if name == "coll":
-            if not isinstance(value, str):
-                raise _wrong_type("coll", value, "string")
-            collection = value
-        elif name == "pipeline":
-            if not isinstance(value, list):
-                raise _wrong_type("pipeline", value, "array")
-            raw = pipeline_array(value)
-        else:
-            raise error(40415, f"BSON field '$unionWith.{name}' is an unknown field.")
+    a = extract(_UnionWithArgs, "$unionWith", spec)
+    collection, raw = a.coll, a.pipeline or []
     if collection is None and not (raw and "$documents" in raw[0]):
         raise QueryError(
             "FailedToParse",

@@ -13,6 +13,7 @@ from typing import Any
 
 from bson import Decimal128
 
+from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.ordering import Sort
 from ebbdb.storage.aggregate.stage import (
     STAGES,
@@ -650,13 +651,8 @@ def parse_partition(value: Any, defined: frozenset[str]) -> Expression:
     return _compile(value, defined)
 
 
-def parse_sort_by(value: Any, stage: str, defined: frozenset[str]) -> Sort:
-    if not isinstance(value, Mapping):
-        raise QueryError(
-            "TypeMismatch",
-            f"BSON field '{stage}.sortBy' is the wrong type '{type_name(value)}', expected type"
-            " 'object'",
-        )
+def parse_sort_by(value: Any, defined: frozenset[str]) -> Sort:
+    """A `sortBy` document (its type checked by the extractor), parsed as $sort's argument."""
     kind = STAGES.lookup("$sort")
     assert kind is not None and kind.parser is not None
     parsed = kind.parser(value, defined)
@@ -664,36 +660,21 @@ def parse_sort_by(value: Any, stage: str, defined: frozenset[str]) -> Sort:
     return parsed
 
 
-@STAGES.stage(
-    "$setWindowFields",
-    document=(
-        "FailedToParse",
-        "the $setWindowFields stage specification must be an object, found {type}",
+class _SetWindowFieldsArgs(
+    Arguments,
+    not_document=Refusal(
+        "FailedToParse", "the $setWindowFields stage specification must be an object, found {type}"
     ),
-)
-def _parse_set_window_fields(spec: Any, defined: frozenset[str]) -> Stage:
-    partition: Expression | None = None
-    sort: Sort | None = None
-    output: Any = None
-    for name, value in spec.items():
-        if name == "partitionBy":
-            partition = parse_partition(value, defined)
-        elif name == "sortBy":
-            sort = parse_sort_by(value, "$setWindowFields", defined)
-        elif name == "output":
-            if not isinstance(value, Mapping):
-                raise QueryError(
-                    "TypeMismatch",
-                    f"BSON field '$setWindowFields.output' is the wrong type '{type_name(value)}',"
-                    " expected type 'object'",
-                )
-            output = value
-        else:
-            raise error(40415, f"BSON field '$setWindowFields.{name}' is an unknown field.")
-    if output is None:
-        raise error(40414, "BSON field '$setWindowFields.output' is missing but a required field")
+):
+    partition: Expression | None = arg("partitionBy", parse=parse_partition)
+    sort_by: Sort | None = arg("sortBy", Kind.OBJECT, parse=parse_sort_by)
+    output: Mapping[str, Any] = arg("output", Kind.OBJECT, required=True)
+
+
+@STAGES.stage("$setWindowFields", arguments=_SetWindowFieldsArgs)
+def _parse_set_window_fields(a: _SetWindowFieldsArgs, defined: frozenset[str]) -> Stage:
     outputs = []
-    for field, fn_spec in output.items():
+    for field, fn_spec in a.output.items():
         path = field_path(field)
-        outputs.append((path, parse_window_function(fn_spec, sort, defined, field)))
-    return SetWindowFields(partition, sort, tuple(outputs))
+        outputs.append((path, parse_window_function(fn_spec, a.sort_by, defined, field)))
+    return SetWindowFields(a.partition, a.sort_by, tuple(outputs))

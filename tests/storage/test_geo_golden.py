@@ -19,6 +19,7 @@ import pytest
 
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.geometry import geo
+from tests.storage.geo_golden.generate import shape_summary  # what a parse_shape case records
 
 CASES = json.loads((Path(__file__).parent / "geo_golden" / "cases.json").read_text())["cases"]
 #: Radians; scaled by the sphere's radius for distances in meters.
@@ -31,20 +32,10 @@ KNOWN: dict[int, str] = {
 }
 
 
-def _shape_summary(value: Any) -> Any:
-    s = geo.parse_shape(value)
-    return {
-        "kind": s.kind,
-        "vertices": [list(v) for v in s.vertices],
-        "legacy": s.legacy,
-        "on_sphere": s.geography is not None,
-    }
-
-
 def _run(case: dict[str, Any]) -> Any:
     op = case["op"]
     if op == "parse_shape":
-        return _shape_summary(case["value"])
+        return shape_summary(case["value"])
     if op == "shape_valid":
         try:
             geo.parse_shape(case["value"])

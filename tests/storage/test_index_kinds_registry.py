@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ebbdb.storage.indexes.index_kinds import KIND_MODULES, registered, registry
 from ebbdb.storage.indexes.index_kinds import kinds as every_kind
-from tests.helpers import fresh_python
+from tests.helpers import python_output
 
 
 def test_kind_modules_table_is_what_the_modules_register() -> None:
@@ -33,7 +33,7 @@ def test_a_lookup_imports_only_its_kind_module() -> None:
         "assert kind_named('ascending') is None\n"
         "print(before, loaded())\n"
     )
-    assert fresh_python(script) == ["[] ['hashed']"]
+    assert python_output(script).splitlines() == ["[] ['hashed']"]
 
 
 PLANNER = Path(__file__).resolve().parents[2] / "storage" / "indexes" / "planner.py"
@@ -91,7 +91,7 @@ def test_a_near_query_needs_a_geo_index_before_any_geo_index_was_seen(tmp_path: 
         "    print(e.code_name, e, GEO in sys.modules)\n"
         "eng.close()\n"
     )
-    assert fresh_python(script) == [
+    assert python_output(script).splitlines() == [
         "CollScan False",
         "NoQueryExecutionPlans error processing query: ns=db.c planner returned error :: caused "
         "by :: unable to find index for $geoNear query True",

@@ -326,6 +326,37 @@ def main() -> None:
     def add(op: str, **args: Any) -> None:
         cases.append({"id": len(cases), "op": op, **args})
 
+    def add_within(shape: Any, arg: Any) -> None:
+        within = geo.within(geo.parse_shape(shape), geo.parse_within(arg))
+        add("within", shape=shape, arg=arg, expect={"value": within})
+
+    def add_pair(reg: Any, sh: Any) -> Any:
+        """Record whether the shape `sh` is within and intersects the polygon `reg`: the parsed
+        shape, or None (nothing recorded) if either does not parse."""
+        try:
+            region = geo.parse_within({"$geometry": reg})
+            s = geo.parse_shape(sh)
+        except QueryError:
+            return None
+        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
+        add(
+            "intersects",
+            shape=sh,
+            arg={"$geometry": reg},
+            expect={"value": geo.intersects(s, region)},
+        )
+        return s
+
+    def add_region_distance(origin: tuple[float, float], reg: Any) -> None:
+        distance = geo.spherical_distance(origin, geo.parse_shape(reg), 1.0)
+        add(
+            "spherical_distance",
+            origin=list(origin),
+            shape=reg,
+            radius=1.0,
+            expect={"value": distance},
+        )
+
     docs = shapes()
     docs.update(random_shapes(rng, 120))
     for v in list(docs.values()) + invalid_values():
@@ -419,22 +450,10 @@ def main() -> None:
         if rng.random() < 0.3:
             p[rng.randrange(2)] = rng.choice([0, 10])
         for rk in ("box", "polygon", "polygon_concave", "center", "polygon_bowtie"):
-            arg = within_args()[rk]
-            add(
-                "within",
-                shape=p,
-                arg=arg,
-                expect={"value": geo.within(geo.parse_shape(p), geo.parse_within(arg))},
-            )
+            add_within(p, within_args()[rk])
     for p in ([0, 0], [5, 5], [5, 10], [10, 5], [7.5, 7.5], [2.5, 7.5], [0, 5], [10, 10], [5, 0.0]):
         for rk in ("polygon_concave", "center", "center_zero", "polygon_bowtie"):
-            arg = within_args()[rk]
-            add(
-                "within",
-                shape=p,
-                arg=arg,
-                expect={"value": geo.within(geo.parse_shape(p), geo.parse_within(arg))},
-            )
+            add_within(p, within_args()[rk])
 
     # Random polygons against random polygons, lines and points, all near each other.
     for _ in range(250):
@@ -451,26 +470,8 @@ def main() -> None:
             sh = line(*[_rand_vertex(rng, cx, cy, 20) for _ in range(rng.randint(2, 4))])
         else:
             sh = poly(_rand_ring(rng, cx + rng.uniform(-10, 10), cy, rng.uniform(1, 10)))
-        try:
-            region = geo.parse_within({"$geometry": reg})
-            s = geo.parse_shape(sh)
-        except QueryError:
-            continue
-        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
-        add(
-            "intersects",
-            shape=sh,
-            arg={"$geometry": reg},
-            expect={"value": geo.intersects(s, region)},
-        )
-        o = _rand_vertex(rng, cx, cy, 30)
-        add(
-            "spherical_distance",
-            origin=list(o),
-            shape=reg,
-            radius=1.0,
-            expect={"value": geo.spherical_distance(o, geo.parse_shape(reg), 1.0)},
-        )
+        if add_pair(reg, sh) is not None:
+            add_region_distance(_rand_vertex(rng, cx, cy, 30), reg)
 
     # Shapes on a small grid around (0, 0): shared vertices and edges everywhere, and the edges
     # on the equator and the prime meridian are exact great circles, so points and vertices lie
@@ -478,25 +479,10 @@ def main() -> None:
     grid = [(x, y) for x in (-10, -5, 0, 5, 10) for y in (-10, -5, 0, 5, 10)]
     for _ in range(600):
         reg = poly(ring(*rng.sample(grid, rng.choice((3, 3, 4)))))
-        k = rng.random()
-        if k < 0.3:
-            sh = pt(*rng.choice(grid))
-        elif k < 0.6:
-            sh = line(*rng.sample(grid, rng.choice((2, 2, 3))))
-        else:
-            sh = poly(ring(*rng.sample(grid, rng.choice((3, 3, 4)))))
-        try:
-            region = geo.parse_within({"$geometry": reg})
-            s = geo.parse_shape(sh)
-        except QueryError:
+        sh = _grid_shape(rng, grid, (2, 2, 3), (3, 3, 4))
+        s = add_pair(reg, sh)
+        if s is None:
             continue
-        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
-        add(
-            "intersects",
-            shape=sh,
-            arg={"$geometry": reg},
-            expect={"value": geo.intersects(s, region)},
-        )
         if not s.is_point:
             add(
                 "intersects",
@@ -527,33 +513,9 @@ def main() -> None:
                     [ring(*rng.sample([(0, 0), (10, 0), (10, 10), (0, 10), (5, 5)], 3))],
                 ],
             }
-        k = rng.random()
-        if k < 0.3:
-            sh = pt(*rng.choice(grid))
-        elif k < 0.6:
-            sh = line(*rng.sample(grid, rng.choice((2, 2, 3))))
-        else:
-            sh = poly(ring(*rng.sample(grid, 3)))
-        try:
-            region = geo.parse_within({"$geometry": reg})
-            s = geo.parse_shape(sh)
-        except QueryError:
-            continue
-        add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
-        add(
-            "intersects",
-            shape=sh,
-            arg={"$geometry": reg},
-            expect={"value": geo.intersects(s, region)},
-        )
-        o = rng.choice(grid)
-        add(
-            "spherical_distance",
-            origin=list(o),
-            shape=reg,
-            radius=1.0,
-            expect={"value": geo.spherical_distance(o, geo.parse_shape(reg), 1.0)},
-        )
+        sh = _grid_shape(rng, grid, (2, 2, 3), 3)
+        if add_pair(reg, sh) is not None:
+            add_region_distance(rng.choice(grid), reg)
 
     # Polygons with holes on small grids (around (0, 0), across the antimeridian, at the pole):
     # loops that touch, share vertices or cross. Only whether S2 accepts one is recorded here:
@@ -571,28 +533,28 @@ def main() -> None:
         # And shapes against regions there.
         for _ in range(150):
             reg = poly(ring(*rng.sample(g, rng.choice((3, 4)))))
-            k = rng.random()
-            if k < 0.3:
-                sh = pt(*rng.choice(g))
-            elif k < 0.6:
-                sh = line(*rng.sample(g, rng.choice((2, 3))))
-            else:
-                sh = poly(ring(*rng.sample(g, rng.choice((3, 4)))))
-            try:
-                region = geo.parse_within({"$geometry": reg})
-                s = geo.parse_shape(sh)
-            except QueryError:
-                continue
-            add("within", shape=sh, arg={"$geometry": reg}, expect={"value": geo.within(s, region)})
-            add(
-                "intersects",
-                shape=sh,
-                arg={"$geometry": reg},
-                expect={"value": geo.intersects(s, region)},
-            )
+            sh = _grid_shape(rng, g, (2, 3), (3, 4))
+            add_pair(reg, sh)
 
     OUT.write_text(json.dumps({"cases": cases}, indent=None, separators=(",", ":")) + "\n")
     print(f"{len(cases)} cases -> {OUT}")
+
+
+def _grid_shape(
+    rng: random.Random,
+    grid: list[tuple[float, float]],
+    line_sizes: tuple[int, ...],
+    polygon_sizes: tuple[int, ...] | int,
+) -> Any:
+    """A point (3 times in 10), a line or a triangle-or-more (3 and 4 in 10) on `grid`'s points,
+    with as many as one of `line_sizes` or `polygon_sizes` (a number: that many, none drawn)."""
+    k = rng.random()
+    if k < 0.3:
+        return pt(*rng.choice(grid))
+    if k < 0.6:
+        return line(*rng.sample(grid, rng.choice(line_sizes)))
+    n = polygon_sizes if isinstance(polygon_sizes, int) else rng.choice(polygon_sizes)
+    return poly(ring(*rng.sample(grid, n)))
 
 
 def _rand_vertex(rng: random.Random, cx: float, cy: float, r: float) -> tuple[float, float]:
