@@ -10,7 +10,6 @@ import json
 import re
 import socket
 import struct
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from pymongo import MongoClient
 from ebbdb.protocol import MsgFlags, OpCode, encode_msg
 from ebbdb.server.embedded import ServerThread
 from tests.e2e.rawwire import TIMEOUT, connect, next_request_id, op_msg, read_msg
+from tests.waiting import wait_until
 
 # -- log and connection helpers (the raw wire round trips live in tests/e2e/rawwire.py) ------------
 
@@ -42,20 +42,15 @@ def _log_msgs(srv: ServerThread) -> list[str]:
     return [json.loads(line)["msg"] for line in list(srv.app.log_ring.lines)]
 
 
-def _wait_for_log(srv: ServerThread, *needles: str, timeout: float = TIMEOUT) -> str:
-    """The first log message containing every needle (case-insensitive); waits briefly for it."""
-    deadline = time.monotonic() + timeout
+def _wait_for_log(srv: ServerThread, *needles: str) -> str:
+    """The first log message containing every needle (case-insensitive), once there is one (a
+    bounded wait)."""
     lowered = [n.lower() for n in needles]
-    while True:
-        msgs = _log_msgs(srv)
-        for m in msgs:
-            if all(n in m.lower() for n in lowered):
-                return m
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"no log line mentions {needles!r}; recent lines:\n" + "\n".join(msgs[-20:])
-            )
-        time.sleep(0.02)
+    return wait_until(
+        lambda: next((m for m in _log_msgs(srv) if all(n in m.lower() for n in lowered)), None),
+        f"a log line mentioning {needles!r}",
+        detail=lambda: "recent lines:\n" + "\n".join(_log_msgs(srv)[-20:]),
+    )
 
 
 def _peer_of(sock: socket.socket) -> str:

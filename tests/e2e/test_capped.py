@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
-import time
 from typing import Any
 
 import bson
@@ -21,6 +20,7 @@ from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.pytest_plugin import TtlClock
+from tests.waiting import wait_until, wait_until_async
 
 Doc = dict[str, Any]
 
@@ -317,17 +317,18 @@ def test_tailable_cursor_stays_open_and_returns_new_documents(mongo_db: Database
 def _wait_for_get_more(admin: Database[Doc], cursor_id: int) -> None:
     """Wait (bounded) until currentOp lists a getMore of the cursor: it waits for data, on the
     server."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not admin.command({"currentOp": 1, "command.getMore": cursor_id})["inprog"]:
-        assert time.monotonic() < deadline, f"no getMore of cursor {cursor_id} is running"
-        time.sleep(0.01)
+    wait_until(
+        lambda: admin.command({"currentOp": 1, "command.getMore": cursor_id})["inprog"],
+        f"a getMore of cursor {cursor_id} running",
+    )
 
 
 async def _wait_for_get_more_async(admin: AsyncDatabase[Doc], cursor_id: int) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not (await admin.command({"currentOp": 1, "command.getMore": cursor_id}))["inprog"]:
-        assert time.monotonic() < deadline, f"no getMore of cursor {cursor_id} is running"
-        await asyncio.sleep(0.01)
+    async def running() -> list[Doc]:
+        reply = await admin.command({"currentOp": 1, "command.getMore": cursor_id})
+        return list(reply["inprog"])
+
+    await wait_until_async(running, f"a getMore of cursor {cursor_id} running")
 
 
 def test_tailable_await_cursor_receives_a_later_insert(

@@ -16,7 +16,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pytest
 from pymongo import MongoClient
 
 from tests.e2e.test_cli import SERVER_CMD, ServerProcess
+from tests.waiting import wait_until
 
 #: The server on the standard library's asyncio loop instead of uvloop.
 ASYNCIO_CMD = [
@@ -67,17 +68,6 @@ def _log(proc: ServerProcess) -> list[dict[str, Any]]:
     return [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
 
 
-def _wait_for_log(
-    proc: ServerProcess, wanted: Callable[[dict[str, Any]], bool], timeout: float = 10.0
-) -> list[dict[str, Any]]:
-    """The log lines `wanted` picks, once there is one (a bounded wait)."""
-    deadline = time.monotonic() + timeout
-    while not (found := [line for line in _log(proc) if wanted(line)]):
-        assert time.monotonic() < deadline, f"no such log line; stderr:\n{proc.stderr[-3000:]}"
-        time.sleep(0.02)
-    return found
-
-
 def _hello() -> bytes:
     body = bson.encode({"hello": 1, "$db": "admin"})
     return struct.pack("<iiiiI", 21 + len(body), 1, 0, 2013, 0) + b"\x00" + body
@@ -98,7 +88,11 @@ def test_out_of_file_descriptors_is_logged_and_the_server_recovers(launch: Any, 
     socks = [socket.create_connection(("127.0.0.1", proc.port), timeout=5) for _ in range(300)]
     # The server meets EMFILE on every accept past ~120, and says so (tests/server/test_listener.py
     # holds the once-a-second rate with its clock injected).
-    errors = _wait_for_log(proc, lambda line: line["id"] == 23023)
+    errors = wait_until(
+        lambda: [line for line in _log(proc) if line["id"] == 23023],
+        "a log line 23023",
+        detail=lambda: f"stderr:\n{proc.stderr[-3000:]}",
+    )
     assert errors[0]["msg"] == "Error accepting new connection"
     assert errors[0]["attr"] == {"error": "EMFILE: Too many open files"}
     # The connections it did take are served meanwhile.

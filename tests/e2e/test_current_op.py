@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
+from tests.waiting import wait_until
 
 #: A filter that takes minutes per document (a $reduce over a hundred thousand numbers, each
 #: adding up a thousand more) and matches nothing.
@@ -72,14 +72,11 @@ class Background:
 
 
 def _find_op(admin: Database[dict[str, Any]], query: dict[str, Any]) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        ops = admin.command({"currentOp": 1, **query})["inprog"]
-        if ops:
-            assert len(ops) == 1
-            return dict(ops[0])
-        time.sleep(0.02)
-    raise AssertionError(f"no operation matches {query}")
+    ops = wait_until(
+        lambda: admin.command({"currentOp": 1, **query})["inprog"], f"an operation matching {query}"
+    )
+    assert len(ops) == 1
+    return dict(ops[0])
 
 
 def _interrupted(outcome: Any) -> None:

@@ -12,6 +12,8 @@ import pytest
 from pymongo import MongoClient, UpdateOne, WriteConcern
 from pymongo.errors import OperationFailure
 
+from tests.waiting import wait_until
+
 Client = MongoClient[dict[str, Any]]
 
 
@@ -104,13 +106,10 @@ def test_default_writes_are_acknowledged_before_the_sync_and_synced_soon(client:
     status = writes_status(client)
     assert status["durableCommits"] < status["commits"]  # acknowledged without waiting
     client.admin.command("setParameter", 1, journalCommitInterval=20)
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        status = writes_status(client)
-        if status["durableCommits"] >= status["commits"]:
-            break
-        time.sleep(0.01)
-    assert status["durableCommits"] >= status["commits"]
+    wait_until(
+        lambda: (now := writes_status(client))["durableCommits"] >= now["commits"],
+        "every commit durable",
+    )
 
 
 def test_journal_commit_interval_parameter(client: Client) -> None:

@@ -6,7 +6,6 @@ read whose connection the fail point closed. At the end, the refusals of server-
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import AutoReconnect, NotPrimaryError, OperationFailure, WriteConcernError
 
 from ebbdb.server.embedded import ServerThread
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -207,10 +207,7 @@ class _Blocked:
     def start(self) -> _Blocked:
         before = _fired(self._srv)
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while _fired(self._srv) == before:
-            assert time.monotonic() < deadline, "the fail point never fired"
-            time.sleep(0.005)
+        wait_until(lambda: _fired(self._srv) != before, "the fail point fired")
         return self
 
     @property

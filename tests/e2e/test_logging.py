@@ -17,7 +17,6 @@ import subprocess
 import sys
 import termios
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +26,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from tests.e2e import rawwire
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_CMD = [sys.executable, "-m", "ebbdb"]
@@ -170,7 +170,11 @@ def test_an_unread_stderr_pipe_does_not_stop_the_server(launch: Any, tmp_path: P
             assert client.admin.command("ping")["ok"] == 1.0
 
         # Each counted in, and out once the server has seen it closed (a bounded wait).
-        assert _wait_for(lambda: _connections(client)[0] == current), _connections(client)
+        wait_until(
+            lambda: _connections(client)[0] == current,
+            f"{current} connections open",
+            detail=lambda: f"(current, totalCreated): {_connections(client)}",
+        )
         assert _connections(client) == (current, created + filled + CHURN_CONNECTIONS)
         # Still serving, with the log still blocked: nobody read the pipe.
         waiting, capacity = _pipe_fill(stderr)
@@ -256,15 +260,6 @@ def test_unwritable_logpath_exits_with_a_clear_message(tmp_path: Path, where: st
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in _log_lines(path)]
-
-
-def _wait_for(predicate: Any, timeout: float = EXIT_TIMEOUT) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _launch_json(launch: Any, logfile: Path, *extra: str) -> Any:
@@ -408,11 +403,12 @@ def test_max_incoming_connections_closes_the_extra_ones(launch: Any, tmp_path: P
         assert status["connections"]["available"] == 0
         second.close()
         # Once one closes, there is room again.
-        assert _wait_for(
+        wait_until(
             lambda: (
                 rawwire.op_msg(first, {"serverStatus": 1, "$db": "admin"})["connections"]["current"]
                 == 1
-            )
+            ),
+            "one connection open",
         )
         with rawwire.connect(srv.port) as fourth:
             assert rawwire.op_msg(fourth, {"ping": 1, "$db": "admin"})["ok"] == 1.0

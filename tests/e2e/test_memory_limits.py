@@ -6,7 +6,6 @@ at the wire and past 180 at insert and update (15 Overflow)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from pymongo.database import Database
 from pymongo.errors import OperationFailure, WriteError
 
 from ebbdb.server.embedded import ServerThread
+from tests.waiting import wait_until
 
 Doc = dict[str, Any]
 
@@ -175,10 +175,11 @@ def test_killed_cursor_of_a_spilled_sort_leaves_no_files(
     next(cursor)
     assert _spill_files(server)
     cursor.close()
-    deadline = time.monotonic() + 5
-    while _spill_files(server) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _spill_files(server) == []
+    wait_until(
+        lambda: _spill_files(server) == [],
+        "the spill files removed",
+        detail=lambda: f"left: {_spill_files(server)}",
+    )
 
 
 def test_aggregate_sort_stage_past_the_limit(

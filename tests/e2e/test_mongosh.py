@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.e2e.node_tools import (
     node_tools,
     run_mongosh,
 )
+from tests.waiting import wait_until
 
 Client = MongoClient[dict[str, Any]]
 
@@ -332,9 +332,6 @@ def test_shutdown_server(start_server: Callable[..., ServerThread], tmp_path: Pa
     assert reply in ({"ok": 1}, {"error": "MongoNetworkError"})
     # A bounded wait on the server's own event, then what a stopped server does: refuse.
     assert server.app is not None
-    deadline = time.monotonic() + 15
-    while not server.app.stopped.is_set():
-        assert time.monotonic() < deadline, "the server did not stop after shutdownServer()"
-        time.sleep(0.05)
+    wait_until(server.app.stopped.is_set, "the server stopped after shutdownServer()")
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -13,13 +13,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.test_cli import ROOT, SERVER_CMD, START_TIMEOUT, ServerProcess
+from tests.waiting import wait_until
 
 WITHOUT_POSIX = Path(__file__).resolve().parent / "without_posix"
 #: What each seam must take (the server logs it at -v: server/cli.py).
@@ -57,14 +57,13 @@ def _start(mode: str, dbpath: Path, log_dir: Path) -> ServerProcess:
 
 def _facilities(srv: ServerProcess) -> dict[str, str]:
     """The seams' ways the server logged (the log is written by a thread: wait for it)."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        match = _FACILITIES_RE.search(srv.stderr)
-        if match:
-            found: dict[str, str] = ast.literal_eval(match.group(1))
-            return found
-        assert time.monotonic() < deadline, f"no facilities line; stderr:\n{srv.stderr}"
-        time.sleep(0.05)
+    match = wait_until(
+        lambda: _FACILITIES_RE.search(srv.stderr),
+        "the facilities line",
+        detail=lambda: f"stderr:\n{srv.stderr}",
+    )
+    found: dict[str, str] = ast.literal_eval(match.group(1))
+    return found
 
 
 @pytest.fixture(params=["posix", "hidden"])

@@ -14,24 +14,25 @@ from bson import Int64
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
+from tests.waiting import wait_until
+
 Client = MongoClient[dict[str, Any]]
 DEFAULT = {"was": 0, "slowms": 100, "sampleRate": 1.0, "ok": 1.0}
 NOTE = (
     "When a filter expression is set, slowms and sampleRate are not used for profiling and "
     "slow-query log lines."
 )
-WAIT = 5.0
 
 
 def _profile_docs(db: Any, expected: int, flt: dict[str, Any] | None = None) -> list[Any]:
     """system.profile's documents matching `flt` once there are `expected` of them (the profiler
-    writes through the storage writer, after the reply)."""
-    deadline = time.monotonic() + WAIT
-    while True:
+    writes through the storage writer, after the reply); fails if there never are."""
+
+    def found() -> list[Any] | None:
         docs = list(db.system.profile.find(flt or {}))
-        if len(docs) >= expected or time.monotonic() > deadline:
-            return docs
-        time.sleep(0.02)
+        return docs if len(docs) >= expected else None
+
+    return wait_until(found, f"{expected} system.profile documents matching {flt}")
 
 
 def _slow_queries(client: Client, ns: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Any
 
 import pytest
@@ -16,6 +15,8 @@ from bson import Regex
 from pymongo import AsyncMongoClient
 from pymongo.database import Database
 from pymongo.errors import OperationFailure
+
+from tests.waiting import wait_until_async
 
 CATASTROPHIC = "^(a+)+$"
 RUNAWAY = "a" * 40 + "b"  # 2^40 ways to fail without a limit
@@ -81,10 +82,7 @@ async def test_others_are_answered_while_a_catastrophic_scan_runs(
         scan = asyncio.create_task(
             coll.find({"s": {"$regex": CATASTROPHIC}}, comment="runaway").to_list()
         )
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not (running := await _scans(other.admin)):
-            assert time.monotonic() < deadline, "the scan never showed in currentOp"
-            await asyncio.sleep(0.005)
+        running = await wait_until_async(lambda: _scans(other.admin), "the scan in currentOp")
         assert (await other.admin.command("ping"))["ok"] == 1.0
         assert await _scans(other.admin) == running and not scan.done()
         await other.admin.command("killOp", op=running[0])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from pymongo.database import Database
 from pymongo.errors import AutoReconnect, PyMongoError
 
 from tests.e2e.test_cli import ServerProcess
+from tests.waiting import wait_until
 
 #: SIGTERM's grace (server/app.py SHUTDOWN_GRACE_SECONDS), and a margin for a busy machine.
 GRACE_SECONDS = 10.0
@@ -93,14 +93,9 @@ def _start(port: int, work: Work) -> threading.Thread:
     return thread
 
 
-def _running(client: MongoClient[dict[str, Any]], at_least: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        ops = client.admin.command({"currentOp": 1, "ns": {"$regex": "^app\\."}})["inprog"]
-        if len(ops) >= at_least:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the runaway requests did not start")
+def _running(client: MongoClient[dict[str, Any]]) -> int:
+    """How many requests on the app database currentOp lists."""
+    return len(client.admin.command({"currentOp": 1, "ns": {"$regex": "^app\\."}})["inprog"])
 
 
 def _load(client: MongoClient[dict[str, Any]]) -> None:
@@ -124,7 +119,7 @@ def test_shutdown_finishes_with_runaway_requests(tmp_path: Path, how: str) -> No
         client = first.client()
         _load(client)
         threads = [_start(first.port, work) for work in RUNAWAYS.values()]
-        _running(client, 4)
+        wait_until(lambda: _running(client) >= 4, "four runaway requests running")
         # The runaways would take minutes: a stop() bounded by the grace (fails past it) that
         # sees status 0 is a shutdown that interrupted them, and the log says so.
         if how == "SIGTERM":

@@ -9,7 +9,6 @@ import contextlib
 import datetime
 import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.e2e import rawwire
 from tests.e2e.test_cli import ServerProcess
 from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, ttl_pass
 from tests.helpers import STORAGE_STATS_FIELDS
+from tests.waiting import wait_until
 
 Client = MongoClient[dict[str, Any]]
 
@@ -646,35 +646,21 @@ async def test_async_drivers_rename_and_read_stats(
 # -- shutdown --------------------------------------------------------------------------------------
 
 
-def _wait_stopped(srv: ServerThread, timeout: float = 10.0) -> None:
-    """Wait until the server has stopped by itself (a bounded wait: fails after `timeout`)."""
-    deadline = time.monotonic() + timeout
+def _wait_stopped(srv: ServerThread) -> None:
+    """Wait until the server has stopped by itself (a bounded wait)."""
     assert srv.app is not None
-    while not srv.app.stopped.is_set():
-        assert time.monotonic() < deadline, "the server did not stop"
-        time.sleep(0.01)
+    wait_until(srv.app.stopped.is_set, "the server stopped")
 
 
-def _wait_refused(port: int, timeout: float = 10.0) -> None:
-    """Wait until the port refuses connections (the server has begun to stop)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except ConnectionRefusedError:
-            return
-        except ConnectionResetError:
-            pass  # taken into the backlog of a listener that was closing, then reset: again
-        assert time.monotonic() < deadline, "the server still accepts connections"
-        time.sleep(0.01)
-
-
-def _wait_for_op(client: Client, query: dict[str, Any], timeout: float = 10.0) -> None:
-    """Wait until currentOp lists an operation matching `query`."""
-    deadline = time.monotonic() + timeout
-    while not client.admin.command({"currentOp": 1, **query})["inprog"]:
-        assert time.monotonic() < deadline, f"no operation matches {query}"
-        time.sleep(0.01)
+def _refuses(port: int) -> bool:
+    """Whether the port refuses a connection (the server has begun to stop)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    except ConnectionResetError:
+        pass  # taken into the backlog of a listener that was closing, then reset: again
+    return False
 
 
 @pytest.mark.parametrize(
@@ -769,9 +755,12 @@ def test_shutdown_waits_for_requests_in_flight_unless_forced(
         assert rawwire.op_msg(unlocker, {"ping": 1, "$db": "admin"})["ok"] == 1.0
         admin.admin.command("fsync", lock=True)
         write.start()
-        _wait_for_op(admin, {"op": "insert", "ns": "shop.a"})  # waiting behind the lock
+        wait_until(  # waiting behind the lock
+            lambda: admin.admin.command({"currentOp": 1, "op": "insert", "ns": "shop.a"})["inprog"],
+            "the insert in currentOp",
+        )
         shutdown.start()
-        _wait_refused(srv.port)  # the shutdown has begun
+        wait_until(lambda: _refuses(srv.port), "the port refusing connections")  # shutdown begun
         if force:
             _wait_stopped(srv)
         else:

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, OperationFailure
 
 from ebbdb.server.embedded import ServerThread
 from tests.e2e.ttl_helpers import TEST_COMMANDS, advance, error_code, ids_after, ids_of, ttl_pass
+from tests.waiting import wait_until
 
 Client = MongoClient[dict[str, Any]]
 StartServer = Callable[..., ServerThread]
@@ -70,19 +71,6 @@ def count(coll: Any, query: dict[str, Any] | None = None) -> int:
 def ttl_index(coll: Any, key: str, expire: Any, **options: Any) -> str:
     name: str = coll.create_index([(key, 1)], expireAfterSeconds=expire, **options)
     return name
-
-
-#: How long a test waits for a monitor woken by a new ttlMonitorSleepSecs (it slept for an hour).
-WAKE_TIMEOUT = 30.0
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # -- createIndexes and listIndexes -----------------------------------------------------------------
@@ -592,7 +580,7 @@ def test_server_status_ttl_metrics_are_int64(client: Client) -> None:
 def test_disabled_monitor_runs_no_pass(start_server: StartServer) -> None:
     srv = start_server(parameters={"ttlMonitorSleepSecs": 1})
     with MongoClient(srv.uri) as c:
-        assert wait_for(lambda: ttl_metrics(c)["passes"] >= 1)  # the monitor is running
+        wait_until(lambda: ttl_metrics(c)["passes"] >= 1, "a TTL pass")  # the monitor is running
         assert c.admin.command("setParameter", 1, ttlMonitorEnabled=False) == {
             "was": True,
             "ok": 1.0,
@@ -605,8 +593,11 @@ def test_disabled_monitor_runs_no_pass(start_server: StartServer) -> None:
         assert ttl_metrics(c) == still
         assert ids_of(c.off.c) == []  # hidden all the same
         c.admin.command("setParameter", 1, ttlMonitorEnabled=True)
-        assert wait_for(lambda: ttl_metrics(c)["passes"] > still["passes"])
-        assert wait_for(lambda: ttl_metrics(c)["deletedDocuments"] == still["deletedDocuments"] + 1)
+        wait_until(lambda: ttl_metrics(c)["passes"] > still["passes"], "a TTL pass once enabled")
+        wait_until(
+            lambda: ttl_metrics(c)["deletedDocuments"] == still["deletedDocuments"] + 1,
+            "the expired document deleted",
+        )
         assert error_code(lambda: c.admin.command("setParameter", 1, ttlMonitorEnabled="x")) == 2
 
 
@@ -621,9 +612,7 @@ def test_changing_sleep_secs_wakes_the_monitor(start_server: StartServer) -> Non
         assert ttl_metrics(c)["passes"] == 0
         assert c.admin.command("setParameter", 1, ttlMonitorSleepSecs=1)["was"] == 3600
         # Left asleep, the monitor would pass again in an hour: a bounded wait, far shorter.
-        assert wait_for(lambda: ttl_metrics(c)["deletedDocuments"] >= 1, timeout=WAKE_TIMEOUT), (
-            "the monitor slept on"
-        )
+        wait_until(lambda: ttl_metrics(c)["deletedDocuments"] >= 1, "the woken monitor's deletion")
         assert ttl_metrics(c)["passes"] > 0
         lines = [json.loads(line) for line in list(srv.app.log_ring.lines)]
         about = [e for e in lines if "wake.c" in e["msg"]]
@@ -851,7 +840,7 @@ def test_monitor_deletes_after_a_restart(start_server: StartServer, dbpath: str)
     second = start_server(parameters={"ttlMonitorSleepSecs": 1}, path=dbpath)
     with MongoClient(second.uri) as c:
         assert count(c.keep.c) == 0
-        assert wait_for(lambda: ttl_metrics(c)["deletedDocuments"] == 5)
+        wait_until(lambda: ttl_metrics(c)["deletedDocuments"] == 5, "the 5 documents deleted")
 
 
 # -- other drivers ---------------------------------------------------------------------------------

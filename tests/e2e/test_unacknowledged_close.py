@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,23 +16,15 @@ from ebbdb.protocol import MsgFlags, encode_msg
 from ebbdb.server.app import App
 from ebbdb.server.embedded import ServerThread
 from tests.e2e import rawwire
+from tests.waiting import wait_until
 
 CONNECTIONS = 8
 INSERTS = 6
-DEADLINE_SECONDS = 10.0
 
 
 def unacknowledged(body: dict[str, Any]) -> bytes:
     body = {**body, "writeConcern": {"w": 0}, "$db": "unack"}
     return encode_msg(rawwire.next_request_id(), 0, bson.encode(body), MsgFlags.MORE_TO_COME)
-
-
-def wait_for(predicate: Callable[[], bool]) -> None:
-    """Poll `predicate` until it holds; fail after DEADLINE_SECONDS."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not predicate():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.01)
 
 
 def test_writes_sent_before_a_close_are_all_applied(
@@ -60,12 +51,13 @@ def test_writes_sent_before_a_close_are_all_applied(
 
     # Final once every connection's delete (its last request) ran: its update ran before, after
     # all its inserts.
-    wait_for(
+    wait_until(
         lambda: (
             coll.count_documents({"u": 1}) == CONNECTIONS
             and coll.count_documents({"i": 1}) == 0
             and coll.count_documents({}) == CONNECTIONS * (INSERTS - 1)
-        )
+        ),
+        "every connection's writes applied",
     )
     docs = {d["_id"]: d for d in coll.find()}
     assert sorted(docs) == sorted(
@@ -89,7 +81,7 @@ def test_a_reset_connection_is_counted_out_and_the_server_goes_on(
     sock = rawwire.connect(srv)
     host, port = sock.getsockname()[:2]
     peer = f"{host}:{port}"
-    wait_for(lambda: peer in srv.call(_peers, srv.app)[1])
+    wait_until(lambda: peer in srv.call(_peers, srv.app)[1], f"{peer} among the connections")
     sock.sendall(
         unacknowledged({"insert": "docs", "documents": [{"_id": i} for i in range(1000)]})
         + encode_msg(rawwire.next_request_id(), 0, bson.encode({"ping": 1, "$db": "admin"}))
@@ -97,7 +89,9 @@ def test_a_reset_connection_is_counted_out_and_the_server_goes_on(
     # SO_LINGER with a zero timeout: close() sends a reset instead of a FIN.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
-    wait_for(lambda: peer not in srv.call(_peers, srv.app)[1])
+    wait_until(
+        lambda: peer not in srv.call(_peers, srv.app)[1], f"{peer} gone from the connections"
+    )
     assert srv.call(_peers, srv.app)[0] == before
     with rawwire.connect(srv) as again:
         assert rawwire.op_msg(again, {"ping": 1, "$db": "admin"})["ok"] == 1.0

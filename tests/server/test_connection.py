@@ -19,6 +19,7 @@ from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.listener import InputBudget
 from ebbdb.server.registry import Registry
 from ebbdb.storage.core.documents import CODEC
+from tests.waiting import wait_until_async
 
 registry = Registry()
 
@@ -123,9 +124,10 @@ def feed(conn: Connection, *commands: str) -> None:
 
 
 async def answered(transport: Transport, n: int) -> None:
-    async with asyncio.timeout(5):
-        while len(transport.written) < n:
-            await asyncio.sleep(0.001)
+    async def written() -> bool:
+        return len(transport.written) >= n
+
+    await wait_until_async(written, f"{n} replies written")
 
 
 def test_a_handler_runs_in_a_task_from_its_first_line(services: Services) -> None:
