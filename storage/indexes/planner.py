@@ -445,9 +445,9 @@ def _plan_query(
     hint: Any,
     collation: Collation | None,
 ) -> Plan:
-    for kind in query_planners(parsed):
-        assert kind.planning.query is not None
-        kind_plan = kind.planning.query(coll, parsed, _readable(coll, parsed, hint))
+    for planning in query_planners(parsed):
+        assert planning.query is not None
+        kind_plan = planning.query(coll, parsed, _readable(coll, parsed, hint))
         if kind_plan is not None:
             return kind_plan
     scan = id_hack(coll, parsed, sort, hint, collation)

@@ -137,7 +137,7 @@ def parse_filter(
         return ParsedFilter({} if flt is None else flt, _NOTHING, _always, collation=collation)
     cx = _Parse(collation, validator)
     tree, predicate = _parse_doc(flt, variables if variables is not None else {}, cx)
-    return ParsedFilter(flt, tree, predicate, cx.text_site(), collation)
+    return ParsedFilter(flt, tree, predicate, cx.text_site(), collation, cx.geo)
 
 
 def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Predicate:
@@ -197,6 +197,7 @@ class _Parse:
 
     # Class defaults: a parse sets only what it meets (most filters have no $or and no $text).
     texts: list[Text] | None = None
+    geo = False  # a geo operator anywhere (the planner then asks the geo kinds' planner)
     or_depth = 0  # the `$or` and `$nor` clauses around what is being parsed
     nor_depth = 0
     text_in_nor = False
@@ -565,6 +566,11 @@ def _unsupported(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Pars
 #: The operators MongoDB accepts on a field: each parses its argument (with the field's whole
 #: operator document at hand, for $regex and $options, and the parse's state) into a node, or None
 #: for nothing to test.
+def _parse_geo(op: str, path: str, arg: Any, ops: Mapping[str, Any], cx: _Parse) -> Node:
+    cx.geo = True  # recorded, so that the planner need not walk the tree for one
+    return parse_geo(op, path, arg, ops, cx)
+
+
 _OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any], _Parse], Node | None]] = {
     "$eq": _parse_eq,
     "$gt": _parse_range,
@@ -587,12 +593,12 @@ _OPERATORS: dict[str, Callable[[str, str, Any, Mapping[str, Any], _Parse], Node 
     "$bitsAllClear": _parse_bits,
     "$bitsAnySet": _parse_bits,
     "$bitsAnyClear": _parse_bits,
-    "$geoIntersects": parse_geo,
+    "$geoIntersects": _parse_geo,
     "$geoNear": _unsupported,
-    "$geoWithin": parse_geo,
-    "$near": parse_geo,
-    "$nearSphere": parse_geo,
-    "$within": parse_geo,
+    "$geoWithin": _parse_geo,
+    "$near": _parse_geo,
+    "$nearSphere": _parse_geo,
+    "$within": _parse_geo,
     "$maxDistance": parse_distance,
     "$minDistance": parse_distance,
 }

@@ -258,6 +258,8 @@ class ParsedFilter:
     predicate: Predicate = field(compare=False, repr=False)
     text: TextSite | None = field(default=None, compare=False, repr=False)
     collation: Collation | None = None
+    #: Whether a geo operator stands anywhere in it (the planner's cue for the geo kinds).
+    geo: bool = field(default=False, compare=False, repr=False)
 
 
 # -- reading the tree -------------------------------------------------------------------------------

@@ -331,6 +331,8 @@ def _region_plan(ix: IndexInfo, leaf: Geo) -> IndexScan | None:
 def plan(coll: CollectionInfo, parsed: ParsedFilter, indexes: list[IndexInfo]) -> Plan | None:
     """The plan over a geo index for a filter with geo operators (None: plan as usual). A
     proximity operator must stand alone at the top level and needs a geo index on its field."""
+    if not parsed.geo:
+        return None
     tops = [c for c in conjuncts(parsed.tree) if isinstance(c, Geo)]
     nears = near_leaves(parsed.tree)
     if len(nears) > 1:

@@ -7,7 +7,6 @@ never imports the geometry or the text-search libraries."""
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,19 +69,10 @@ KIND_MODULES: dict[str, str] = {
 }
 
 
-def _geo_query(parsed: ParsedFilter) -> bool:
-    """A filter with a geo operator at its top level, or a proximity one anywhere (which must
-    then be at the top: the geo planner says so)."""
-    from ebbdb.storage.query.geo_match import near_leaves
-    from ebbdb.storage.query.match_tree import Geo, conjuncts
-
-    return any(isinstance(c, Geo) for c in conjuncts(parsed.tree)) or bool(near_leaves(parsed.tree))
-
-
 #: The kind modules whose query planner (Planning.query) a filter needs even on a collection
-#: without their indexes, and how to tell such a filter: a $near needs a geo index, or fails.
-#: The module is imported by the first such filter; until then, no filter needs it.
-QUERY_PLANNED: dict[str, Callable[[ParsedFilter], bool]] = {"geo": _geo_query}
+#: without their indexes, and how to tell such a filter (the parse records it): a $near needs a
+#: geo index, or fails. The module is imported by the first such filter.
+QUERY_PLANNED: dict[str, Callable[[ParsedFilter], bool]] = {"geo": lambda parsed: parsed.geo}
 
 _KINDS: dict[str, IndexKind] = {}
 
@@ -101,20 +91,31 @@ def kind_named(name: str) -> IndexKind | None:
     return kind
 
 
-def query_planners(parsed: ParsedFilter) -> list[IndexKind]:
-    """The kinds whose query planner plans this filter before the plain planner does (each
-    planner once, for a module that registers several kinds)."""
+def query_planners(parsed: ParsedFilter) -> list[Planning]:
+    """The planning of the kinds whose query planner plans this filter before the plain planner
+    does (each once, for a module that registers several kinds)."""
+    out: list[Planning] = []
     for module, needs in QUERY_PLANNED.items():
-        if f"{__package__}.{module}" not in sys.modules and needs(parsed):
-            importlib.import_module(f"{__package__}.{module}")
-    seen: set[int] = set()
-    out = []
-    for kind in _KINDS.values():
-        planner = kind.planning.query
-        if planner is not None and id(planner) not in seen:
-            seen.add(id(planner))
-            out.append(kind)
+        if needs(parsed):
+            out.extend(_module_planners(module))
     return out
+
+
+def _module_planners(module: str) -> list[Planning]:
+    """The distinct query planners of the kinds a module registers (importing it the first time)."""
+    found = _PLANNERS.get(module)
+    if found is None:
+        importlib.import_module(f"{__package__}.{module}")
+        found = []
+        for name, kind in _KINDS.items():
+            if KIND_MODULES.get(name) == module and kind.planning.query is not None:
+                if all(p.query is not kind.planning.query for p in found):
+                    found.append(kind.planning)
+        _PLANNERS[module] = found
+    return found
+
+
+_PLANNERS: dict[str, list[Planning]] = {}
 
 
 def registered() -> frozenset[str]:
