@@ -148,11 +148,13 @@ def drain(
 
 
 class Recorder(monitoring.CommandListener):
-    """Records the commands the driver sent and the replies it got."""
+    """Records the commands the driver sent, the replies it got and the names of those that failed
+    (pymongo publishes no event for its handshake hello)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self.replies: list[tuple[str, dict[str, Any]]] = []
+        self.failures: list[str] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         self.sent.append((event.command_name, event.command))
@@ -161,7 +163,11 @@ class Recorder(monitoring.CommandListener):
         self.replies.append((event.command_name, event.reply))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
+        self.failures.append(event.command_name)
+
+    def names(self) -> list[str]:
+        """The names of the commands sent, in order."""
+        return [n for n, _ in self.sent]
 
     def sent_named(self, name: str) -> list[dict[str, Any]]:
         return [c for n, c in self.sent if n == name]
@@ -182,6 +188,7 @@ class Recorder(monitoring.CommandListener):
     def clear(self) -> None:
         self.sent.clear()
         self.replies.clear()
+        self.failures.clear()
 
 
 # -- storage statistics ----------------------------------------------------------------------------
