@@ -7,7 +7,7 @@ script's own options declared once as the fields of its Config (``setting``) and
 (``Cli``), the base ``Target`` record (label, URI, client, server pid, failed steps), starting
 ebbdb and the floor server and stopping them again, the single-connection client and connecting
 every target for a run (``connected``), recording a failing step once, the floor server's
-document shape, a server's peak resident memory over a block (``PeakRss``), the NaN-aware median
+document shape, a raw OP_MSG and reading one reply off a socket, a server's peak resident memory over a block (``PeakRss``), the NaN-aware median
 and percentile, and the lines every script prints the same way (the version banner, "cannot
 reach", "steps that failed", "met"/"NOT met"). Each script keeps its own measurements and report
 layout.
@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+import bson
 import pymongo
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -495,6 +497,28 @@ class PeakRss:
         last = self._read()
         self._peak = max(self._peak, last if last is not None else 0)
         self.growth_mb = (self._peak - self._start) / 1024
+
+
+# -- raw wire messages (for the scripts that time a socket without a driver) ---------------------
+
+OP_MSG = 2013
+
+
+def op_msg(command: Doc, request_id: int = 1) -> bytes:
+    """One OP_MSG (no flags, one kind-0 section) holding `command`."""
+    payload = struct.pack("<I", 0) + b"\x00" + bson.encode(command)
+    return struct.pack("<iiii", 16 + len(payload), request_id, 0, OP_MSG) + payload
+
+
+def read_message(sock: socket.socket) -> bytes:
+    """One whole message off `sock`, header included."""
+    data = b""
+    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection before replying")
+        data += chunk
+    return data
 
 
 def versions() -> str:

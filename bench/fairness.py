@@ -44,7 +44,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import bson
 import common
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -52,7 +51,6 @@ from pymongo.errors import PyMongoError
 P99_TARGET_MS = 10.0
 MAX_TARGET_MS = 50.0
 PING_EVERY = 0.005
-OP_MSG = 2013
 #: The rows the targets are for (issue 13's table); flood and churn give figures only.
 ISSUE_13_ROWS = ("regex", "reduce", "loop", "sort", "nested")
 #: The flood row's message, and the seconds each may stay incomplete.
@@ -147,30 +145,14 @@ def _address(uri: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _hello() -> bytes:
-    """One OP_MSG (no flags, one kind-0 section) holding {hello: 1, $db: "admin"}."""
-    payload = struct.pack("<I", 0) + b"\x00" + bson.encode({"hello": 1, "$db": "admin"})
-    return struct.pack("<iiii", 16 + len(payload), 1, 0, OP_MSG) + payload
-
-
-def _read_reply(sock: socket.socket) -> None:
-    """Read one whole reply off `sock`."""
-    data = b""
-    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the server closed the connection before replying")
-        data += chunk
-
-
 def churn(uri: str) -> str:
     """Open and close CHURN_CONNECTIONS connections, every CHURN_HELLO_EVERY-th saying hello."""
     address = _address(uri)
     for i in range(CHURN_CONNECTIONS):
         with socket.create_connection(address, timeout=30) as sock:
             if i % CHURN_HELLO_EVERY == 0:
-                sock.sendall(_hello())
-                _read_reply(sock)
+                sock.sendall(common.op_msg({"hello": 1, "$db": "admin"}))
+                common.read_message(sock)
     return f"{CHURN_CONNECTIONS:,} connections"
 
 
@@ -179,7 +161,9 @@ def flood(uri: str, clients: int) -> str:
     for the server to close them (its incomingMessageTimeoutSecs, set to FLOOD_TIMEOUT_SECS here
     for the row and put back after)."""
     address = _address(uri)
-    body = struct.pack("<iiii", FLOOD_MESSAGE, 7, 0, OP_MSG) + bytes(FLOOD_MESSAGE - 16 - 4096)
+    body = struct.pack("<iiii", FLOOD_MESSAGE, 7, 0, common.OP_MSG) + bytes(
+        FLOOD_MESSAGE - 16 - 4096
+    )
     closed: list[bool] = []
 
     def one() -> None:

@@ -5,8 +5,8 @@
 
 Each run launches the server (`python -m ebbdb`, or with --script the `ebbdb` console script
 beside this interpreter) with --port on a free port and a fresh temporary --dbpath, connects a
-raw socket as soon as the port accepts, sends one OP_MSG ``{ping: 1, $db: "admin"}`` built here
-with bson, and takes the time from just before the launch to the reply's last byte; then the
+raw socket as soon as the port accepts, sends one OP_MSG ``{ping: 1, $db: "admin"}`` built by
+common.op_msg, and takes the time from just before the launch to the reply's last byte; then the
 server is stopped (SIGTERM) and its directory removed. `python -c pass` (the same interpreter)
 is timed from launch to exit, and so are two rows that place the server's own share:
 `python -c "import asyncio, bson, lmdb"` (what any server on this stack imports) and
@@ -59,26 +59,13 @@ TARGET = 0.150
 TIMEOUT = 30.0
 #: Between connection attempts while the server is not yet listening.
 POLL = 0.001
-OP_MSG = 2013
-
-
-def ping_message(request_id: int = 1) -> bytes:
-    """One OP_MSG (no flags, one kind-0 section) holding {ping: 1, $db: "admin"}."""
-    body = bson.encode({"ping": 1, "$db": "admin"})
-    payload = struct.pack("<I", 0) + b"\x00" + body
-    return struct.pack("<iiii", 16 + len(payload), request_id, 0, OP_MSG) + payload
 
 
 def read_reply(sock: socket.socket) -> dict[str, object]:
     """The body of the OP_MSG reply on `sock` (header, flags, kind 0, one document)."""
-    data = b""
-    while len(data) < 4 or len(data) < struct.unpack_from("<i", data)[0]:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the server closed the connection before replying")
-        data += chunk
+    data = common.read_message(sock)
     length, _rid, _to, op = struct.unpack_from("<iiii", data)
-    if op != OP_MSG or data[20] != 0:
+    if op != common.OP_MSG or data[20] != 0:
         raise ConnectionError(f"not an OP_MSG reply (opCode {op})")
     return dict(bson.decode(data[21:length]))
 
@@ -127,7 +114,7 @@ def first_answer(script: bool) -> Run:
     seconds the server used until then."""
     workdir = Path(tempfile.mkdtemp(prefix="ebbdb-startup-"))
     port = free_port()
-    message = ping_message()
+    message = common.op_msg({"ping": 1, "$db": "admin"})
     log = workdir / "server.log"
     try:
         with log.open("wb") as err:

@@ -1,7 +1,7 @@
 """Helpers that more than one test file uses: tables of cases, the QueryError a call raises and the
 test over a table of them, document ids and encoding, long index keys, explain plan walking,
-byte-at-a-time framing, running a query over an engine, a command recorder for driver tests, and
-what a fresh interpreter prints.
+byte-at-a-time framing, running a query over an engine, a command recorder for driver tests, slow
+work for the tests that interrupt it, and what a fresh interpreter prints.
 Imported as ``tests.helpers`` (tests/ is a namespace package on pytest's pythonpath). Fixtures live
 in the conftest.py files, not here."""
 
@@ -148,11 +148,13 @@ def drain(
 
 
 class Recorder(monitoring.CommandListener):
-    """Records the commands the driver sent and the replies it got."""
+    """Records the commands the driver sent, the replies it got and the names of those that failed
+    (pymongo publishes no event for its handshake hello)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self.replies: list[tuple[str, dict[str, Any]]] = []
+        self.failures: list[str] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         self.sent.append((event.command_name, event.command))
@@ -161,7 +163,11 @@ class Recorder(monitoring.CommandListener):
         self.replies.append((event.command_name, event.reply))
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
+        self.failures.append(event.command_name)
+
+    def names(self) -> list[str]:
+        """The names of the commands sent, in order."""
+        return [n for n, _ in self.sent]
 
     def sent_named(self, name: str) -> list[dict[str, Any]]:
         return [c for n, c in self.sent if n == name]
@@ -182,6 +188,35 @@ class Recorder(monitoring.CommandListener):
     def clear(self) -> None:
         self.sent.clear()
         self.replies.clear()
+        self.failures.clear()
+
+
+# -- slow work ------------------------------------------------------------------------------------
+
+
+def minutes_of_work(count: Any = 100_000) -> dict[str, Any]:
+    """An expression that takes minutes per document (a $reduce over `count` numbers, a number or
+    a field path, each adding up a thousand more) and is a non-negative number: slow work without
+    $where, that a server must interrupt inside the document."""
+    add_up = {
+        "$reduce": {
+            "input": {"$range": [0, 1000]},
+            "initialValue": 0,
+            "in": {"$add": ["$$value", "$$this"]},
+        }
+    }
+    return {
+        "$reduce": {
+            "input": {"$range": [0, count]},
+            "initialValue": 0,
+            "in": {"$add": ["$$value", add_up]},
+        }
+    }
+
+
+def slow_filter(count: Any = 100_000) -> dict[str, Any]:
+    """A filter over minutes_of_work(count) that matches nothing."""
+    return {"$expr": {"$lt": [minutes_of_work(count), 0]}}
 
 
 # -- storage statistics ----------------------------------------------------------------------------

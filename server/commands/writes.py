@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
@@ -64,27 +64,26 @@ class StatementsParams:
 
 async def _run_statements(
     ctx: CommandContext,
-    statements: Sequence[S],
+    batch: _Batch[F],
     ordered: bool,
-    small: bool,
     counts: Callable[[], dict[str, Any]],
-    run: Callable[[dict[str, Any], int, S, int], None],
+    run: Callable[[dict[str, Any], int, F, int], None],
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
-    bounded write when `small`, see Gateway.write_small) and reply: the counts, which `run(reply,
-    i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again), then
-    writeErrors for the statements that failed, then ok."""
+    bounded write when the batch is small, see Gateway.write_small) and reply: the counts, which
+    `run(reply, i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again),
+    then writeErrors for the statements that failed, then ok."""
 
     def job(now_ms: int) -> dict[str, Any]:
         reply = counts()
-        errors = _each_statement(statements, ordered, lambda i, s: run(reply, i, s, now_ms))
+        errors = _each_statement(batch.statements, ordered, lambda i, s: run(reply, i, s, now_ms))
         if errors:
             reply["writeErrors"] = errors
         reply["ok"] = 1.0
         return reply
 
     gateway = ctx.gateway
-    return await (gateway.write_small(job) if small else gateway.write_stamped(job))
+    return await (gateway.write_small(job) if batch.small else gateway.write_stamped(job))
 
 
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
@@ -106,6 +105,8 @@ class _Filtered(Protocol):
     @property
     def collation(self) -> dict[str, Any] | None: ...
 
+
+F = TypeVar("F", bound=_Filtered)
 
 #: Statements' filters parsed before their job: by index, the collation each was parsed under
 #: and its QuerySpec, or the error its parse raised (the job raises it in the statement's turn).
@@ -161,6 +162,33 @@ def _statement_spec(
             raise found[1]
         return found[1]
     return QuerySpec.parse(s.q, hint=s.hint, variables=variables, collation=collation)
+
+
+@dataclass(frozen=True)
+class _Batch(Generic[F]):
+    """An update or delete command's statements, with the `let` variables their filters read and
+    the filters parsed ahead (_prepare) where the command may be a small write."""
+
+    statements: Sequence[F]
+    variables: dict[str, Any]
+    prepared: Prepared
+    #: Few statements, each on one document found by `_id`: a small bounded write.
+    small: bool
+
+    def spec(self, i: int, s: F, coll: CollectionInfo | None) -> QuerySpec:
+        """Statement `i`'s filter (_statement_spec)."""
+        return _statement_spec(self.prepared, i, s, self.variables, coll)
+
+
+def _batch(
+    ctx: CommandContext, p: StatementsParams, statements: Sequence[F], each_on_one: bool
+) -> _Batch[F]:
+    """The command's batch: `each_on_one` says every statement changes one document at most."""
+    variables = command_variables(p.let, ctx.now())
+    may_be_small = len(statements) <= SMALL_STATEMENTS and each_on_one
+    prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
+    small = may_be_small and _all_by_id(prepared, len(statements))
+    return _Batch(statements, variables, prepared, small)
 
 
 def _parse_change(
@@ -264,20 +292,18 @@ class UpdateParams(StatementsParams):
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
     validate_collection_name(ctx.db, p.collection)
-    statements = p.updates
-    for s in statements:
+    for s in p.updates:
         _check_update_argument(s.u)
-    variables = command_variables(p.let, ctx.now())
+    batch = _batch(ctx, p, p.updates, not any(s.multi for s in p.updates))
+    variables = batch.variables
     engine = ctx.gateway.engine
-    may_be_small = len(statements) <= SMALL_STATEMENTS and not any(s.multi for s in statements)
-    prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
 
     def run(reply: dict[str, Any], i: int, s: UpdateStatement, now_ms: int) -> None:
         coll = ctx.collection(p.collection)
         ts = timeseries.options_of(coll)
         if ts is not None:  # MongoDB 7.0 updates a time series collection's metaField only
             timeseries.check_update_options(ts, s.multi, s.upsert)
-        spec = _statement_spec(prepared, i, s, variables, coll)
+        spec = batch.spec(i, s, coll)
         if ts is not None:
             timeseries.check_update(ts, spec.query, s.u)
         result = writes.update(
@@ -301,10 +327,7 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             reply["n"] += 1
             reply.setdefault("upserted", []).append({"index": i, "_id": result.upserted_id})
 
-    small = may_be_small and _all_by_id(prepared, len(statements))
-    reply = await _run_statements(
-        ctx, statements, p.ordered, small, lambda: {"n": 0, "nModified": 0}, run
-    )
+    reply = await _run_statements(ctx, batch, p.ordered, lambda: {"n": 0, "nModified": 0}, run)
     ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
@@ -337,20 +360,16 @@ class DeleteParams(StatementsParams):
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
     validate_collection_name(ctx.db, p.collection)
-    statements = p.deletes
-    variables = command_variables(p.let, ctx.now())
+    batch = _batch(ctx, p, p.deletes, all(s.limit == 1 for s in p.deletes))
     engine = ctx.gateway.engine
-    may_be_small = len(statements) <= SMALL_STATEMENTS and all(s.limit == 1 for s in statements)
-    prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
 
     def run(reply: dict[str, Any], i: int, s: DeleteStatement, now_ms: int) -> None:
-        spec = _statement_spec(prepared, i, s, variables, ctx.collection(p.collection))
+        spec = batch.spec(i, s, ctx.collection(p.collection))
         reply["n"] += writes.delete(
             engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
         ).deleted
 
-    small = may_be_small and _all_by_id(prepared, len(statements))
-    reply = await _run_statements(ctx, statements, p.ordered, small, lambda: {"n": 0}, run)
+    reply = await _run_statements(ctx, batch, p.ordered, lambda: {"n": 0}, run)
     ctx.stats.count_documents("delete", reply["n"])
     return reply
 

@@ -12,19 +12,9 @@ from typing import Any
 from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
+from ebbdb.storage.aggregate.fields import field_path, get_path, group_key, with_path
 from ebbdb.storage.aggregate.ordering import Sort
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    Variables,
-    error,
-    field_path,
-    get_path,
-    group_key,
-    with_path,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.aggregate.windows import (
     Partition,
     SetWindowFields,

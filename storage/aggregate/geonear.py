@@ -8,18 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ebbdb.storage.aggregate.fields import field_path, with_path
 from ebbdb.storage.aggregate.source import EngineSource
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Placement,
-    Read,
-    Stage,
-    error,
-    field_path,
-    with_path,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Read, Stage, error
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_float, type_name

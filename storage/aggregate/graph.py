@@ -11,18 +11,10 @@ from typing import Any
 from bson import Int64, Regex
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
+from ebbdb.storage.aggregate.fields import field_path, group_key, with_path
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import run_stages
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    error,
-    field_path,
-    group_key,
-    with_path,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
 from ebbdb.storage.core.values import render
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_expression

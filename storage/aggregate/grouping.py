@@ -9,15 +9,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
+from ebbdb.storage.aggregate.fields import group_key
 from ebbdb.storage.aggregate.ordering import sort_docs
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    error,
-    group_key,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_constant, type_name
 from ebbdb.storage.execution import spill

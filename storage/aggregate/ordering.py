@@ -10,14 +10,8 @@ from typing import Any
 from bson import Decimal128
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    error,
-    field_path,
-)
+from ebbdb.storage.aggregate.fields import field_path
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
 from ebbdb.storage.core.limits import approximate_size
 from ebbdb.storage.core.values import INT64_MAX, INT64_MIN, is_number
 from ebbdb.storage.execution.spill import Sorter, dump_document, load_document

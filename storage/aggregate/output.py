@@ -10,8 +10,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
+from ebbdb.storage.aggregate.fields import field_path
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages
-from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error, field_path
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression

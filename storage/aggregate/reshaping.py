@@ -11,18 +11,8 @@ from typing import Any
 from bson import Decimal128, Int64
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    Variables,
-    error,
-    field_path,
-    get_path,
-    with_path,
-    without_path,
-)
+from ebbdb.storage.aggregate.fields import field_path, get_path, with_path, without_path
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression

@@ -14,17 +14,9 @@ from typing import Any, Protocol
 import bson
 from bson import Int64
 
+from ebbdb.storage.aggregate.fields import group_key
 from ebbdb.storage.aggregate.reshaping import not_a_document
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Placement,
-    Read,
-    Stage,
-    error,
-    group_key,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Read, Stage, error
 from ebbdb.storage.core.collation import Collation
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.limits import DEFAULT_LIMITS, MemoryLimits

@@ -11,18 +11,10 @@ from typing import Any
 from bson import Regex
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, arg, extract
+from ebbdb.storage.aggregate.fields import field_path, with_path
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Placement,
-    Stage,
-    error,
-    field_path,
-    with_path,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import type_name
 from ebbdb.storage.query.expressions import Expression, compile_expression

@@ -14,19 +14,9 @@ from typing import Any
 from bson import Decimal128
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
+from ebbdb.storage.aggregate.fields import field_path, get_path, group_key, with_path
 from ebbdb.storage.aggregate.ordering import Sort
-from ebbdb.storage.aggregate.stage import (
-    STAGES,
-    Context,
-    Doc,
-    Stage,
-    Variables,
-    error,
-    field_path,
-    get_path,
-    group_key,
-    with_path,
-)
+from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_constant, is_number, render, to_float, type_name
 from ebbdb.storage.query import dates

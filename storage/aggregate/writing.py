@@ -16,8 +16,9 @@ import bson
 from bson import ObjectId
 
 from ebbdb.storage.aggregate import EngineSource
+from ebbdb.storage.aggregate.fields import get_path
 from ebbdb.storage.aggregate.output import Merge, Out
-from ebbdb.storage.aggregate.stage import Context, Doc, error, get_path
+from ebbdb.storage.aggregate.stage import Context, Doc, error
 from ebbdb.storage.catalog import timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation

@@ -20,32 +20,17 @@ from typing import Any
 import pytest
 import scramp
 from bson import Binary
-from pymongo import MongoClient, monitoring
+from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.config import parse_args
 from ebbdb.server.embedded import ServerThread
 from tests.e2e.node_tools import MONGOSH, mongosh_env, node_tools, run_mongosh, run_node
 from tests.e2e.test_cli import SERVER_CMD, ServerProcess
+from tests.helpers import Recorder
 
 Client = MongoClient[dict[str, Any]]
 ROOT_PW = "root-pw"
-
-
-class Commands(monitoring.CommandListener):
-    """The names of the commands a client sent (pymongo publishes no event for its handshake hello)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.names.append(event.command_name)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
 
 
 @dataclasses.dataclass
@@ -130,14 +115,14 @@ def not_authorized(reply: dict[str, Any], db: str, command: str) -> None:
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-1", None])
 def test_pymongo_logs_in_speculatively(auth_server: AuthServer, mechanism: str | None) -> None:
-    listener = Commands()
+    listener = Recorder()
     kw = {"authMechanism": mechanism} if mechanism else {}
     c = auth_server.connect("root", ROOT_PW, event_listeners=[listener], **kw)
     c.shop.items.insert_one({"_id": 1, "name": "tea"})
     assert c.shop.items.find_one() == {"_id": 1, "name": "tea"}
     # The hello carried saslStart (speculativeAuthenticate): one saslContinue finishes the login
     # (skipEmptyExchange), no saslStart round trip.
-    assert listener.names == ["saslContinue", "insert", "find"]
+    assert listener.names() == ["saslContinue", "insert", "find"]
     assert c.admin.command("connectionStatus")["authInfo"] == {
         "authenticatedUsers": [{"user": "root", "db": "admin"}],
         "authenticatedUserRoles": [{"role": "root", "db": "admin"}],

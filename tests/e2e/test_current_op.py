@@ -16,31 +16,11 @@ from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
+from tests.helpers import slow_filter
 from tests.waiting import wait_until
 
-#: A filter that takes minutes per document (a $reduce over a hundred thousand numbers, each
-#: adding up a thousand more) and matches nothing.
-_INNER = {
-    "$reduce": {
-        "input": {"$range": [0, 1000]},
-        "initialValue": 0,
-        "in": {"$add": ["$$value", "$$this"]},
-    }
-}
-LONG: dict[str, Any] = {
-    "$expr": {
-        "$lt": [
-            {
-                "$reduce": {
-                    "input": {"$range": [0, 100_000]},
-                    "initialValue": 0,
-                    "in": {"$add": ["$$value", _INNER]},
-                }
-            },
-            0,
-        ]
-    }
-}
+#: A filter that takes minutes per document and matches nothing.
+LONG = slow_filter()
 WAIT_SECONDS = 10.0
 
 

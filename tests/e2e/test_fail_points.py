@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pymongo import MongoClient, monitoring
+from pymongo import MongoClient
 from pymongo.errors import AutoReconnect, NotPrimaryError, OperationFailure, WriteConcernError
 
 from ebbdb.server.embedded import ServerThread
+from tests.helpers import Recorder
 from tests.waiting import wait_until
 
 
@@ -140,31 +141,16 @@ def test_write_concern_error_runs_the_write_and_reports(
     assert client.fp.items.find_one({"_id": 10}) == {"_id": 10}  # the write happened
 
 
-class _Commands(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.failures: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent.append(event.command_name)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        self.failures.append(event.command_name)
-
-
 def test_close_connection_and_pymongo_retries_the_read(
     srv: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
-    listener = _Commands()
+    listener = Recorder()
     with MongoClient(srv.uri, event_listeners=[listener], serverSelectionTimeoutMS=5000) as app:
         app.admin.command("ping")
         _set(client, {"times": 1}, failCommands=["find"], closeConnection=True)
         # The first find's connection is closed; pymongo's retryable read sends it again.
         assert app.fp.items.find_one({"_id": 1}) == {"_id": 1, "x": 1}
-        assert [c for c in listener.sent if c == "find"] == ["find", "find"]
+        assert [c for c in listener.names() if c == "find"] == ["find", "find"]
         assert listener.failures == ["find"]
         # Without retries the application sees the network error.
     with MongoClient(srv.uri, retryReads=False, serverSelectionTimeoutMS=5000) as app:

@@ -15,29 +15,10 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import ExecutionTimeout, OperationFailure
 
-_INNER = {
-    "$reduce": {
-        "input": {"$range": [0, 1000]},
-        "initialValue": 0,
-        "in": {"$add": ["$$value", "$$this"]},
-    }
-}
-#: A filter that takes minutes per document (a $reduce over a hundred thousand numbers, each adding
-#: up a thousand more) and matches nothing: a slow workload without $where.
-SLOW: dict[str, Any] = {
-    "$expr": {
-        "$lt": [
-            {
-                "$reduce": {
-                    "input": {"$range": [0, "$n"]},
-                    "initialValue": 0,
-                    "in": {"$add": ["$$value", _INNER]},
-                }
-            },
-            0,
-        ]
-    }
-}
+from tests.helpers import slow_filter
+
+#: A filter that takes minutes per document holding n: BIG, and matches nothing.
+SLOW = slow_filter("$n")
 BIG = 100_000
 #: The clients' socket timeout: a command the limit did not interrupt inside its first document
 #: fails the test with a network timeout (its work takes minutes), not with 50. A bound on the

@@ -18,27 +18,15 @@ from pymongo.database import Database
 from pymongo.errors import AutoReconnect, PyMongoError
 
 from tests.e2e.test_cli import ServerProcess
+from tests.helpers import minutes_of_work
 from tests.waiting import wait_until
 
 #: SIGTERM's grace (server/app.py SHUTDOWN_GRACE_SECONDS), and a margin for a busy machine.
 GRACE_SECONDS = 10.0
 MARGIN_SECONDS = 3.0
 
-_INNER = {
-    "$reduce": {
-        "input": {"$range": [0, 1000]},
-        "initialValue": 0,
-        "in": {"$add": ["$$value", "$$this"]},
-    }
-}
 #: Minutes of work per document.
-_LOOP = {
-    "$reduce": {
-        "input": {"$range": [0, 100_000]},
-        "initialValue": 0,
-        "in": {"$add": ["$$value", _INNER]},
-    }
-}
+_LOOP = minutes_of_work()
 
 Work = Callable[[Database[dict[str, Any]]], Any]
 
