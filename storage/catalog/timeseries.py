@@ -10,7 +10,7 @@ and deletes read them as users see them in MongoDB."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 
@@ -18,7 +18,9 @@ from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.compare import RANK_DATE, date_ms, rank
-from ebbdb.storage.query.match_tree import And, Expr, Node, Nor, Or, ParsedFilter, path_of
+
+if TYPE_CHECKING:  # the catalog loads at start-up; the matcher with the first query
+    from ebbdb.storage.query.match_tree import Node, ParsedFilter
 
 OPTION = "timeseries"
 #: granularity -> (bucketMaxSpanSeconds, bucketRoundingSeconds) MongoDB derives from it.
@@ -239,6 +241,8 @@ def _on_meta(path: str, meta: str) -> bool:
 def _check_query(node: Node, meta: str) -> None:
     """The filter's conditions, in order: each on the metaField (or a DBRef's `$ref`, `$id`,
     `$db`), or pathless ($jsonSchema, $alwaysTrue, ...) but not `$expr`."""
+    from ebbdb.storage.query.match_tree import And, Expr, Nor, Or, path_of
+
     if isinstance(node, (And, Or, Nor)):
         for child in node.children:
             _check_query(child, meta)

@@ -25,7 +25,7 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render
 from ebbdb.storage.expiry.ttl import is_cosmos_index
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds.registry import kind_named, query_planners
+from ebbdb.storage.indexes.index_kinds.registry import Planning, kind_named, query_planners
 from ebbdb.storage.indexes.plans import (
     Bounds,
     Candidate,
@@ -35,7 +35,6 @@ from ebbdb.storage.indexes.plans import (
     Interval,
     Near,
     Plan,
-    Planning,
 )
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, condition, conjuncts

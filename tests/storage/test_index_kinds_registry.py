@@ -41,7 +41,7 @@ PLANNER = Path(__file__).resolve().parents[2] / "storage" / "indexes" / "planner
 
 def test_the_planner_names_no_kind() -> None:
     """No kind's name as a string in the planner's code, and no kind module imported by it; nor
-    does any kind module import the planner (the hooks are in storage/indexes/plans.py)."""
+    does any kind module import the planner (they share storage/indexes/plans.py)."""
     tree = ast.parse(PLANNER.read_text(encoding="utf-8"))
     names = {
         node.value

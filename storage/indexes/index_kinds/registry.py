@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ebbdb.storage.catalog.info import IndexInfo, kind_name
-from ebbdb.storage.indexes.plans import Planning
 
-if TYPE_CHECKING:  # imported at start-up (the catalog's kinds); the matcher comes with a query
+if TYPE_CHECKING:  # imported at start-up (the catalog's kinds); the planner comes with a query
+    from ebbdb.storage.catalog.info import CollectionInfo
+    from ebbdb.storage.indexes.plans import Bounds, Candidate, PlainCandidate, Plan
     from ebbdb.storage.query.match_tree import ParsedFilter
+    from ebbdb.storage.query.sort import SortSpec
 
 __all__ = [
     "IndexKind",
@@ -38,6 +40,31 @@ PlainBodies = Callable[[IndexInfo, dict[str, Any], Leaf | None], Bodies]
 
 
 @dataclass(frozen=True)
+class Planning:
+    """How the planner reads the indexes of one kind (the defaults: as ascending and descending
+    keys, whose keys are the fields' values)."""
+
+    #: Plans a whole query before the plain planner does: (collection, parsed filter, the indexes
+    #: it may read: the hinted one, else every visible one whose partial filter the query implies)
+    #: -> a plan, or None to plan as usual. May raise (a $near with no geo index).
+    query: Callable[[CollectionInfo, ParsedFilter, list[IndexInfo]], Plan | None] | None = None
+    #: Reads bounds itself, given the plain reading to build on (hashed: equalities become their
+    #: hashes; wildcard: one covered path at a time).
+    candidate: Callable[[IndexInfo, Bounds, SortSpec | None, PlainCandidate], Candidate | None] | (
+        None
+    ) = None
+    #: False: the planner never chooses it for plain bounds (its keys are not the fields' values:
+    #: text terms, geo cells; only `query`, or a hint, reads it).
+    chosen: bool = True
+    #: Hinted, it is read whole and unsorted whatever the bounds (its keys are not the values that
+    #: bounds and sorts name).
+    opaque: bool = False
+    #: Hinted, with no bounds it can use: refused (NoQueryExecutionPlans) rather than read whole,
+    #: since it lacks entries for some documents (wildcard: those without the path).
+    needs_bounds: bool = False
+
+
+@dataclass(frozen=True)
 class IndexKind:
     """One index kind. `name` is the string in the key pattern ("hashed", "text", ...), or
     "wildcard" for `$**` keys."""
@@ -54,7 +81,7 @@ class IndexKind:
     #: The key pattern to store for the one requested, when the kind stores another form (text:
     #: `{_fts: "text", _ftsx: 1}`); None: as requested. The default name is the requested one's.
     stored_key: Callable[[Key], Key] | None = None
-    #: How the planner reads this kind's indexes (storage/indexes/plans.py).
+    #: How the planner reads this kind's indexes (Planning, above).
     planning: Planning = Planning()
 
 
