@@ -25,7 +25,7 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render
 from ebbdb.storage.expiry.ttl import is_cosmos_index
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds.registry import Planning, kind_named, query_planners
+from ebbdb.storage.indexes.index_kinds.registry import kind_named, query_planners
 from ebbdb.storage.indexes.plans import (
     Bounds,
     Candidate,
@@ -35,6 +35,7 @@ from ebbdb.storage.indexes.plans import (
     Interval,
     Near,
     Plan,
+    Planning,
 )
 from ebbdb.storage.query.compare import RANK_MAXKEY, RANK_MINKEY, compare, is_nan, rank
 from ebbdb.storage.query.match_tree import Compare, In, Node, ParsedFilter, condition, conjuncts
@@ -474,7 +475,7 @@ _PLAIN = Planning()
 def _planning(ix: IndexInfo) -> Planning:
     """How the planner reads `ix`: its kind's hooks, or as ascending and descending keys."""
     kind = None if ix.kind is None else kind_named(ix.kind)
-    return _PLAIN if kind is None else kind.planning
+    return _PLAIN if kind is None or kind.planning is None else kind.planning
 
 
 def _choose(

@@ -1,7 +1,9 @@
-"""What a plan is: the plan types (a scan of an index's key intervals, a collection scan, a
-proximity order), the bounds a filter puts on a field, and the shapes of the hooks an index kind
-gives the planner (`Planning`, in storage/indexes/index_kinds/registry.py). The planner
-(storage/indexes/planner.py) and the kinds both import this module; neither imports the other."""
+"""What a plan is, and how an index kind takes part in planning: the plan types (a scan of an
+index's key intervals, a collection scan, a proximity order), the bounds a filter puts on a
+field, and `Planning`, the hooks a kind registers with its IndexKind (storage/indexes/index_kinds)
+so that the planner (storage/indexes/planner.py) reads any kind's index without naming the kind.
+The planner and the kinds both import this module, when they load; neither imports the other.
+The registry, which loads at start-up, does not."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ebbdb.storage.catalog.info import IndexInfo
 from ebbdb.storage.query.compare import compare, rank
 
-if TYPE_CHECKING:  # the registry imports this module at start-up; the matcher comes later
+if TYPE_CHECKING:
+    from ebbdb.storage.catalog.info import CollectionInfo
+    from ebbdb.storage.query.match_tree import ParsedFilter
     from ebbdb.storage.query.sort import SortSpec
 
 
@@ -99,6 +103,31 @@ Candidate = tuple[IndexScan, int, bool]
 PlainCandidate = Callable[[IndexInfo, Bounds, "SortSpec | None"], "Candidate | None"]
 
 
+@dataclass(frozen=True)
+class Planning:
+    """How the planner reads the indexes of one kind (the defaults: as ascending and descending
+    keys, whose keys are the fields' values)."""
+
+    #: Plans a whole query before the plain planner does: (collection, parsed filter, the indexes
+    #: it may read: the hinted one, else every visible one whose partial filter the query implies)
+    #: -> a plan, or None to plan as usual. May raise (a $near with no geo index).
+    query: Callable[[CollectionInfo, ParsedFilter, list[IndexInfo]], Plan | None] | None = None
+    #: Reads bounds itself, given the plain reading to build on (hashed: equalities become their
+    #: hashes; wildcard: one covered path at a time).
+    candidate: Callable[[IndexInfo, Bounds, SortSpec | None, PlainCandidate], Candidate | None] | (
+        None
+    ) = None
+    #: False: the planner never chooses it for plain bounds (its keys are not the fields' values:
+    #: text terms, geo cells; only `query`, or a hint, reads it).
+    chosen: bool = True
+    #: Hinted, it is read whole and unsorted whatever the bounds (its keys are not the values that
+    #: bounds and sorts name).
+    opaque: bool = False
+    #: Hinted, with no bounds it can use: refused (NoQueryExecutionPlans) rather than read whole,
+    #: since it lacks entries for some documents (wildcard: those without the path).
+    needs_bounds: bool = False
+
+
 __all__ = [
     "Bounds",
     "Candidate",
@@ -109,4 +138,5 @@ __all__ = [
     "Near",
     "Plan",
     "PlainCandidate",
+    "Planning",
 ]

@@ -16,15 +16,8 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, render, to_float
 from ebbdb.storage.geometry import geo
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds.registry import (
-    Bodies,
-    IndexKind,
-    Key,
-    PlainBodies,
-    Planning,
-    register,
-)
-from ebbdb.storage.indexes.plans import IndexScan, Interval, Near, Plan
+from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import IndexScan, Interval, Near, Plan, Planning
 from ebbdb.storage.query.geo_match import near_leaves
 from ebbdb.storage.query.match_tree import Geo, ParsedFilter, conjuncts
 from ebbdb.storage.query.paths import MISSING, split, values_at

@@ -10,15 +10,8 @@ from typing import Any
 from ebbdb.storage.catalog.info import IndexInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render
-from ebbdb.storage.indexes.index_kinds.registry import (
-    Bodies,
-    IndexKind,
-    Key,
-    PlainBodies,
-    Planning,
-    register,
-)
-from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate
+from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate, Planning
 from ebbdb.storage.query.hashing import hash_value, point_hashes
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import SortSpec

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ebbdb.storage.catalog.info import IndexInfo, kind_name
 
 if TYPE_CHECKING:  # imported at start-up (the catalog's kinds); the planner comes with a query
-    from ebbdb.storage.catalog.info import CollectionInfo
-    from ebbdb.storage.indexes.plans import Bounds, Candidate, PlainCandidate, Plan
+    from ebbdb.storage.indexes.plans import Planning
     from ebbdb.storage.query.match_tree import ParsedFilter
-    from ebbdb.storage.query.sort import SortSpec
 
 __all__ = [
     "IndexKind",
@@ -40,31 +38,6 @@ PlainBodies = Callable[[IndexInfo, dict[str, Any], Leaf | None], Bodies]
 
 
 @dataclass(frozen=True)
-class Planning:
-    """How the planner reads the indexes of one kind (the defaults: as ascending and descending
-    keys, whose keys are the fields' values)."""
-
-    #: Plans a whole query before the plain planner does: (collection, parsed filter, the indexes
-    #: it may read: the hinted one, else every visible one whose partial filter the query implies)
-    #: -> a plan, or None to plan as usual. May raise (a $near with no geo index).
-    query: Callable[[CollectionInfo, ParsedFilter, list[IndexInfo]], Plan | None] | None = None
-    #: Reads bounds itself, given the plain reading to build on (hashed: equalities become their
-    #: hashes; wildcard: one covered path at a time).
-    candidate: Callable[[IndexInfo, Bounds, SortSpec | None, PlainCandidate], Candidate | None] | (
-        None
-    ) = None
-    #: False: the planner never chooses it for plain bounds (its keys are not the fields' values:
-    #: text terms, geo cells; only `query`, or a hint, reads it).
-    chosen: bool = True
-    #: Hinted, it is read whole and unsorted whatever the bounds (its keys are not the values that
-    #: bounds and sorts name).
-    opaque: bool = False
-    #: Hinted, with no bounds it can use: refused (NoQueryExecutionPlans) rather than read whole,
-    #: since it lacks entries for some documents (wildcard: those without the path).
-    needs_bounds: bool = False
-
-
-@dataclass(frozen=True)
 class IndexKind:
     """One index kind. `name` is the string in the key pattern ("hashed", "text", ...), or
     "wildcard" for `$**` keys."""
@@ -81,8 +54,9 @@ class IndexKind:
     #: The key pattern to store for the one requested, when the kind stores another form (text:
     #: `{_fts: "text", _ftsx: 1}`); None: as requested. The default name is the requested one's.
     stored_key: Callable[[Key], Key] | None = None
-    #: How the planner reads this kind's indexes (Planning, above).
-    planning: Planning = Planning()
+    #: How the planner reads this kind's indexes (storage/indexes/plans.py); None: as ascending
+    #: and descending keys.
+    planning: Planning | None = None
 
 
 #: Every kind, with the module under storage/index_kinds that registers it
@@ -135,9 +109,10 @@ def _module_planners(module: str) -> list[Planning]:
         importlib.import_module(f"{__package__}.{module}")
         found = []
         for name, kind in _KINDS.items():
-            if KIND_MODULES.get(name) == module and kind.planning.query is not None:
-                if all(p.query is not kind.planning.query for p in found):
-                    found.append(kind.planning)
+            planning = kind.planning
+            if KIND_MODULES.get(name) == module and planning and planning.query is not None:
+                if all(p.query is not planning.query for p in found):
+                    found.append(planning)
         _PLANNERS[module] = found
     return found
 

@@ -14,14 +14,8 @@ from ebbdb.storage.catalog.info import IndexInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_float
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds.registry import (
-    Bodies,
-    IndexKind,
-    Key,
-    PlainBodies,
-    Planning,
-    register,
-)
+from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Planning
 from ebbdb.storage.query.paths import MISSING, leaves, split
 from ebbdb.storage.query.text_search import (
     DEFAULT_LANGUAGE,

@@ -15,15 +15,8 @@ from ebbdb.storage.catalog.info import IndexInfo
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import is_number, to_float, type_name
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.indexes.index_kinds.registry import (
-    Bodies,
-    IndexKind,
-    Key,
-    PlainBodies,
-    Planning,
-    register,
-)
-from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate
+from ebbdb.storage.indexes.index_kinds.registry import Bodies, IndexKind, Key, PlainBodies, register
+from ebbdb.storage.indexes.plans import Bounds, Candidate, FieldBounds, PlainCandidate, Planning
 from ebbdb.storage.query.compare import UNDEFINED
 from ebbdb.storage.query.sort import SortSpec
 
