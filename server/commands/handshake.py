@@ -8,16 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.protocol import MAX_MESSAGE_SIZE
+from ebbdb.server import version
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.registry import REGISTRY
-from ebbdb.server.version import (
-    EBBDB_VERSION,
-    MAX_WIRE_VERSION,
-    MIN_WIRE_VERSION,
-    MONGODB_VERSION,
-    MONGODB_VERSION_ARRAY,
-)
 from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
 
 LOGICAL_SESSION_TIMEOUT_MINUTES = 30
@@ -52,8 +46,8 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         "localTime": datetime.datetime.now(datetime.UTC),
         "logicalSessionTimeoutMinutes": LOGICAL_SESSION_TIMEOUT_MINUTES,
         "connectionId": ctx.client.id,
-        "minWireVersion": MIN_WIRE_VERSION,
-        "maxWireVersion": MAX_WIRE_VERSION,
+        "minWireVersion": version.MIN_WIRE_VERSION,
+        "maxWireVersion": version.MAX_WIRE_VERSION,
         "readOnly": False,
         **login,
         "ok": 1.0,
@@ -70,19 +64,19 @@ async def ping(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 async def build_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
     """The MongoDB version ebbdb speaks as, and ebbdb's own version under `ebbdb`."""
     return {
-        "version": MONGODB_VERSION,
-        "gitVersion": "ebbdb-" + EBBDB_VERSION,
+        "version": version.MONGODB_VERSION,
+        "gitVersion": "ebbdb-" + version.EBBDB_VERSION,
         "modules": [],
         "allocator": "system",
         "javascriptEngine": "none",
         "sysInfo": "deprecated",
-        "versionArray": list(MONGODB_VERSION_ARRAY),
+        "versionArray": list(version.MONGODB_VERSION_ARRAY),
         "bits": 64,
         "debug": False,
         "maxBsonObjectSize": MAX_DOCUMENT_SIZE,
         "storageEngines": ["lmdb"],
         "buildEnvironment": {},
-        "ebbdb": {"version": EBBDB_VERSION},
+        "ebbdb": {"version": version.EBBDB_VERSION},
         "ok": 1.0,
     }
 
