@@ -11,6 +11,7 @@ from bson import Decimal128, Int64
 
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.expressions import compile_accumulator
+from tests.case_tables import load_cases
 from tests.helpers import cases, errors_test
 from tests.query.expr_support import Doc, run, typed
 
@@ -88,61 +89,7 @@ def test_accumulator_sees_variables() -> None:
     assert acc.result() == 5
 
 
-ACC_ERRORS: list[tuple[str, str, Any, str, str]] = [
-    ("unknown", "$foo", 1, "Location15952", "unknown group operator '$foo'"),
-    ("array argument", "$sum", [1, 2], "Location40237", "The $sum accumulator is a unary operator"),
-    (
-        "count with arguments",
-        "$count",
-        {"a": 1},
-        "TypeMismatch",
-        "$count takes no arguments, i.e. $count:{}",
-    ),
-    (
-        "count not an object",
-        "$count",
-        1,
-        "TypeMismatch",
-        "$count takes no arguments, i.e. $count:{}",
-    ),
-    (
-        "bad expression",
-        "$sum",
-        {"$bogus": 1},
-        "InvalidPipelineOperator",
-        "Unrecognized expression '$bogus'",
-    ),
-    # The n-accumulators ($firstN ... $bottomN) and $top/$bottom.
-    (
-        "firstN not an object",
-        "$firstN",
-        5,
-        "Location5787801",
-        "specification must be an object; found $firstN: 5",
-    ),
-    ("maxN without n", "$maxN", {"input": "$s"}, "Location5787906", "Missing value for 'n'"),
-    (
-        "lastN unknown",
-        "$lastN",
-        {"input": 1, "n": 1, "x": 1},
-        "Location5787901",
-        "Unknown argument for 'n' operator: x",
-    ),
-    (
-        "top with n",
-        "$top",
-        {"output": 1, "sortBy": {"a": 1}, "n": 1},
-        "Location5788002",
-        "Unknown argument to $top 'n'",
-    ),
-    (
-        "topN without sortBy",
-        "$topN",
-        {"output": 1, "n": 1},
-        "Location5788005",
-        "Missing value for 'sortBy'",
-    ),
-]
+ACC_ERRORS: list[tuple[str, str, Any, str, str]] = load_cases("accumulator_errors")
 
 
 test_accumulator_errors = errors_test(compile_accumulator, ACC_ERRORS)
@@ -155,22 +102,7 @@ def test_merge_objects_rejects_scalars() -> None:
     assert info.value.code_name == "Location40400"
 
 
-EXPRESSION_FORMS: list[tuple[str, Any, Any]] = [
-    ("sum of an array field", {"$sum": "$a"}, 6),
-    ("sum of arguments", {"$sum": [1, "$x", 2.5]}, 3.5),
-    ("sum of one array argument", {"$sum": [[1, 2]]}, 3),
-    ("sum does not descend nested arrays", {"$sum": [1, [2]]}, 1),
-    ("sum of a scalar", {"$sum": 5}, 5),
-    ("sum of a string", {"$sum": "x"}, 0),
-    ("avg of an array field", {"$avg": "$a"}, 2.0),
-    ("avg of nothing", {"$avg": "$missing"}, None),
-    ("min of an array", {"$min": "$a"}, 1),
-    ("min of arguments", {"$min": [3, None, 2]}, 2),
-    ("max of mixed types", {"$max": [1, "a"]}, "a"),
-    ("max of nothing", {"$max": [None]}, None),
-    ("stdDevPop", {"$stdDevPop": [1, 3]}, 1.0),
-    ("stdDevSamp", {"$stdDevSamp": "$a"}, 1.0),
-]
+EXPRESSION_FORMS: list[tuple[str, Any, Any]] = load_cases("accumulator_expressions")
 
 
 @cases(("spec", "expected"), EXPRESSION_FORMS)
@@ -186,23 +118,7 @@ RANKED: list[Doc] = [
     {"s": 1, "v": "a2"},
 ]
 
-N_CASES: list[tuple[str, str, Any, Any]] = [
-    ("firstN", "$firstN", {"input": "$v", "n": 2}, ["c", "a"]),
-    ("firstN keeps null for missing", "$firstN", {"input": "$s", "n": 4}, [3, 1, 2, None]),
-    ("lastN", "$lastN", {"input": "$v", "n": 2}, ["none", "a2"]),
-    ("lastN more than there are", "$lastN", {"input": "$s", "n": 9}, [3, 1, 2, None, 1]),
-    ("maxN descending, nulls left out", "$maxN", {"input": "$s", "n": 2}, [3, 2]),
-    ("minN ascending", "$minN", {"input": "$s", "n": 3}, [1, 1, 2]),
-    ("top: missing sorts first", "$top", {"output": "$v", "sortBy": {"s": 1}}, "none"),
-    ("bottom", "$bottom", {"output": "$v", "sortBy": {"s": 1}}, "c"),
-    (
-        "topN descending",
-        "$topN",
-        {"output": ["$v", "$s"], "sortBy": {"s": -1}, "n": 2},
-        [["c", 3], ["b", 2]],
-    ),
-    ("bottomN", "$bottomN", {"output": "$v", "sortBy": {"s": 1}, "n": 2}, ["b", "c"]),
-]
+N_CASES: list[tuple[str, str, Any, Any]] = load_cases("n_accumulators")
 
 
 @cases(("op", "arg", "expected"), N_CASES)

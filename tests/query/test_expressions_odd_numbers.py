@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from bson import Decimal128, Int64
 
+from tests.case_tables import CASES
 from tests.query.expr_support import exact, raises, run
 
 VALUES: dict[str, Any] = {
@@ -59,79 +60,10 @@ def outcome(spec: Any) -> Any:
 
 
 # One row an operator, one column a value.
-SINGLE = """
-         dNaN   d-Inf   d0      nan  inf  lmin                   0       -1
-$sqrt    dNaN   E28714  d0      nan  inf  E28714                 0.0     E28714
-$ln      nan    E28766  E28766  nan  inf  E28766                 E28766  E28766
-$log10   nan    E28761  E28761  nan  inf  E28761                 E28761  E28761
-$exp     dNaN   d0      d1      nan  inf  0.0                    1.0     0.36787944117144233
-$abs     dNaN   dInf    d0      nan  inf  E28680                 i0      i1
-$ceil    dNaN   dNaN    d0      nan  inf  L-9223372036854775808  i0      i-1
-$floor   dNaN   dNaN    d0      nan  inf  L-9223372036854775808  i0      i-1
-"""
+SINGLE = (CASES / "odd_numbers_single.txt").read_text(encoding="utf-8")
 
 # One table an operator: a row a first operand, a column a second.
-BINARY = """
-$pow   dNaN  d-Inf   d0   nan   inf   lmin    0    -1
-dNaN   dNaN  dNaN    d1   dNaN  dNaN  dNaN    d1   dNaN
-d-Inf  dNaN  d0      d1   dNaN  dInf  d0      d1   d0
-d0     dNaN  E28764  d1   dNaN  d0    E28764  d1   E28764
-nan    dNaN  dNaN    d1   nan   nan   nan     1.0  nan
-inf    dNaN  d0      d1   nan   inf   0.0     1.0  0.0
-lmin   dNaN  d0      d1   nan   inf   0.0     L1   -1.0842021724855044e-19
-0      dNaN  E28764  d1   nan   0.0   E28764  i1   E28764
--1     dNaN  d1      d1   nan   1.0   L1      i1   i-1
-
-$log   dNaN    d-Inf   d0      nan     inf     lmin    0       -1
-dNaN   nan     E28759  E28759  nan     nan     E28759  E28759  E28759
-d-Inf  E28758  E28758  E28758  E28758  E28758  E28758  E28758  E28758
-d0     E28758  E28758  E28758  E28758  E28758  E28758  E28758  E28758
-nan    nan     E28759  E28759  nan     nan     E28759  E28759  E28759
-inf    nan     E28759  E28759  nan     nan     E28759  E28759  E28759
-lmin   E28758  E28758  E28758  E28758  E28758  E28758  E28758  E28758
-0      E28758  E28758  E28758  E28758  E28758  E28758  E28758  E28758
--1     E28758  E28758  E28758  E28758  E28758  E28758  E28758  E28758
-
-$mod   dNaN  d-Inf                   d0        nan   inf                     lmin  0       -1
-dNaN   dNaN  dNaN                    E5733415  dNaN  dNaN                    dNaN  E5733415  dNaN
-d-Inf  dNaN  dNaN                    E5733415  dNaN  dNaN                    dNaN  E5733415  dNaN
-d0     dNaN  d0                      E5733415  dNaN  d0                      d0    E5733415  d0
-nan    dNaN  dNaN                    E5733415  nan   nan                     nan   E16610  nan
-inf    dNaN  dNaN                    E5733415  nan   nan                     nan   E16610  nan
-lmin   dNaN  d-9223372036854775808   E5733415  nan   -9.223372036854776e+18  L0    E16610  L0
-0      dNaN  d0                      E5733415  nan   0.0                     L0    E16610  i0
--1     dNaN  d-1                     E5733415  nan   -1.0                    L-1   E16610  i0
-
-$divide  dNaN  d-Inf  d0         nan   inf   lmin                    0          -1
-dNaN     dNaN  dNaN   EBadValue  dNaN  dNaN  dNaN                    EBadValue  dNaN
-d-Inf    dNaN  dNaN   EBadValue  dNaN  dNaN  dInf                    EBadValue  dInf
-d0       dNaN  d-0    EBadValue  dNaN  d0    d-0                     EBadValue  d-0
-nan      dNaN  dNaN   EBadValue  nan   nan   nan                     EBadValue  nan
-inf      dNaN  dNaN   EBadValue  nan   nan   -inf                    EBadValue  -inf
-lmin     dNaN  d0     EBadValue  nan   -0.0  1.0                     EBadValue  9.223372036854776e+18
-0        dNaN  d-0    EBadValue  nan   0.0   -0.0                    EBadValue  -0.0
--1       dNaN  d0     EBadValue  nan   -0.0  1.0842021724855044e-19  EBadValue  1.0
-
-$add   dNaN  d-Inf  d0                     nan   inf   lmin                     0                      -1
-dNaN   dNaN  dNaN   dNaN                   dNaN  dNaN  dNaN                     dNaN                   dNaN
-d-Inf  dNaN  d-Inf  d-Inf                  dNaN  dNaN  d-Inf                    d-Inf                  d-Inf
-d0     dNaN  d-Inf  d0                     dNaN  dInf  d-9223372036854775808    d0                     d-1
-nan    dNaN  dNaN   dNaN                   nan   nan   nan                      nan                    nan
-inf    dNaN  dNaN   dInf                   nan   inf   inf                      inf                    inf
-lmin   dNaN  d-Inf  d-9223372036854775808  nan   inf   -1.8446744073709552e+19  L-9223372036854775808  -9.223372036854776e+18
-0      dNaN  d-Inf  d0                     nan   inf   L-9223372036854775808    i0                     i-1
--1     dNaN  d-Inf  d-1                    nan   inf   -9.223372036854776e+18   i-1                    i-2
-
-$multiply  dNaN  d-Inf  d0    nan   inf   lmin                    0     -1
-dNaN       dNaN  dNaN   dNaN  dNaN  dNaN  dNaN                    dNaN  dNaN
-d-Inf      dNaN  dInf   dNaN  dNaN  d-Inf dInf                    dNaN  dInf
-d0         dNaN  dNaN   d0    dNaN  dNaN  d-0                     d0    d-0
-nan        dNaN  dNaN   dNaN  nan   nan   nan                     nan   nan
-inf        dNaN  d-Inf  dNaN  nan   inf   -inf                    nan   -inf
-lmin       dNaN  dInf   d-0   nan   -inf  8.507059173023462e+37   L0    9.223372036854776e+18
-0          dNaN  dNaN   d0    nan   nan   L0                      i0    i0
--1         dNaN  dInf   d-0   nan   -inf  9.223372036854776e+18   i0    i1
-"""
+BINARY = (CASES / "odd_numbers_binary.txt").read_text(encoding="utf-8")
 
 
 def _single() -> dict[tuple[str, str], str]:
