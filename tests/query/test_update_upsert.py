@@ -14,6 +14,7 @@ from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.query.match import parse_filter
 from ebbdb.storage.query.update import parse_update
 from ebbdb.storage.query.update import upsert_seed as seed_of_parsed
+from tests.case_tables import load_cases
 from tests.helpers import cases, errors_test, query_error
 
 Doc = dict[str, Any]
@@ -28,35 +29,10 @@ def upsert_seed(query: Doc, *, replacement: bool = False) -> Doc:
 OID = ObjectId("65a000000000000000000001")
 
 # (id, query, seed)
-SEEDS: list[tuple[str, Doc, Doc]] = [
-    ("empty query", {}, {}),
-    ("equality", {"a": 1}, {"a": 1}),
+SEEDS = [tuple(case.values()) for case in load_cases("upsert_seeds")] + [
     ("_id first", {"a": 1, "_id": OID}, {"_id": OID, "a": 1}),
-    ("fields in path order", {"b": 1, "a": 2, "_id": 3}, {"_id": 3, "a": 2, "b": 1}),
-    ("dotted paths nest", {"a.c": 2, "a.b": 1}, {"a": {"b": 1, "c": 2}}),
-    ("numeric parts are field names", {"a.0": 1}, {"a": {"0": 1}}),
-    ("$eq", {"a": {"$eq": 3}}, {"a": 3}),
-    ("$eq with a range", {"a": {"$gt": 0, "$eq": 3}}, {"a": 3}),
-    ("$eq of a document", {"a": {"$eq": {"b": 1}}}, {"a": {"b": 1}}),
-    ("a document", {"a": {"b": 1}}, {"a": {"b": 1}}),
-    ("an empty document", {"a": {}}, {"a": {}}),
-    ("an array", {"a": [1, 2]}, {"a": [1, 2]}),
-    ("null", {"a": None}, {"a": None}),
-    ("one-value $in", {"a": {"$in": [3]}}, {"a": 3}),
-    ("two-value $in", {"a": {"$in": [3, 4]}}, {}),
     ("one-regex $in", {"a": {"$in": [Regex("x")]}}, {}),
-    ("one-value $all", {"a": {"$all": [5]}}, {"a": 5}),
-    ("ranges", {"a": {"$gt": 1}, "b": {"$ne": 2}, "c": {"$exists": True}}, {}),
     ("regex", {"a": Regex("^x")}, {}),
-    ("$and", {"$and": [{"a": 1}, {"b": {"$eq": 2}}]}, {"a": 1, "b": 2}),
-    ("nested $and", {"$and": [{"$and": [{"a": 1}]}, {"b": 2}]}, {"a": 1, "b": 2}),
-    ("one-clause $or", {"$or": [{"a": 1}]}, {"a": 1}),
-    ("two-clause $or", {"$or": [{"a": 1}, {"b": 2}]}, {}),
-    ("$nor", {"$nor": [{"a": 1}]}, {}),
-    ("$expr", {"$expr": {"$eq": ["$a", 1]}, "b": 1}, {"b": 1}),
-    ("$elemMatch", {"a": {"$elemMatch": {"b": 1}}}, {}),
-    ("_id subfields", {"_id.x": 1, "_id.y": 2}, {"_id": {"x": 1, "y": 2}}),
-    ("a parent after its child", {"a.b": 1, "a": {"c": 1}}, {"a": {"c": 1, "b": 1}}),
 ]
 
 
@@ -68,45 +44,7 @@ def test_seed(query: Doc, seed: Doc) -> None:
 
 
 # (id, query, codeName, message)
-SEED_ERRORS: list[tuple[str, Doc, str, str]] = [
-    (
-        "a child under an equality",
-        {"a": 1, "a.b": 2},
-        "NotSingleValueField",
-        "cannot infer query fields to set, both paths 'a.b' and 'a' are matched",
-    ),
-    (
-        "one path twice",
-        {"a": 1, "$and": [{"a": 2}]},
-        "NotSingleValueField",
-        "cannot infer query fields to set, path 'a' is matched twice",
-    ),
-    (
-        "$all of two values",
-        {"a": {"$all": [1, 2]}},
-        "NotSingleValueField",
-        "cannot infer query fields to set, path 'a' is matched twice",
-    ),
-    (
-        "the nearest parent is named",
-        {"x.y": 1, "x": {"q": 1}, "x.y.z": 1},
-        "NotSingleValueField",
-        "cannot infer query fields to set, both paths 'x.y.z' and 'x.y' are matched",
-    ),
-    (
-        # Only parents of a later path are checked; this one fails while building the seed.
-        "a child before a scalar parent",
-        {"x.y.z": 1, "x.y": 2},
-        "PathNotViable",
-        "cannot use the part (y of x.y.z) to traverse the element ({y: 2})",
-    ),
-    (
-        "a parent that is not a document",
-        {"a.b": 1, "a": 5},
-        "PathNotViable",
-        "cannot use the part (a of a.b) to traverse the element ({a: 5})",
-    ),
-]
+SEED_ERRORS = [tuple(case.values()) for case in load_cases("upsert_seed_errors")]
 
 
 test_seed_error = errors_test(upsert_seed, SEED_ERRORS)
@@ -132,37 +70,14 @@ def test_seed_copies_query_values() -> None:
 # -- applying to the seed ---------------------------------------------------------------------------
 
 # (id, query, update, inserted document)
-INSERTS: list[tuple[str, Doc, Doc, Doc]] = [
-    (
-        "$setOnInsert applies",
-        {"a": 1},
-        {"$setOnInsert": {"c": 3}, "$set": {"b": 2}},
-        {"a": 1, "b": 2, "c": 3},
-    ),
-    ("$set over a seed field", {"a": 1}, {"$set": {"a": 5}}, {"a": 5}),
-    ("$inc a seed field", {"a": 1}, {"$inc": {"a": 1}}, {"a": 2}),
-    ("$set _id when the query has none", {"a": 1}, {"$set": {"_id": 5}}, {"_id": 5, "a": 1}),
-    ("$set the query's _id", {"_id": 5}, {"$set": {"_id": 5, "x": 1}}, {"_id": 5, "x": 1}),
+INSERTS = [tuple(case.values()) for case in load_cases("upsert_inserts")] + [
     (
         "$setOnInsert _id",
         {"a": 1},
         {"$setOnInsert": {"_id": OID}},
         {"_id": OID, "a": 1},
     ),
-    (
-        "$[] on a seed array",
-        {"a": [1, 2]},
-        {"$inc": {"a.$[]": 1}},
-        {"a": [2, 3]},
-    ),
     ("$currentDate", {"_id": 1}, {"$currentDate": {"at": True}}, {"_id": 1, "at": DatetimeMS(NOW)}),
-    (
-        "$push and $addToSet create arrays",
-        {"k": 1},
-        {"$push": {"p": 1}, "$addToSet": {"s": {"$each": [1, 1]}}},
-        {"k": 1, "p": [1], "s": [1]},
-    ),
-    ("$unset a seed field", {"a": 1, "b": 2}, {"$unset": {"a": 1}}, {"b": 2}),
 ]
 
 
@@ -175,37 +90,7 @@ def test_insert(query: Doc, spec: Doc, expected: Doc) -> None:
 
 
 # (id, query, update, codeName, message)
-INSERT_ERRORS: list[tuple[str, Doc, Doc, str, str]] = [
-    (
-        "$set another _id than the query's",
-        {"_id": 1},
-        {"$set": {"_id": 2}},
-        "ImmutableField",
-        "Performing an update on the path '_id' would modify the immutable field '_id'",
-    ),
-    (
-        "positional on an insert",
-        {"a": [1]},
-        {"$set": {"a.$": 2}},
-        "BadValue",
-        "The positional operator did not find the match needed from the query.",
-    ),
-    (
-        "$[] on a missing array",
-        {"x": 1},
-        {"$set": {"a.$[]": 2}},
-        "BadValue",
-        "The path 'a' must exist in the document in order to apply array updates.",
-    ),
-    (
-        "a replacement with another _id",
-        {"_id": 1},
-        {"_id": 2, "a": 1},
-        "ImmutableField",
-        "After applying the update, the (immutable) field '_id' was found to have been altered "
-        "to _id: 2",
-    ),
-]
+INSERT_ERRORS = [tuple(case.values()) for case in load_cases("upsert_insert_errors")]
 
 
 @cases(("query", "spec", "code", "message"), INSERT_ERRORS)
