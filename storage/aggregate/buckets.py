@@ -249,11 +249,12 @@ def _group_by(value: Any, defined: frozenset[str]) -> Expression:
 
 def _buckets(value: Any, defined: frozenset[str]) -> int:
     number = to_float(value)
-    if number != math.floor(number) or not INT32_MIN <= number <= INT32_MAX:
+    if not INT32_MIN <= number <= INT32_MAX or number != math.floor(number):  # NaN fails both
         raise error(
             40242,
             "The $bucketAuto 'buckets' field must be representable as a 32-bit integer, but found"
-            f" {render(number)}",
+            # mongod streams the double: NaN and the infinities print as nan, inf, -inf
+            f" {render(number) if math.isfinite(number) else str(number)}",
         )
     return int(number)
 

@@ -377,6 +377,8 @@ def test_bucket_auto_granularity(prices: Any) -> None:
         ({"groupBy": "p", "buckets": 2}, 40239),
         ({"groupBy": "$p", "buckets": "2"}, 40241),
         ({"groupBy": "$p", "buckets": 2.5}, 40242),
+        ({"groupBy": "$p", "buckets": float("nan")}, 40242),
+        ({"groupBy": "$p", "buckets": float("inf")}, 40242),
         ({"groupBy": "$p", "buckets": 0}, 40243),
         ({"groupBy": "$p", "buckets": 2, "output": 1}, 40244),
         ({"groupBy": "$p", "buckets": 2, "bogus": 1}, 40245),
@@ -389,3 +391,18 @@ def test_bucket_auto_granularity(prices: Any) -> None:
 def test_bucket_auto_errors(prices: Any, spec: Any, code: int) -> None:
     prices.update_one({"_id": 1}, {"$set": {"s": "x"}})
     assert _code(prices, [{"$bucketAuto": spec}]) == code
+
+
+@pytest.mark.parametrize(
+    ("buckets", "shown"), [(2.5, "2.5"), (float("nan"), "nan"), (-1e300, "-1e+300")]
+)
+def test_bucket_auto_buckets_not_an_int32(prices: Any, buckets: float, shown: str) -> None:
+    """A non-integral, NaN or out-of-range count is refused with 40242 (NaN was InternalError)."""
+    with pytest.raises(OperationFailure) as info:
+        list(prices.aggregate([{"$bucketAuto": {"groupBy": "$p", "buckets": buckets}}]))
+    assert info.value.code == 40242
+    assert info.value.details is not None
+    assert info.value.details["errmsg"] == (
+        "The $bucketAuto 'buckets' field must be representable as a 32-bit integer, but found "
+        + shown
+    )
