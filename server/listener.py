@@ -184,6 +184,13 @@ class Listener:
         await self._connect(loop, conn, self._tls if opens_tls(head) else None)
 
     def close(self) -> None:
+        # Stop watching the listening sockets first: an accept the loop has already queued (a
+        # connection it saw arrive) is called off with them. Cancelling the accept task alone
+        # leaves that callback to run on a cancelled future (InvalidStateError, and the
+        # connection it took is lost).
+        loop = asyncio.get_running_loop()
+        for sock in self.sockets:
+            loop.remove_reader(sock.fileno())
         self._accepting.cancel()
         for task in list(self._pending):
             task.cancel()

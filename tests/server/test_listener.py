@@ -5,8 +5,10 @@ served."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
+import socket
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -77,3 +79,31 @@ def test_one_reservation_alone_may_exceed_the_budget() -> None:
     assert not budget.take(1)
     budget.give_back(500)
     assert budget.used == 0 and budget.take(100)
+
+
+def test_closing_while_a_connection_is_reported_logs_nothing() -> None:
+    """A connection the loop has seen arrive (its accept callback queued) when the listener
+    closes: the accept is called off, not run on a cancelled future (asyncio then logged
+    InvalidStateError from _sock_accept at shutdown)."""
+
+    async def scenario() -> list[dict[str, object]]:
+        loop = asyncio.get_running_loop()
+        reported: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        server = await listener.listen(asyncio.Protocol, "127.0.0.1", 0, None, False)
+        await asyncio.sleep(0)  # the accept loop waits in sock_accept
+        port = server.sockets[0].getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        try:
+            # This task's next step is queued before the loop's next select, which reports the
+            # connection and queues the accept callback behind it: close runs first.
+            await asyncio.sleep(0)
+            server.close()
+            await server.wait_closed()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        finally:
+            client.close()
+        return reported
+
+    assert asyncio.run(scenario()) == []
