@@ -344,10 +344,14 @@ def _parse_logical(
     cx.nor_depth += op == "$nor"
     texts = cx.text_count()
     holder = -1  # the clause that holds the $text
+    geo: list[bool] = []  # which clauses hold a geo operator (planned alone beside a $text)
     for i, clause in enumerate(value):
         if not isinstance(clause, Mapping):
             raise QueryError("BadValue", "$or/$and/$nor entries need to be full objects")
+        before, cx.geo = cx.geo, False
         node, pred = _parse_doc(clause, variables, cx)
+        geo.append(cx.geo)
+        cx.geo = before or cx.geo
         if holder < 0 and cx.text_count() > texts:
             holder = i
         nodes.append(node)
@@ -362,7 +366,10 @@ def _parse_logical(
         return Nor(tuple(nodes)), lambda doc: not either(doc)
     if holder >= 0 and cx.or_depth == 0:
         c = cx.collation
-        clauses = tuple(ParsedFilter(f, n, p, collation=c) for f, n, p in zip(value, nodes, preds))
+        clauses = tuple(
+            ParsedFilter(f, n, p, collation=c, geo=g)
+            for f, n, p, g in zip(value, nodes, preds, geo, strict=True)
+        )
         cx.text_or = (clauses, holder)
     return Or(tuple(nodes)), either
 

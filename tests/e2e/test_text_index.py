@@ -400,6 +400,24 @@ def test_text_under_or(articles: Any) -> None:
     assert sorted(d["_id"] for d in articles.find(flt)) == [3, 5]
 
 
+def test_text_under_or_beside_an_indexed_geo_clause(client: Client) -> None:
+    """A $geoWithin clause served by a 2dsphere index counts as indexed beside a $text."""
+    coll = client.textdb.places
+    coll.drop()
+    coll.insert_many(
+        [
+            {"_id": 1, "s": "cake shop", "loc": {"type": "Point", "coordinates": [50, 50]}},
+            {"_id": 2, "s": "tea room", "loc": {"type": "Point", "coordinates": [1, 1]}},
+            {"_id": 3, "s": "tea room", "loc": {"type": "Point", "coordinates": [60, 60]}},
+        ]
+    )
+    coll.create_index([("s", "text")])
+    coll.create_index([("loc", "2dsphere")])
+    square = {"type": "Polygon", "coordinates": [[[0, 0], [2, 0], [2, 2], [0, 2], [0, 0]]]}
+    flt = {"$or": [{"$text": {"$search": "cake"}}, {"loc": {"$geoWithin": {"$geometry": square}}}]}
+    assert sorted(d["_id"] for d in coll.find(flt)) == [1, 2]
+
+
 def test_text_with_other_conditions(articles: Any) -> None:
     assert ids(articles, {"$search": "coffee"}, {"author": "efg"}) == [2, 7]
     assert ids(articles, {"$search": "coffee"}, {"views": {"$gte": 10}}) == [1, 7]
