@@ -20,7 +20,7 @@ from ebbdb.storage.core.limits import check_update_depth
 from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 from ebbdb.storage.expiry import ttl
-from ebbdb.storage.indexes.planner import id_point
+from ebbdb.storage.indexes.planner import id_key, id_point
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import Projection
 from ebbdb.storage.query.update import Update, upsert_seed
@@ -62,12 +62,13 @@ def _matches(
     coll = engine.collection(db, name)
     if coll is None:
         return []
-    point = id_point(spec.query) if spec.hint is None else MISSING
-    if point is not MISSING:
-        # One look-up in the `_id` index; the caller's re-check applies the whole filter and
-        # the expiry rules, as for any candidate.
+    key = id_key(coll, spec.query, spec.collation) if spec.hint is None else MISSING
+    if key is not MISSING:
+        # One look-up in the `_id` index (its key under the index's collation, as IDHACK reads
+        # it); the caller's re-check applies the whole filter and the expiry rules, as for any
+        # candidate.
         with engine.read() as reader:
-            rid = reader.find_unique(coll.id_index, point)
+            rid = reader.find_unique(coll.id_index, key)
         engine.usage.index_used(coll.id_index.id)
         return [] if rid is None else [rid]
     return QueryRun(coll, spec).record_ids(engine, now_ms, limit)

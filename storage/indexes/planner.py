@@ -299,17 +299,24 @@ def id_hack(
     does not apply (or the `_id` index's collation orders the value otherwise)."""
     if not (hint is None or hint == {} or hint == ""):
         return None
-    point = id_point(query)
-    if point is MISSING or (sort is not None and sort.natural and not sort.keys):
+    if sort is not None and sort.natural and not sort.keys:
         return None
+    key = id_key(coll, query, collation)
+    return None if key is MISSING else _id_lookup(coll, key, sort)
+
+
+def id_key(coll: CollectionInfo, query: ParsedFilter, collation: Collation | None) -> Any:
+    """The one key of the `_id` index that a filter pinning `_id` by equality can match, under
+    the query's collation (the `_id` index holds its own collation's keys); MISSING when the
+    filter pins no `_id`, or the index's collation orders the value otherwise (a string under
+    another collation)."""
+    point = id_point(query)
+    if point is MISSING:
+        return MISSING
     id_collation = coll.id_index.collation
     if id_collation is collation or id_collation == collation:
-        if collation is not None:
-            point = collation.collate(point)
-        return _id_lookup(coll, point, sort)
-    if not has_string(point):
-        return _id_lookup(coll, point, sort)
-    return None
+        return point if collation is None else collation.collate(point)
+    return MISSING if has_string(point) else point
 
 
 def _id_lookup(coll: CollectionInfo, value: Any, sort: SortSpec | None) -> IndexScan:
@@ -609,6 +616,7 @@ def _plain_candidate(ix: IndexInfo, bounds: Bounds, sort: SortSpec | None) -> Ca
 
 __all__ = [
     "id_hack",
+    "id_key",
     "CollScan",
     "IndexScan",
     "Interval",

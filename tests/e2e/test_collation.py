@@ -314,3 +314,25 @@ def test_every_option_is_accepted(client: Client) -> None:
     assert [d["s"] for d in coll.find({"s": "ab"}, collation=extra)] == ["ab"]
     for quaternary in ({"locale": "ja", "strength": 4},):
         assert coll.count_documents({"s": "ab"}, collation=quaternary) == 1
+
+
+def test_writes_by_string_id_under_the_collections_default_collation(client: Client) -> None:
+    """update, delete and findAndModify by `_id` read the `_id` index as find does: its keys are
+    the collection's collation's, so "A" and "a" both find "A" (the one-key look-up used the raw
+    value and found nothing, not even "A" itself)."""
+    db = client.collation_ids
+    db.drop_collection("d")
+    coll = db.create_collection("d", collation={"locale": "en", "strength": 2})
+    coll.insert_many([{"_id": "A", "n": 0}, {"_id": "b", "n": 0}, {"_id": 1, "n": 0}])
+    assert coll.update_one({"_id": "A"}, {"$inc": {"n": 1}}).matched_count == 1
+    assert coll.update_one({"_id": "a"}, {"$inc": {"n": 1}}).matched_count == 1
+    assert coll.update_one({"_id": 1}, {"$inc": {"n": 1}}).matched_count == 1
+    found = coll.find_one_and_update({"_id": "a"}, {"$inc": {"n": 1}}, return_document=True)
+    assert found == {"_id": "A", "n": 3}
+    upserted = coll.update_one({"_id": "a"}, {"$inc": {"n": 1}}, upsert=True)
+    assert (upserted.matched_count, upserted.upserted_id) == (1, None)
+    # An explicit simple collation: "a" is not "A".
+    simple = Collation(locale="simple")
+    assert coll.update_one({"_id": "a"}, {"$inc": {"n": 1}}, collation=simple).matched_count == 0
+    assert coll.delete_one({"_id": "B"}).deleted_count == 1
+    assert {d["_id"]: d["n"] for d in coll.find()} == {1: 1, "A": 4}
