@@ -102,6 +102,14 @@ class Config:
     auth: bool = False
     #: MONGO_INITDB_ROOT_USERNAME and _PASSWORD: created at start if missing (implies `auth`).
     root_user: RootUser | None = None
+    #: --replSet / replication.replSetName: a one-member replica set of this name (None: a
+    #: standalone server, the default).
+    repl_set: str | None = None
+    #: --oplogSize / replication.oplogSizeMB: the capped size of local.oplog.rs, in megabytes.
+    oplog_size_mb: int = 192
+    #: --replSetHost: the host:port the replica set's one member is known by (clients connect to
+    #: it after discovery); None: the first --bind_ip address and the port listened on.
+    repl_set_host: str | None = None
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
