@@ -24,6 +24,7 @@ from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
+from ebbdb.server.sessions import CURRENT_SESSION
 from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
@@ -184,6 +185,11 @@ class Dispatcher:
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
             refuse_transaction_fields(body)
+            # The command's logical session (mongod checks the lsid of every command).
+            lsid = body.get("lsid")
+            client.session = (
+                None if lsid is None else self.services.sessions.touch_for(client, lsid)
+            )
             limit = body.get("maxTimeMS")
             max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
             action: Action | None = None
@@ -206,6 +212,7 @@ class Dispatcher:
             # token is the current one for every storage loop the handler drives.
             op = client.op = self._operations.start(client, db, cmd.name, body, max_time_ms)
             token = current_op.set(op)
+            session_token = CURRENT_SESSION.set(client.session)
             try:
                 if refused is not None:
                     reply = refused  # a write command on a view: its write errors
@@ -216,6 +223,7 @@ class Dispatcher:
                 else:
                     reply = await cmd.handler(ctx, params)
             finally:
+                CURRENT_SESSION.reset(session_token)
                 current_op.reset(token)
                 self._operations.finish(op)
                 client.op = None

@@ -1,0 +1,316 @@
+"""Logical sessions through pymongo: startSession, endSessions, refreshSessions, the kill commands,
+config.system.sessions and its TTL index, $listLocalSessions and $listSessions, timeouts under the
+test clock (localLogicalSessionTimeoutMinutes), cursors dying with their session, and drivers'
+implicit sessions; in standalone and replica-set modes alike."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from bson.binary import Binary, UuidRepresentation
+from bson.codec_options import CodecOptions
+from pymongo import MongoClient, monitoring
+from pymongo.errors import OperationFailure
+
+from ebbdb.server.embedded import ServerThread
+from tests.e2e import rawwire
+
+#: The uid of a session started with nobody logged in (SHA-256 of nothing), as mongod's.
+NO_AUTH_UID = bytes.fromhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+
+
+class Commands(monitoring.CommandListener):
+    """The commands a client sent, in order."""
+
+    def __init__(self) -> None:
+        self.started_events: list[monitoring.CommandStartedEvent] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.started_events.append(event)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture(params=["standalone", "replset"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def srv(
+    mode: str, start_server: Callable[..., ServerThread], tmp_path: Any
+) -> Iterator[ServerThread]:
+    params = {"enableTestCommands": True}
+    if mode == "replset":
+        server = ServerThread(str(tmp_path / "rs"), params, repl_set="rs0").start()
+        yield server
+        server.stop()
+    else:
+        yield start_server(params)
+
+
+@pytest.fixture
+def client(srv: ServerThread) -> Iterator[MongoClient[dict[str, Any]]]:
+    with MongoClient(srv.uri, directConnection=True) as c:
+        yield c
+
+
+def _raw(client: MongoClient[dict[str, Any]]) -> Any:
+    return client.get_database(
+        "admin", codec_options=CodecOptions(uuid_representation=UuidRepresentation.STANDARD)
+    )
+
+
+def _local(client: MongoClient[dict[str, Any]], **spec: Any) -> list[dict[str, Any]]:
+    return list(client.admin.aggregate([{"$listLocalSessions": spec}, {"$sort": {"lastUse": 1}}]))
+
+
+def test_start_session_replies_with_an_id_and_the_timeout(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    reply = client.admin.command("startSession")
+    assert set(reply) >= {"id", "timeoutMinutes", "ok"}
+    assert isinstance(reply["id"]["id"], Binary) and reply["id"]["id"].subtype == 4
+    assert reply["timeoutMinutes"] == 30
+    assert client.admin.command("hello")["logicalSessionTimeoutMinutes"] == 30
+    ids = [d["_id"]["id"] for d in _local(client)]
+    assert reply["id"]["id"] in ids
+
+
+def test_list_local_sessions_shows_used_sessions(client: MongoClient[dict[str, Any]]) -> None:
+    with client.start_session() as s:
+        client.t.c.insert_one({"_id": 1}, session=s)
+        local = _local(client)
+        mine = [d for d in local if d["_id"]["id"] == s.session_id["id"]]
+        assert len(mine) == 1
+        assert mine[0]["_id"]["uid"] == NO_AUTH_UID
+        assert set(mine[0]) == {"_id", "lastUse"}
+        ids = {d["_id"]["id"] for d in local}
+        assert {d["_id"]["id"] for d in _local(client, allUsers=True)} == ids
+        assert {d["_id"]["id"] for d in _local(client, users=[{"user": "", "db": ""}])} == ids
+        assert _local(client, users=[{"user": "x", "db": "y"}]) == []
+
+
+def test_end_sessions_forgets_the_session_and_kills_its_cursor(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    client.t.c.insert_many([{"_id": i} for i in range(10)])
+    s = client.start_session()
+    cursor = client.t.c.find(session=s, batch_size=2)
+    assert len([next(cursor), next(cursor)]) == 2
+    client.admin.command("endSessions", [s.session_id])
+    assert not [d for d in _local(client) if d["_id"]["id"] == s.session_id["id"]]
+    with pytest.raises(OperationFailure) as info:
+        list(cursor)
+    assert info.value.code == 43  # CursorNotFound
+    s.end_session()
+
+
+@pytest.mark.parametrize(
+    "kill",
+    [
+        lambda c, s: c.admin.command("killSessions", [s.session_id]),
+        lambda c, s: c.admin.command("killSessions", []),
+        lambda c, s: c.admin.command("killAllSessions", []),
+        lambda c, s: c.admin.command("killAllSessions", [{"user": "", "db": ""}]),
+        lambda c, s: c.admin.command("killAllSessionsByPattern", []),
+        lambda c, s: c.admin.command("killAllSessionsByPattern", [{"lsid": s.session_id}]),
+        lambda c, s: c.admin.command("killAllSessionsByPattern", [{"uid": NO_AUTH_UID}]),
+    ],
+    ids=["killSessions", "own", "killAll", "killAllUser", "pattern", "patternLsid", "patternUid"],
+)
+def test_a_killed_sessions_cursor_dies(client: MongoClient[dict[str, Any]], kill: Any) -> None:
+    client.t.c.insert_many([{"_id": i} for i in range(10)])
+    with client.start_session() as s:
+        cursor = client.t.c.find(session=s, batch_size=2)
+        next(cursor)
+        kill(client, s)
+        with pytest.raises(OperationFailure) as info:
+            list(cursor)
+        assert info.value.code == 43
+        # The session itself stays usable.
+        assert client.t.c.count_documents({}, session=s) == 10
+
+
+def test_kill_patterns_that_match_nothing_leave_cursors(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    client.t.c.insert_many([{"_id": i} for i in range(10)])
+    with client.start_session() as s:
+        cursor = client.t.c.find(session=s, batch_size=2)
+        next(cursor)
+        client.admin.command("killAllSessions", [{"user": "nobody", "db": "admin"}])
+        client.admin.command(
+            "killAllSessionsByPattern", [{"lsid": {"id": Binary.from_uuid(uuid.uuid4())}}]
+        )
+        client.admin.command("killAllSessionsByPattern", [{"roles": [{"role": "r", "db": "a"}]}])
+        client.admin.command("killSessions", [{"id": Binary.from_uuid(uuid.uuid4())}])
+        assert len(list(cursor)) == 9
+
+
+def test_refresh_writes_config_system_sessions_with_its_ttl_index(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    with client.start_session() as s:
+        ident = s.session_id["id"]
+        client.t.c.insert_one({}, session=s)
+        client.admin.command("refreshLogicalSessionCacheNow")
+        records = list(client.config.system.sessions.find({"_id.id": ident}))
+        assert len(records) == 1
+        assert set(records[0]) == {"_id", "lastUse"}
+        assert records[0]["_id"] == {"id": ident, "uid": NO_AUTH_UID}
+        indexes = {ix["name"]: ix for ix in client.config.system.sessions.list_indexes()}
+        assert indexes["lsidTTLIndex"]["key"] == {"lastUse": 1}
+        assert indexes["lsidTTLIndex"]["expireAfterSeconds"] == 1800
+        listed = list(
+            client.config.system.sessions.aggregate(
+                [{"$listSessions": {}}, {"$project": {"_id": 1}}]
+            )
+        )
+        assert {"_id": records[0]["_id"]} in listed
+        assert list(
+            client.config.system.sessions.aggregate([{"$listSessions": {"allUsers": True}}])
+        )
+        assert not list(
+            client.config.system.sessions.aggregate(
+                [{"$listSessions": {"users": [{"user": "x", "db": "y"}]}}]
+            )
+        )
+    # Ended (pymongo sends endSessions when the client closes): its record goes at the next
+    # refresh.
+    # Another client: this one's next command would take the ended session from its pool.
+    with MongoClient(
+        client.address and f"mongodb://{client.address[0]}:{client.address[1]}",
+        directConnection=True,
+    ) as other:
+        other.admin.command("endSessions", [{"id": ident}])
+        other.admin.command("refreshLogicalSessionCacheNow")
+        assert not list(other.config.system.sessions.find({"_id.id": ident}))
+
+
+def test_refresh_sessions_keeps_a_session_alive(client: MongoClient[dict[str, Any]]) -> None:
+    reply = client.admin.command("startSession")
+    lsid = {"id": reply["id"]["id"]}
+    client.admin.command("ttlClock", advanceSeconds=20 * 60)
+    client.admin.command("refreshSessions", [lsid])
+    client.admin.command("ttlClock", advanceSeconds=20 * 60)
+    client.admin.command("refreshLogicalSessionCacheNow")
+    assert [d for d in _local(client) if d["_id"]["id"] == lsid["id"]]
+    client.admin.command("ttlClock", advanceSeconds=31 * 60)
+    client.admin.command("refreshLogicalSessionCacheNow")
+    assert not [d for d in _local(client) if d["_id"]["id"] == lsid["id"]]
+    client.admin.command("ttlClock", reset=True)
+
+
+def test_an_idle_session_times_out_and_its_cursor_dies(
+    client: MongoClient[dict[str, Any]],
+) -> None:
+    client.t.c.insert_many([{"_id": i} for i in range(10)])
+    with client.start_session() as s:
+        cursor = client.t.c.find(session=s, batch_size=2)
+        next(cursor)
+        client.admin.command("ttlClock", advanceSeconds=29 * 60)
+        client.admin.command("reapLogicalSessionCacheNow")
+        next(cursor), next(cursor)  # a getMore: still alive, and used now
+        client.admin.command("ttlClock", advanceSeconds=30 * 60)
+        client.admin.command("reapLogicalSessionCacheNow")
+        with pytest.raises(OperationFailure) as info:
+            list(cursor)
+        assert info.value.code == 43
+    client.admin.command("ttlClock", reset=True)
+
+
+def test_the_timeout_follows_the_startup_parameter(
+    mode: str, start_server: Callable[..., ServerThread]
+) -> None:
+    srv = start_server({"localLogicalSessionTimeoutMinutes": 7, "enableTestCommands": True})
+    with MongoClient(srv.uri, directConnection=True) as c:
+        assert c.admin.command("hello")["logicalSessionTimeoutMinutes"] == 7
+        assert c.admin.command("startSession")["timeoutMinutes"] == 7
+        assert (
+            c.admin.command("getParameter", localLogicalSessionTimeoutMinutes=1)[
+                "localLogicalSessionTimeoutMinutes"
+            ]
+            == 7
+        )
+        with pytest.raises(OperationFailure):
+            c.admin.command("setParameter", localLogicalSessionTimeoutMinutes=9)
+
+
+def test_implicit_sessions_keep_a_cursor_across_get_mores(
+    srv: ServerThread,
+) -> None:
+    listener = Commands()
+    with MongoClient(srv.uri, directConnection=True, event_listeners=[listener]) as c:
+        c.t.c.insert_many([{"_id": i} for i in range(25)])
+        docs = list(c.t.c.find(batch_size=3))
+        assert [d["_id"] for d in docs] == list(range(25))
+        finds = [e for e in listener.started_events if e.command_name in ("find", "getMore")]
+        assert len(finds) == 9
+        lsids = {e.command["lsid"]["id"] for e in finds}
+        assert len(lsids) == 1  # the implicit session of the find, reused by its getMores
+        # The session is the server's: listed, and owning the cursor while it is open.
+        cursor = c.t.c.find(batch_size=2)
+        next(cursor)
+        assert len(list(cursor)) == 24
+
+
+@pytest.mark.parametrize(
+    ("lsid", "code", "message"),
+    [
+        (
+            "x",
+            14,
+            "BSON field 'OperationSessionInfo.lsid' is the wrong type 'string', expected type 'object'",
+        ),
+        ({}, 40414, "BSON field 'OperationSessionInfo.lsid.id' is missing but a required field"),
+        (
+            {"id": 1},
+            14,
+            "BSON field 'OperationSessionInfo.lsid.id' is the wrong type 'int', expected type 'binData'",
+        ),
+        (
+            {"id": Binary(b"0123456789abcdef", 0)},
+            14,
+            "BSON field 'OperationSessionInfo.lsid.id' is the wrong binData type 'general', expected type 'UUID'",
+        ),
+        (
+            {"id": Binary(uuid.uuid4().bytes, 4), "x": 1},
+            40415,
+            "BSON field 'OperationSessionInfo.lsid.x' is an unknown field.",
+        ),
+    ],
+)
+def test_a_malformed_lsid_is_refused(srv: ServerThread, lsid: Any, code: int, message: str) -> None:
+    # A raw socket: a driver puts its own lsid on every command.
+    with rawwire.connect(srv) as sock:
+        reply = rawwire.op_msg(sock, {"find": "c", "lsid": lsid, "$db": "t"})
+        assert (reply["ok"], reply["code"], reply["errmsg"]) == (0.0, code, message)
+        assert rawwire.op_msg(sock, {"ping": 1, "$db": "t"})["ok"] == 1.0
+
+
+def test_list_stages_in_the_wrong_place(client: MongoClient[dict[str, Any]]) -> None:
+    with pytest.raises(OperationFailure) as info:
+        list(client.t.c.aggregate([{"$listLocalSessions": {}}]))
+    assert info.value.code == 73
+    with pytest.raises(OperationFailure) as info:
+        list(client.t.c.aggregate([{"$listSessions": {}}]))
+    assert info.value.code == 73
+    assert info.value.details is not None
+    assert info.value.details["errmsg"] == (
+        "$listSessions must be run against the 'system.sessions' collection in the 'config' "
+        "database."
+    )
+    with pytest.raises(OperationFailure) as info:
+        _local(client, allUsers=True, users=[{"user": "a", "db": "b"}])
+    assert info.value.code == 12
+    with pytest.raises(OperationFailure) as info:
+        _local(client, bogus=1)
+    assert info.value.code == 40415
