@@ -7,6 +7,7 @@ cursors and its transaction."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextvars
 import datetime
@@ -123,6 +124,7 @@ class Session:
         "cursors",
         "key",
         "last_use",
+        "lock",
         "lsid",
         "retryable",
         "transaction",
@@ -153,6 +155,9 @@ class Session:
         self.retryable: Any = None
         #: Ids of the cursors the session owns (they die with it).
         self.cursors: set[int] = set()
+        #: Held by a command that must have the session to itself (a retryable write), as
+        #: mongod checks a session out.
+        self.lock = asyncio.Lock()
 
     @property
     def id(self) -> bytes:
