@@ -63,15 +63,16 @@ class Ddl:
         self._writer = writer
 
     def create_collection(
-        self, db: str, name: str, options: dict[str, Any] | None = None
+        self, db: str, name: str, options: dict[str, Any] | None = None, id_index: bool = True
     ) -> CollectionInfo:
-        """Create an empty collection. Raises NamespaceExists or InvalidNamespace."""
+        """Create an empty collection (without an `_id` index if not `id_index`: the oplog).
+        Raises NamespaceExists or InvalidNamespace."""
         validate_collection_name(db, name)
 
         def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
             if self._writer.lookup((db, name)) is not None:
                 raise NamespaceExists(f"Collection {db}.{name} already exists.")
-            info = self._records.new_collection(txn, db, name, dict(options or {}))
+            info = self._records.new_collection(txn, db, name, dict(options or {}), id_index)
             changes[(db, name)] = info
             return info
 

@@ -64,16 +64,20 @@ class Records:
         )
 
     def new_collection(
-        self, txn: Txn, db: str, name: str, options: dict[str, Any]
+        self, txn: Txn, db: str, name: str, options: dict[str, Any], id_index: bool = True
     ) -> CollectionInfo:
+        """A new empty collection's catalog entry, with its `_id` index unless `id_index` is
+        False (the oplog: its entries have no `_id`, as in mongod)."""
         coll_id = self.next_id(txn)
-        # The `_id` index takes the collection's default collation, as every index does.
-        id_options = {"collation": options["collation"]} if options.get("collation") else {}
-        id_index = IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options)
-        info = CollectionInfo(coll_id, db, name, options, (id_index,), new_uuid())
+        indexes: tuple[IndexInfo, ...] = ()
+        if id_index:
+            # The `_id` index takes the collection's default collation, as every index does.
+            id_options = {"collation": options["collation"]} if options.get("collation") else {}
+            indexes = (IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options),)
+        info = CollectionInfo(coll_id, db, name, options, indexes, new_uuid())
         self.put_collection(txn, info)
-        if self.oplog is not None:
-            created = {"create": name, **options, "idIndex": id_index.spec()}
+        if self.oplog is not None and indexes:
+            created = {"create": name, **options, "idIndex": indexes[0].spec()}
             self.oplog.command(txn, db, created, info.uuid, name=name)
         return info
 

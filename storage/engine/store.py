@@ -131,12 +131,10 @@ class Engine:
         """Make this a replica set member's storage: local.oplog.rs (capped at `size_mb` MB, an
         existing oplog keeps its size) and config.system.preimages are created if missing, and
         every change from now on is recorded in the oplog, in the transaction that makes it."""
-        for db, name, options in (
-            (OPLOG_DB, OPLOG_NAME, oplog_options(size_mb)),
-            (PREIMAGES_DB, PREIMAGES_NAME, {}),
-        ):
-            if self.collection(db, name) is None:
-                self.create_collection(db, name, options)
+        if self.collection(OPLOG_DB, OPLOG_NAME) is None:
+            self.create_collection(OPLOG_DB, OPLOG_NAME, oplog_options(size_mb), id_index=False)
+        if self.collection(PREIMAGES_DB, PREIMAGES_NAME) is None:
+            self.create_collection(PREIMAGES_DB, PREIMAGES_NAME)
         oplog = self.collection(OPLOG_DB, OPLOG_NAME)
         assert oplog is not None
         self.oplog.enable(oplog)
