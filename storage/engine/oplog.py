@@ -32,7 +32,7 @@ class Records(Protocol):
     def last_rid(self, txn: Txn, coll_id: int) -> int: ...
 
     def append_unindexed(
-        self, txn: Txn, info: CollectionInfo, rid: int, now_ms: int, raw: bytes, doc: dict[str, Any]
+        self, txn: Txn, info: CollectionInfo, rid: int, header: bytes, raw: bytes
     ) -> None: ...
 
     def insert_one(
@@ -185,6 +185,9 @@ class OpLog:
         #: The newest timestamp a commit has made durable in the oplog's tree (the cluster time).
         self.last_committed = ZERO
         self._coll_id = -1
+        #: The write transaction that wrote the last oplog record, and that record's id.
+        self._rid_txn: Txn | None = None
+        self._rid = 0
         self._listeners: list[Callable[[Timestamp], None]] = []
         self._lock = threading.Lock()
 
@@ -329,16 +332,24 @@ class OpLog:
         info = self._lookup_by_id(coll_id)
         raw = bson.encode(doc, codec_options=CODEC)
         records = self._records
-        rid = records.last_rid(txn, info.id) + 1
         now_ms = time.time_ns() // 1_000_000
-        if coll_id == self._coll_id:
-            records.append_unindexed(txn, info, rid, now_ms, raw, doc)
-        else:
+        if coll_id != self._coll_id:
+            rid = records.last_rid(txn, info.id) + 1
             info = records.insert_one(txn, info, rid, now_ms, raw, doc)
-        records.add_stats(txn, info.id, 1, len(raw))
+            records.add_stats(txn, info.id, 1, len(raw))
+            return
+        # The oplog's own records, on every write of a replica set: the next record id is kept
+        # for the transaction that holds it (a new transaction, or a nested one, reads it).
+        if txn is self._rid_txn:
+            rid = self._rid + 1
+        else:
+            rid = records.last_rid(txn, coll_id) + 1
+        self._rid_txn, self._rid = txn, rid
+        records.append_unindexed(txn, info, rid, ttl.plain_header(now_ms), raw)
+        records.add_stats(txn, coll_id, 1, len(raw))
         gone, freed = records.make_room(txn, info, rid, (0, 0))
         if gone or freed:
-            records.add_stats(txn, info.id, -gone, -freed)
+            records.add_stats(txn, coll_id, -gone, -freed)
 
     def _lookup_by_id(self, coll_id: int) -> CollectionInfo:
         key = (OPLOG_DB, OPLOG_NAME) if coll_id == self._coll_id else (PREIMAGES_DB, PREIMAGES_NAME)

@@ -12,6 +12,7 @@ from typing import Any
 
 import bson
 from bson.binary import Binary
+from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog import schema
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
@@ -111,13 +112,13 @@ class Records:
         return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
 
     def append_unindexed(
-        self, txn: Txn, info: CollectionInfo, rid: int, now_ms: int, raw: bytes, doc: dict[str, Any]
+        self, txn: Txn, info: CollectionInfo, rid: int, header: bytes, raw: bytes
     ) -> None:
-        """Write a record that no index holds (an oplog entry: it has no `_id`, and mongod's
-        oplog has no `_id` index)."""
+        """Write a record that no index holds and no TTL rule touches, with its `header` (an
+        oplog entry: it has no `_id`, and mongod's oplog has no `_id` index)."""
         if self._on_insert is not None:
             self._on_insert(info.id)
-        self.put_record(txn, info, rid, raw, doc, [], {}, now_ms)
+        txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
 
     def put_record(
         self,
@@ -382,7 +383,9 @@ class CollectionWrites:
         rid = records.last_rid(self._txn, self.info.id) + 1
         self._set_info(records.insert_one(self._txn, self.info, rid, self.now_ms, raw, doc))
         if records.oplog is not None:
-            records.oplog.op(self._txn, "i", self.info, doc, {"_id": doc.get("_id")})
+            records.oplog.op(
+                self._txn, "i", self.info, RawBSONDocument(raw), {"_id": doc.get("_id")}
+            )
         self._count += 1
         self._size += len(raw)
         gone, freed = records.make_room(self._txn, self.info, rid, (self._count, self._size))

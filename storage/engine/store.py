@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import bson
+from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog import schema, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
@@ -260,7 +261,7 @@ class Engine:
                 if updated is not info:
                     info = changes[(db, name)] = updated
                 if oplog is not None:
-                    oplog.op(txn, "i", info, doc, {"_id": doc.get("_id")})
+                    oplog.op(txn, "i", info, RawBSONDocument(raw), {"_id": doc.get("_id")})
                 rid += 1
                 inserted += 1
                 size += len(raw)
