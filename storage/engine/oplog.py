@@ -11,7 +11,7 @@ import contextvars
 import datetime
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -234,7 +234,7 @@ class OpLog:
         txn: Txn,
         op: str,
         info: CollectionInfo,
-        o: dict[str, Any],
+        o: Mapping[str, Any],
         o2: dict[str, Any] | None = None,
         pre_image: dict[str, Any] | None = None,
     ) -> None:
@@ -264,7 +264,7 @@ class OpLog:
         op: str,
         ns: str,
         ui: Any,
-        o: dict[str, Any],
+        o: Mapping[str, Any],
         o2: dict[str, Any] | None,
         pre_image: dict[str, Any] | None,
     ) -> None:
