@@ -324,3 +324,17 @@ def test_pre_images_go_with_the_oplog_entries_they_belong_to(tmp_path: Any) -> N
             assert len(kept) == updates
     finally:
         srv.stop()
+
+
+def test_the_first_entry_initiates_the_set(tmp_path: Any) -> None:
+    path = str(tmp_path / "d")
+    for _ in range(2):  # a restart initiates nothing
+        srv = ServerThread(path, repl_set="rs0").start()
+        try:
+            with MongoClient(srv.uri) as c:
+                got = [without_times(e) for e in entries(c)]
+                assert got == [
+                    {"op": "n", "ns": "", "o": {"msg": "initiating set"}, "t": 1, "v": 2}
+                ]
+        finally:
+            srv.stop()
