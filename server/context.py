@@ -17,6 +17,7 @@ from ebbdb.server.log import RingHandler
 from ebbdb.server.operations import Operation, Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
+from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.sessions import Session, SessionCatalog
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.ttl_monitor import TTLMonitor
@@ -70,8 +71,10 @@ class Services:
     operations: Operations = field(default_factory=Operations, kw_only=True)
     #: The users of admin.system.users, cached with their privileges.
     users: UserStore = field(default_factory=UserStore, kw_only=True)
-    #: The logical sessions (server/sessions.py).
+    #: The logical sessions clients use (server/sessions.py).
     sessions: SessionCatalog = field(default_factory=SessionCatalog, kw_only=True)
+    #: The replica set this server is (--replSet); None for a standalone server.
+    replica_set: ReplicaSet | None = field(default=None, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -97,7 +100,7 @@ class Client:
         self.op: Operation | None = None
         #: The users logged in on this connection and a SASL conversation in progress.
         self.auth = ClientAuth()
-        #: The logical session of the request running now (None: it named no lsid).
+        #: The logical session of the request running now (its `lsid`), or None.
         self.session: Session | None = None
 
 

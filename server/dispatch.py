@@ -184,7 +184,8 @@ class Dispatcher:
                 await self._authorize(
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
-            refuse_transaction_fields(body)
+            if self.services.replica_set is None:
+                refuse_transaction_fields(body)
             # The command's logical session (mongod checks the lsid of every command).
             lsid = body.get("lsid")
             client.session = (
