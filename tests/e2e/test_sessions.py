@@ -44,21 +44,30 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def srv(
-    mode: str, start_server: Callable[..., ServerThread], tmp_path: Any
-) -> Iterator[ServerThread]:
-    params = {"enableTestCommands": True}
-    if mode == "replset":
-        server = ServerThread(str(tmp_path / "rs"), params, repl_set="rs0").start()
-        yield server
-        server.stop()
-    else:
-        yield start_server(params)
+def serve(mode: str, tmp_path: Any) -> Iterator[Callable[[dict[str, Any]], ServerThread]]:
+    """Start a server of the test's mode with these parameters (stopped at the end)."""
+    started: list[ServerThread] = []
+
+    def start(parameters: dict[str, Any]) -> ServerThread:
+        path = tmp_path / f"data{len(started)}"
+        repl_set = "rs0" if mode == "replset" else None
+        srv = ServerThread(str(path), parameters, repl_set=repl_set).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture
+def srv(serve: Callable[[dict[str, Any]], ServerThread]) -> ServerThread:
+    return serve({"enableTestCommands": True})
 
 
 @pytest.fixture
 def client(srv: ServerThread) -> Iterator[MongoClient[dict[str, Any]]]:
-    with MongoClient(srv.uri, directConnection=True) as c:
+    with MongoClient(srv.uri) as c:
         yield c
 
 
@@ -156,7 +165,7 @@ def test_kill_patterns_that_match_nothing_leave_cursors(
 
 
 def test_refresh_writes_config_system_sessions_with_its_ttl_index(
-    client: MongoClient[dict[str, Any]],
+    srv: ServerThread, client: MongoClient[dict[str, Any]]
 ) -> None:
     with client.start_session() as s:
         ident = s.session_id["id"]
@@ -183,13 +192,9 @@ def test_refresh_writes_config_system_sessions_with_its_ttl_index(
                 [{"$listSessions": {"users": [{"user": "x", "db": "y"}]}}]
             )
         )
-    # Ended (pymongo sends endSessions when the client closes): its record goes at the next
-    # refresh.
-    # Another client: this one's next command would take the ended session from its pool.
-    with MongoClient(
-        client.address and f"mongodb://{client.address[0]}:{client.address[1]}",
-        directConnection=True,
-    ) as other:
+    # Ended, its record goes at the next refresh. Another client ends it: this one's next
+    # command would take the ended session from its pool again.
+    with MongoClient(srv.uri) as other:
         other.admin.command("endSessions", [{"id": ident}])
         other.admin.command("refreshLogicalSessionCacheNow")
         assert not list(other.config.system.sessions.find({"_id.id": ident}))
@@ -228,10 +233,10 @@ def test_an_idle_session_times_out_and_its_cursor_dies(
 
 
 def test_the_timeout_follows_the_startup_parameter(
-    mode: str, start_server: Callable[..., ServerThread]
+    serve: Callable[[dict[str, Any]], ServerThread],
 ) -> None:
-    srv = start_server({"localLogicalSessionTimeoutMinutes": 7, "enableTestCommands": True})
-    with MongoClient(srv.uri, directConnection=True) as c:
+    srv = serve({"localLogicalSessionTimeoutMinutes": 7, "enableTestCommands": True})
+    with MongoClient(srv.uri) as c:
         assert c.admin.command("hello")["logicalSessionTimeoutMinutes"] == 7
         assert c.admin.command("startSession")["timeoutMinutes"] == 7
         assert (
@@ -248,7 +253,7 @@ def test_implicit_sessions_keep_a_cursor_across_get_mores(
     srv: ServerThread,
 ) -> None:
     listener = Commands()
-    with MongoClient(srv.uri, directConnection=True, event_listeners=[listener]) as c:
+    with MongoClient(srv.uri, event_listeners=[listener]) as c:
         c.t.c.insert_many([{"_id": i} for i in range(25)])
         docs = list(c.t.c.find(batch_size=3))
         assert [d["_id"] for d in docs] == list(range(25))
