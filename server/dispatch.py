@@ -24,7 +24,7 @@ from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
-from ebbdb.server.sessions import CURRENT_SESSION
+from ebbdb.server.sessions import CURRENT_SESSION, label_reply, txn_fields
 from ebbdb.server.transactions import refuse_transaction_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
@@ -186,6 +186,8 @@ class Dispatcher:
                 )
             if self.services.replica_set is None:
                 refuse_transaction_fields(body)
+            elif "txnNumber" in body:
+                txn_fields(body)  # a retryable write's, or a transaction's, checked as mongod
             # The command's logical session (mongod checks the lsid of every command).
             lsid = body.get("lsid")
             client.session = (
@@ -257,6 +259,8 @@ class Dispatcher:
         else:
             if "ok" not in reply:
                 reply["ok"] = 1.0
+        if "txnNumber" in body and self.services.replica_set is not None:
+            label_reply(reply, body)  # RetryableWriteError, for a driver's retry
         seconds = (time.perf_counter_ns() - started) / 1e9
         if seconds > self._profiler.threshold:
             self._profiler.finished(

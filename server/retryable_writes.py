@@ -20,10 +20,9 @@ from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 from ebbdb.server.context import CommandContext
-from ebbdb.server.errors import CodedError, CommandError, ErrorCode
-from ebbdb.server.sessions import Session, describe
+from ebbdb.server.errors import CodedError
+from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.core.values import type_name
 from ebbdb.storage.engine import oplog
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
 from ebbdb.storage.engine.store import Engine
@@ -33,12 +32,6 @@ from ebbdb.storage.query.update import parse_update
 
 #: mongod's session transaction table and its findAndModify retry images.
 TXN_DB, TXN_COLL, IMAGE_COLL = "config", "transactions", "image_collection"
-#: Write commands a txnNumber makes retryable.
-RETRYABLE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify"})
-#: Codes a driver retries a write on: a reply with one carries the RetryableWriteError label
-#: (the retryable writes specification; mongod 4.4+ adds it).
-RETRYABLE_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
-RETRYABLE_LABEL = "RetryableWriteError"
 TRANSACTION_TOO_OLD = 225
 
 S = TypeVar("S")
@@ -67,54 +60,6 @@ class RetryState:
     last_op_time: dict[str, Any] | None = None
 
 
-def txn_fields(body: Mapping[str, Any]) -> int | None:
-    """The txnNumber of a command that is a retryable write (None: it is not one), checked as
-    mongod checks a session's fields. Raises CommandError: a txnNumber without an lsid, of the
-    wrong type or negative, or on a command that is not a retryable write."""
-    if "txnNumber" not in body:
-        return None
-    number = body["txnNumber"]
-    if "lsid" not in body:
-        raise CommandError(
-            ErrorCode.InvalidOptions,
-            "Transaction number requires a session ID to also be specified",
-        )
-    if isinstance(number, bool) or not isinstance(number, int):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'OperationSessionInfo.txnNumber' is the wrong type "
-            f"'{type_name(number)}', expected type 'long'",
-        )
-    if number < 0:
-        raise CommandError(ErrorCode.BadValue, "Transaction number cannot be negative")
-    if "autocommit" in body:
-        return None  # a transaction's statement: server/transactions.py
-    name = next(iter(body), "")
-    if name == "findandmodify":
-        name = "findAndModify"
-    if name not in RETRYABLE_COMMANDS:
-        raise CodedError(
-            50768,
-            "Location50768",
-            "txnNumber may only be provided for multi-document transactions and retryable "
-            f"write commands. autocommit:false was not provided, and {name} is not a retryable "
-            "write command.",
-        )
-    return int(number)
-
-
-def label_reply(reply: dict[str, Any], body: Mapping[str, Any]) -> None:
-    """Add RetryableWriteError to the reply of a retryable write that failed with a code a
-    driver retries on (or whose write concern failed with one), unless it has labels already."""
-    if "txnNumber" not in body or "autocommit" in body or "errorLabels" in reply:
-        return
-    code = reply.get("code") if not reply.get("ok") else None
-    wce = reply.get("writeConcernError")
-    wce_code = wce.get("code") if isinstance(wce, Mapping) else None
-    if code in RETRYABLE_CODES or wce_code in RETRYABLE_CODES:
-        reply["errorLabels"] = [RETRYABLE_LABEL]
-
-
 class Retry:
     """One retryable write command in progress: which of its statements ran before, and the
     bookkeeping its storage job does (`start` when the job begins, possibly again; `skip`/`done`
@@ -139,7 +84,7 @@ class Retry:
         return self.state.executed.get(stmt_id)
 
     def begin_statement(self, stmt_id: int) -> None:
-        self.write_session.stmt_id = stmt_id
+        self.write_session.stmt_id = self.write_session.first_stmt = stmt_id
 
     def done(self, stmt_id: int, result: Executed) -> None:
         self.pending[stmt_id] = result

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bson.binary import Binary
+from bson.int64 import Int64
 
-from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.errors import CodedError, CommandError, ErrorCode
 from ebbdb.storage.core.values import type_name
 
 log = logging.getLogger("ebbdb.control")
@@ -33,6 +34,14 @@ NO_AUTH_DIGEST = hashlib.sha256(b"").digest()
 #: Fields an lsid may have (LogicalSessionFromClient; txnNumber and txnUUID name internal ones).
 _LSID_FIELDS = frozenset({"id", "uid", "txnNumber", "txnUUID"})
 _CONTEXT = "OperationSessionInfo.lsid"
+
+
+#: Write commands a txnNumber makes retryable.
+RETRYABLE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify"})
+#: Codes a driver retries a write on: a reply with one carries the RetryableWriteError label
+#: (the retryable writes specification; mongod 4.4+ adds it).
+RETRYABLE_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+RETRYABLE_LABEL = "RetryableWriteError"
 
 
 def _wrong_type(field: str, value: Any, expected: str) -> CommandError:
@@ -299,3 +308,54 @@ def as_datetime(ms: int) -> datetime.datetime:
 CURRENT_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
     "ebbdb_session", default=None
 )
+
+
+# -- a session's transaction fields in replica-set mode ----------------------------------------
+
+
+def txn_fields(body: Mapping[str, Any]) -> int | None:
+    """The txnNumber of a command that is a retryable write (None: it is not one), checked as
+    mongod checks a session's fields. Raises CommandError: a txnNumber without an lsid, of the
+    wrong type or negative, or on a command that is not a retryable write."""
+    if "txnNumber" not in body:
+        return None
+    number = body["txnNumber"]
+    if "lsid" not in body:
+        raise CommandError(
+            ErrorCode.InvalidOptions,
+            "Transaction number requires a session ID to also be specified",
+        )
+    if not isinstance(number, Int64):  # a long, as mongod's parser insists
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'OperationSessionInfo.txnNumber' is the wrong type "
+            f"'{type_name(number)}', expected type 'long'",
+        )
+    if number < 0:
+        raise CommandError(ErrorCode.BadValue, "Transaction number cannot be negative")
+    if "autocommit" in body:
+        return None  # a transaction's statement: server/transactions.py
+    name = next(iter(body), "")
+    if name == "findandmodify":
+        name = "findAndModify"
+    if name not in RETRYABLE_COMMANDS:
+        raise CodedError(
+            50768,
+            "Location50768",
+            "txnNumber may only be provided for multi-document transactions and retryable "
+            f"write commands. autocommit:false was not provided, and {name} is not a retryable "
+            "write command.",
+        )
+    return int(number)
+
+
+def label_reply(reply: dict[str, Any], body: Mapping[str, Any]) -> None:
+    """Add RetryableWriteError to the reply of a retryable write that failed with a code a
+    driver retries on (or whose write concern failed with one), unless it has labels already."""
+    if "txnNumber" not in body or "autocommit" in body or "errorLabels" in reply:
+        return
+    code = reply.get("code") if not reply.get("ok") else None
+    wce = reply.get("writeConcernError")
+    wce_code = wce.get("code") if isinstance(wce, Mapping) else None
+    if code in RETRYABLE_CODES or wce_code in RETRYABLE_CODES:
+        reply["errorLabels"] = [RETRYABLE_LABEL]

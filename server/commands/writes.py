@@ -558,6 +558,8 @@ def _retryable_modify(
     result = modify(now_ms=now_ms)
     reply = _find_and_modify_reply(result, remove)
     if result.matched:
-        retry.done(0, retryable_writes.Executed(reply=reply))
+        # A copy: the dispatcher may add to the reply it sends (a fail point's write concern
+        # error), never to the one a retry gets.
+        retry.done(0, retryable_writes.Executed(reply=dict(reply)))
         retry.record(now_ms, ("postImage" if new else "preImage", reply["value"]))
     return reply
