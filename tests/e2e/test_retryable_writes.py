@@ -7,6 +7,9 @@ after the write) apply each write exactly once; a retryable read is retried."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +22,7 @@ from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
 from tests.e2e import rawwire
+from tests.e2e.node_tools import JS_DIR, MODULES, node_tools
 
 Client = MongoClient[dict[str, Any]]
 
@@ -317,3 +321,27 @@ def test_a_retryable_read_is_retried(client: Client) -> None:
     assert client.t.c.find_one() == {"_id": 1}
     _fail(client, ["aggregate"], errorCode=10107)
     assert list(client.t.c.aggregate([{"$match": {}}])) == [{"_id": 1}]
+
+
+def test_the_node_driver_retries_each_write_once(srv: ServerThread) -> None:
+    node = node_tools()
+    done = subprocess.run(
+        [node, str(JS_DIR / "retryable_writes.js"), srv.uri],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NODE_PATH": str(MODULES)},
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    out = json.loads(done.stdout.splitlines()[-1])
+    for how in ("closeConnection", "errorLabels", "writeConcernError"):
+        assert out[how] == {
+            "insertOne": 1,
+            "insertMany": 2,
+            "updateOne": 1,
+            "upsert": 9,
+            "findOneAndUpdate": {"_id": 0, "x": 11},
+            "deleteOne": 1,
+            "left": [{"_id": 0, "x": 11}, {"_id": 1, "x": 0}, {"_id": 2}, {"_id": 9, "x": 1}],
+        }, how
