@@ -25,10 +25,9 @@ from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.engine import oplog
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
+from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
-from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
-from ebbdb.storage.query.update import parse_update
 
 #: mongod's session transaction table and its findAndModify retry images.
 TXN_DB, TXN_COLL, IMAGE_COLL = "config", "transactions", "image_collection"
@@ -82,6 +81,22 @@ class Retry:
 
     def executed(self, stmt_id: int) -> Executed | None:
         return self.state.executed.get(stmt_id)
+
+    def unexecuted(self, count: int) -> list[tuple[int, int]]:
+        """The runs [start, stop) of statements 0..count-1 not executed before, in order."""
+        runs: list[tuple[int, int]] = []
+        executed = self.state.executed
+        start = None
+        for i in range(count):
+            if i in executed:
+                if start is not None:
+                    runs.append((start, i))
+                    start = None
+            elif start is None:
+                start = i
+        if start is not None:
+            runs.append((start, count))
+        return runs
 
     def begin_statement(self, stmt_id: int) -> None:
         self.write_session.stmt_id = self.write_session.first_stmt = stmt_id
@@ -212,15 +227,25 @@ def _date(ms: int) -> datetime.datetime:
 def _upsert(
     engine: Engine, coll: str, lsid: dict[str, Any], fields: dict[str, Any], now: int
 ) -> None:
-    """Set `fields` on the record of `lsid` in config.`coll` (made if missing), unlogged: these
-    tables are derived state, as mongod's are not replicated by their own oplog entries."""
-    token = WRITE_SESSION.set(None)
-    try:
-        spec = QuerySpec.parse({"_id": lsid})
-        change = parse_update({"$set": fields})
-        writes.update(engine, TXN_DB, coll, spec, change, False, True, now)
-    finally:
-        WRITE_SESSION.reset(token)
+    """Store {_id: lsid, **fields} as the record of `lsid` in config.`coll` (made if missing):
+    one look-up in the `_id` index and a replacement, the least a write can add to every
+    retryable write. Unlogged: these tables are derived state, as mongod's are."""
+    doc = {"_id": lsid, **fields}
+    raw = bson.encode(doc, codec_options=CODEC)
+
+    def put(view: CollectionWrites) -> None:
+        info = view.info
+        rid = None
+        if info is not None and info.id_index is not None:
+            with engine.read() as reader:
+                rid = reader.find_unique(info.id_index, lsid)
+        value = None if rid is None else view.get(rid)
+        if rid is None or value is None:
+            view.insert(raw)
+        else:
+            view.replace(rid, value, raw, doc, replacement=True)
+
+    engine.modify(TXN_DB, coll, put, now)
 
 
 async def begin(

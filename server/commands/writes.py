@@ -285,31 +285,37 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
 
 
 async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
-    """A retryable insert: one statement per document, each recorded with its stmtId (its
-    index); the documents a first try inserted are not inserted again."""
+    """A retryable insert: each document is a statement (its stmtId: its index), recorded when
+    inserted; the documents a first try inserted are not inserted again, the others are, in
+    runs of consecutive statements."""
     engine = ctx.gateway.engine
 
     def job(now_ms: int) -> tuple[int, list[dict[str, Any]]]:
         retry.start()
-        n = 0
         errors: list[dict[str, Any]] = []
-        for i, raw in enumerate(p.documents):
-            if retry.executed(i) is not None:
-                n += 1
-                continue
-            retry.begin_statement(i)
+        reached = len(p.documents)  # an ordered insert stops at its first failure
+        for start, stop in retry.unexecuted(len(p.documents)):
+            retry.begin_statement(start)  # the documents are statements start, start + 1, ...
             result = engine.insert(
-                ctx.db, p.collection, [raw], now_ms=now_ms, bypass=p.bypass_document_validation
+                ctx.db,
+                p.collection,
+                p.documents[start:stop],
+                p.ordered,
+                now_ms=now_ms,
+                bypass=p.bypass_document_validation,
             )
-            if result.errors:
-                errors.append(write_error(i, result.errors[0][1]))
-                if p.ordered:
-                    break
-                continue
-            n += 1
-            retry.done(i, retryable_writes.Executed(n=1))
+            failed = {start + i for i, _ in result.errors}
+            errors += [write_error(start + i, exc) for i, exc in result.errors]
+            if failed and p.ordered:
+                reached = min(failed)
+            for i in range(start, min(stop, reached)):
+                if i not in failed:
+                    retry.done(i, retryable_writes.Executed(n=1))
+            if reached < len(p.documents):
+                break
+        replayed = sum(1 for i in range(reached) if retry.executed(i) is not None)
         retry.record(now_ms)
-        return n, errors
+        return replayed + len(retry.pending), errors
 
     n, errors = await ctx.gateway.write_stamped(job)
     ctx.stats.count_documents("insert", n)
