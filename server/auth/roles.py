@@ -83,6 +83,12 @@ COMMANDS: dict[str, str] = {
     "grantRolesToUser": USER_ADMIN,
     "revokeRolesFromUser": USER_ADMIN,
     # sessions and transactions: the user's own
+    "startSession": AUTHENTICATED,
+    "refreshSessions": AUTHENTICATED,
+    "killSessions": AUTHENTICATED,
+    # any user's sessions (MongoDB's killAnySession action, in hostManager and clusterAdmin)
+    "killAllSessions": CLUSTER_ADMIN,
+    "killAllSessionsByPattern": CLUSTER_ADMIN,
     "commitTransaction": AUTHENTICATED,
     "abortTransaction": AUTHENTICATED,
     "listDatabases": AUTHENTICATED,  # lists only the databases the user has a role on
@@ -102,6 +108,8 @@ COMMANDS: dict[str, str] = {
     "ttlClock": CLUSTER_ADMIN,
     "ttlMonitorPass": CLUSTER_ADMIN,
     "configureFailPoint": CLUSTER_ADMIN,
+    "refreshLogicalSessionCacheNow": CLUSTER_ADMIN,
+    "reapLogicalSessionCacheNow": CLUSTER_ADMIN,
     # refused for everyone (server-side JavaScript), after the check a read would pass
     "mapReduce": READ,
 }
