@@ -23,7 +23,6 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CodedError
 from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.engine import oplog
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
 from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
@@ -301,12 +300,32 @@ def _load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | Non
     if txn_num > number:
         return state  # the caller refuses the older number
     image = _find_one(engine, IMAGE_COLL, {"_id": lsid, "txnNum": Int64(number)})
-    query = {"lsid.id": lsid["id"], "lsid.uid": lsid["uid"], "txnNumber": Int64(number)}
-    for entry in _find_all(engine, oplog.OPLOG_DB, oplog.OPLOG_NAME, query):
+    for entry in _chain(engine, state.last_op_time, number):
         stmt = entry.get("stmtId")
         if isinstance(stmt, int):
-            state.executed[stmt] = _from_entry(entry, image)
+            state.executed.setdefault(stmt, _from_entry(entry, image))
     return state
+
+
+def _chain(engine: Engine, op_time: Any, number: int) -> list[dict[str, Any]]:
+    """The oplog entries of the session's retryable write `number`, newest first: from its last
+    (`op_time`) back along their prevOpTime links, each a binary search of the oplog by ts (an
+    entry the capped oplog has dropped ends the walk early, as mongod's history would be
+    incomplete)."""
+    out: list[dict[str, Any]] = []
+    ts = op_time.get("ts") if isinstance(op_time, Mapping) else None
+    while isinstance(ts, Timestamp) and (ts.time or ts.inc):
+        before = Timestamp(ts.time, ts.inc - 1) if ts.inc else Timestamp(ts.time - 1, 0xFFFFFFFF)
+        found = engine.oplog.read_after(before, 1)
+        if not found or found[0][0] != ts:
+            break
+        entry = bson.decode(found[0][1], CODEC)
+        if entry.get("txnNumber") != number:
+            break
+        out.append(entry)
+        prev = entry.get("prevOpTime")
+        ts = prev.get("ts") if isinstance(prev, Mapping) else None
+    return out
 
 
 def _from_entry(entry: Mapping[str, Any], image: Mapping[str, Any] | None) -> Executed:

@@ -146,6 +146,7 @@ def test_a_write_is_remembered_across_a_restart(tmp_path: Any) -> None:
     path = str(tmp_path / "rs")
     srv = _start(path)
     lsid = {"id": Binary(b"0123456789abcdef", 4)}
+    other = {"id": Binary(b"fedcba9876543210", 4)}
     insert = {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "lsid": lsid, "$db": "t"}
     fam = {
         "findAndModify": "c",
@@ -155,10 +156,18 @@ def test_a_write_is_remembered_across_a_restart(tmp_path: Any) -> None:
         "lsid": lsid,
         "$db": "t",
     }
+    batch = {"insert": "c", "documents": [{"_id": i} for i in (3, 4, 5)], "$db": "t"}
+    batch["lsid"] = other
     try:
         with rawwire.connect(srv) as sock:
             assert rawwire.op_msg(sock, {**insert, "txnNumber": Int64(1)})["n"] == 2
             first = rawwire.op_msg(sock, {**fam, "txnNumber": Int64(2)})
+            rawwire.op_msg(sock, {"insert": "c", "documents": [{"_id": 4}], "$db": "t"})
+            cut = rawwire.op_msg(sock, {**batch, "txnNumber": Int64(9)})
+            assert (cut["n"], [e["index"] for e in cut["writeErrors"]]) == (1, [1])
+            rawwire.op_msg(
+                sock, {"delete": "c", "deletes": [{"q": {"_id": 4}, "limit": 1}], "$db": "t"}
+            )
     finally:
         srv.stop()
     srv = _start(path)
@@ -171,8 +180,17 @@ def test_a_write_is_remembered_across_a_restart(tmp_path: Any) -> None:
             )
             old = rawwire.op_msg(sock, {**insert, "txnNumber": Int64(1)})
             assert (old["ok"], old["code"], old["codeName"]) == (0.0, 225, "TransactionTooOld")
+            # The cut-off batch, sent again after the restart: statement 0 is not run again.
+            rest = rawwire.op_msg(sock, {**batch, "txnNumber": Int64(9)})
+            assert (rest["ok"], rest["n"], "writeErrors" in rest) == (1.0, 3, False)
             found = rawwire.op_msg(sock, {"find": "c", "$db": "t"})["cursor"]["firstBatch"]
-            assert found == [{"_id": 1, "x": 1}, {"_id": 2}]
+            assert sorted(found, key=lambda d: d["_id"]) == [
+                {"_id": 1, "x": 1},
+                {"_id": 2},
+                {"_id": 3},
+                {"_id": 4},
+                {"_id": 5},
+            ]
     finally:
         srv.stop()
 
