@@ -30,7 +30,7 @@ from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.replication import ReplicaSet
-from ebbdb.server.sessions import SessionCatalog
+from ebbdb.server.sessions import SessionCatalog, operations_killer
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
@@ -181,6 +181,7 @@ class App:
                 replica_set=replica_set,
             )
             self._services.sessions.kill_cursors = self.cursors.close_all
+            self._services.sessions.kill_operations = operations_killer(self.operations)
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
             if replica_set is not None and self.address is not None:

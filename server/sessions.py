@@ -21,6 +21,7 @@ from bson.binary import Binary
 from bson.int64 import Int64
 
 from ebbdb.server.errors import CodedError, CommandError, ErrorCode
+from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.values import type_name
 
 log = logging.getLogger("ebbdb.control")
@@ -192,6 +193,8 @@ class SessionCatalog:
         self.kill_cursors: Callable[[Iterable[int]], None] = lambda ids: None
         #: Called with a session whose transaction must be aborted (TXN sets it).
         self.abort_transaction: Callable[[Session], None] = lambda s: None
+        #: Called with a session whose operations in progress must be interrupted.
+        self.kill_operations: Callable[[Session], None] = lambda s: None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -261,6 +264,7 @@ class SessionCatalog:
         return killed
 
     def _release(self, session: Session) -> None:
+        self.kill_operations(session)
         if session.cursors:
             cursors, session.cursors = session.cursors, set()
             self.kill_cursors(cursors)
@@ -292,6 +296,20 @@ class SessionCatalog:
             self._used.discard(session.key)
             self._release(session)
         return stale
+
+
+def operations_killer(operations: Iterable[Any]) -> Callable[[Session], None]:
+    """A SessionCatalog.kill_operations for the server's operations (server/operations.py):
+    each one running for the session is interrupted, but the one asking (a killSessions of the
+    session that runs it would only interrupt itself)."""
+
+    def kill(session: Session) -> None:
+        me = interrupt.current.get()
+        for op in operations:
+            if op is not me and op.client is not None and op.client.session is session:
+                op.kill("Interrupted")
+
+    return kill
 
 
 def _wall_ms() -> int:

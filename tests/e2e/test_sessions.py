@@ -5,6 +5,8 @@ implicit sessions; in standalone and replica-set modes alike."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
-from pymongo import MongoClient, monitoring
+from pymongo import CursorType, MongoClient, monitoring
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
@@ -319,3 +321,36 @@ def test_list_stages_in_the_wrong_place(client: MongoClient[dict[str, Any]]) -> 
     with pytest.raises(OperationFailure) as info:
         _local(client, bogus=1)
     assert info.value.code == 40415
+
+
+def test_kill_sessions_interrupts_a_waiting_get_more(
+    client: MongoClient[dict[str, Any]], srv: ServerThread
+) -> None:
+    client.t.create_collection("capped", capped=True, size=4096)
+    client.t.capped.insert_one({"_id": 1})
+    with client.start_session() as s:
+        cursor = client.t.capped.find(
+            session=s, cursor_type=CursorType.TAILABLE_AWAIT
+        ).max_await_time_ms(10_000)
+        assert next(cursor) == {"_id": 1}
+        outcome: list[Any] = []
+
+        def wait() -> None:
+            started = time.monotonic()
+            try:
+                outcome.append(next(cursor, None))
+            except OperationFailure as exc:
+                outcome.append(exc.code)
+            outcome.append(time.monotonic() - started)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.3)  # the getMore is waiting for data
+        with MongoClient(srv.uri) as other:
+            other.admin.command("killSessions", [s.session_id])
+        waiter.join(5)
+        assert not waiter.is_alive()
+        # Woken long before its 10 s: the cursor was killed (pymongo ends a tailable cursor on
+        # CursorKilled quietly).
+        assert outcome[0] is None and outcome[1] < 5
+        assert not cursor.alive
