@@ -42,7 +42,18 @@ def _id_of(key: bytes) -> dict[str, Any]:
 def _ensure_collection(engine: Engine, expire_seconds: int) -> None:
     """config.system.sessions with its TTL index (made by the first refresh, as mongod does)."""
     coll = engine.collection(SESSIONS_DB, SESSIONS_COLL)
-    if coll is not None and any(ix.name == TTL_INDEX_NAME for ix in coll.indexes):
+    index = (
+        None
+        if coll is None
+        else next((ix for ix in coll.indexes if ix.name == TTL_INDEX_NAME), None)
+    )
+    if index is not None:
+        if index.options.get("expireAfterSeconds") != expire_seconds:
+            # Started with another localLogicalSessionTimeoutMinutes: as mongod, the index
+            # follows it (collMod).
+            engine.modify_index(
+                SESSIONS_DB, SESSIONS_COLL, None, TTL_INDEX_NAME, expire_seconds, None
+            )
         return
     spec = IndexSpec(TTL_INDEX_NAME, (("lastUse", 1),), {"expireAfterSeconds": expire_seconds})
     engine.create_indexes(SESSIONS_DB, SESSIONS_COLL, [spec])

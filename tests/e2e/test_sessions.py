@@ -354,3 +354,33 @@ def test_kill_sessions_interrupts_a_waiting_get_more(
         # CursorKilled quietly).
         assert outcome[0] is None and outcome[1] < 5
         assert not cursor.alive
+
+
+def test_the_ttl_index_follows_the_timeout_across_restarts(tmp_path: Any, mode: str) -> None:
+    path = str(tmp_path / "data")
+    repl_set = "rs0" if mode == "replset" else None
+    for minutes in (30, 5):
+        params = {"enableTestCommands": True, "localLogicalSessionTimeoutMinutes": minutes}
+        srv = ServerThread(path, params, repl_set=repl_set).start()
+        try:
+            with MongoClient(srv.uri) as c:
+                c.admin.command("refreshLogicalSessionCacheNow")
+                indexes = {ix["name"]: ix for ix in c.config.system.sessions.list_indexes()}
+                assert indexes["lsidTTLIndex"]["expireAfterSeconds"] == minutes * 60
+        finally:
+            srv.stop()
+
+
+def test_the_ttl_monitor_expires_unrefreshed_records(client: MongoClient[dict[str, Any]]) -> None:
+    ident = client.admin.command("startSession")["id"]["id"]
+    client.admin.command("refreshLogicalSessionCacheNow")
+    assert client.config.system.sessions.count_documents({"_id.id": ident}) == 1
+    try:
+        client.admin.command("ttlClock", advanceSeconds=29 * 60)
+        client.admin.command("ttlMonitorPass")
+        assert client.config.system.sessions.count_documents({"_id.id": ident}) == 1
+        client.admin.command("ttlClock", advanceSeconds=2 * 60)
+        client.admin.command("ttlMonitorPass")
+        assert client.config.system.sessions.count_documents({"_id.id": ident}) == 0
+    finally:
+        client.admin.command("ttlClock", reset=True)
