@@ -26,6 +26,7 @@ from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
 from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 
 #: mongod's session transaction table and its findAndModify retry images.
@@ -363,3 +364,22 @@ def _find_all(engine: Engine, db: str, coll: str, query: dict[str, Any]) -> list
 def _find_one(engine: Engine, coll: str, query: dict[str, Any]) -> dict[str, Any] | None:
     found = _find_all(engine, TXN_DB, coll, query)
     return found[0] if found else None
+
+
+def reap(engine: Engine, live: set[bytes], cutoff_ms: int, now_ms: int) -> int:
+    """Delete the config.transactions records (and retry images) of sessions the server no
+    longer knows whose last write is older than `cutoff_ms`, as mongod's session reaper does:
+    their retries can no longer come. Runs inside a storage write; returns how many."""
+    stale = _find_all(engine, TXN_DB, TXN_COLL, {"lastWriteDate": {"$lt": _date(cutoff_ms)}})
+    n = 0
+    for record in stale:
+        lsid = record.get("_id")
+        if not isinstance(lsid, Mapping):
+            continue
+        key = bytes(lsid.get("id") or b"") + bytes(lsid.get("uid") or b"")
+        if key in live:
+            continue
+        spec = QuerySpec.parse({"_id": lsid})
+        n += writes.delete(engine, TXN_DB, TXN_COLL, spec, True, now_ms).deleted
+        writes.delete(engine, TXN_DB, IMAGE_COLL, spec, True, now_ms)
+    return n

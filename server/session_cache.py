@@ -14,6 +14,7 @@ from bson.binary import Binary
 
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.parameters import Parameters
+from ebbdb.server.retryable_writes import reap
 from ebbdb.server.sessions import (
     SESSIONS_COLL,
     SESSIONS_DB,
@@ -67,6 +68,7 @@ async def refresh_now(catalog: SessionCatalog, gateway: Gateway, parameters: Par
     if expired:
         log.info("%d logical sessions timed out", len(expired))
     used, ended = catalog.take_refresh()
+    live = {s.key for s in catalog.sessions()}
     engine = gateway.engine
 
     def job(now_ms: int) -> None:
@@ -81,6 +83,8 @@ async def refresh_now(catalog: SessionCatalog, gateway: Gateway, parameters: Par
         for key in ended:
             spec = QuerySpec.parse({"_id": _id_of(key)})
             writes.delete(engine, SESSIONS_DB, SESSIONS_COLL, spec, True, now_ms)
+        # The retryable write records of sessions gone for a whole timeout.
+        reap(engine, live, now_ms - timeout * 60_000, now_ms)
 
     try:
         await gateway.write_stamped(job)

@@ -363,3 +363,20 @@ def test_the_node_driver_retries_each_write_once(srv: ServerThread) -> None:
             "deleteOne": 1,
             "left": [{"_id": 0, "x": 11}, {"_id": 1, "x": 0}, {"_id": 2}, {"_id": 9, "x": 1}],
         }, how
+
+
+def test_records_of_sessions_gone_for_a_timeout_are_reaped(
+    srv: ServerThread, client: Client
+) -> None:
+    lsid = {"id": Binary(b"R" * 16, 4)}
+    with rawwire.connect(srv) as sock:
+        body = {"insert": "c", "documents": [{}], "lsid": lsid, "txnNumber": Int64(1), "$db": "t"}
+        assert rawwire.op_msg(sock, body)["n"] == 1
+    assert client.config.transactions.count_documents({"_id.id": lsid["id"]}) == 1
+    try:
+        client.admin.command("ttlClock", advanceSeconds=31 * 60)
+        # The first refresh forgets the idle session; its record goes once a timeout has passed.
+        client.admin.command("refreshLogicalSessionCacheNow")
+        assert client.config.transactions.count_documents({"_id.id": lsid["id"]}) == 0
+    finally:
+        client.admin.command("ttlClock", reset=True)
