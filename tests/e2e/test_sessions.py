@@ -5,6 +5,7 @@ implicit sessions; in standalone and replica-set modes alike."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import uuid
@@ -263,10 +264,18 @@ def test_implicit_sessions_keep_a_cursor_across_get_mores(
         assert len(finds) == 9
         lsids = {e.command["lsid"]["id"] for e in finds}
         assert len(lsids) == 1  # the implicit session of the find, reused by its getMores
-        # The session is the server's: listed, and owning the cursor while it is open.
+        # The implicit session is the server's: listed, and owning the cursor while it is open
+        # (killing it kills the cursor).
         cursor = c.t.c.find(batch_size=2)
         next(cursor)
-        assert len(list(cursor)) == 24
+        lsid = listener.started_events[-1].command["lsid"]
+        local = c.admin.aggregate([{"$listLocalSessions": {}}])
+        assert lsid["id"] in {d["_id"]["id"] for d in local}
+        next(cursor), next(cursor)
+        c.admin.command("killSessions", [lsid])
+        with pytest.raises(OperationFailure) as info:
+            list(cursor)
+        assert info.value.code == 43
 
 
 @pytest.mark.parametrize(
@@ -384,3 +393,39 @@ def test_the_ttl_monitor_expires_unrefreshed_records(client: MongoClient[dict[st
         assert client.config.system.sessions.count_documents({"_id.id": ident}) == 0
     finally:
         client.admin.command("ttlClock", reset=True)
+
+
+def test_sessions_belong_to_their_user_under_auth(tmp_path: Any) -> None:
+    srv = ServerThread(str(tmp_path / "auth"), {"enableTestCommands": True}, auth=True).start()
+    try:
+        with MongoClient(srv.uri) as first:  # the localhost exception: the first user
+            first.admin.command("createUser", "root", pwd="pw", roles=["root"])
+        with MongoClient(srv.uri, username="root", password="pw") as root:
+            root.admin.command(
+                "createUser", "ann", pwd="pw", roles=[{"role": "readWrite", "db": "t"}]
+            )
+            root.t.c.insert_many([{"_id": i} for i in range(5)])
+        with MongoClient(srv.uri, username="ann", password="pw", authSource="admin") as ann:
+            reply = ann.admin.command("startSession")
+            assert reply["timeoutMinutes"] == 30
+            mine = list(ann.admin.aggregate([{"$listLocalSessions": {}}]))
+            ann_uid = hashlib.sha256(b"ann@admin").digest()
+            assert mine and {d["_id"]["uid"] for d in mine} == {ann_uid}
+            assert {d["user"]["name"] for d in mine} == {"ann@admin"}
+            with ann.start_session() as s:
+                cursor = ann.t.c.find(session=s, batch_size=2)
+                next(cursor)
+                # Her own sessions she may kill; everyone's needs killAnySession.
+                with pytest.raises(OperationFailure) as info:
+                    ann.admin.command("killAllSessions", [])
+                assert info.value.code == 13
+                ann.admin.command("killSessions", [])
+                with pytest.raises(OperationFailure) as info:
+                    list(cursor)
+                assert info.value.code == 43
+        with MongoClient(srv.uri, username="root", password="pw") as root:
+            everyone = list(root.admin.aggregate([{"$listLocalSessions": {"allUsers": True}}]))
+            assert hashlib.sha256(b"ann@admin").digest() in {d["_id"]["uid"] for d in everyone}
+            root.admin.command("killAllSessions", [{"user": "ann", "db": "admin"}])
+    finally:
+        srv.stop()
