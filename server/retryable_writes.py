@@ -61,8 +61,9 @@ class RetryState:
 
 class Retry:
     """One retryable write command in progress: which of its statements ran before, and the
-    bookkeeping its storage job does (`start` when the job begins, possibly again; `skip`/`done`
-    per statement; `record` at the job's end, in the job's transaction)."""
+    bookkeeping its storage job does: `start` when the job begins (again, if its group is
+    redone), per statement `executed` (ran before: replay it) or `begin_statement` then `done`,
+    and `record` at the job's end, in the job's transaction; `commit` once the job committed."""
 
     def __init__(self, session: Session, state: RetryState, engine: Engine) -> None:
         self.session = session
@@ -149,6 +150,9 @@ class Retry:
                 replay(reply, i, done)
                 return
             if not recorded(s):
+                # Its oplog entries carry no stmtId, as mongod's of a multi write: they must
+                # not pass for another statement's after a restart.
+                self.write_session.stmt_id = None
                 run(reply, i, s, now_ms)
                 return
             n, modified = reply["n"], reply.get("nModified", 0)

@@ -456,3 +456,40 @@ def test_a_write_in_flight_at_sigkill_is_applied_once_when_retried(
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_multi_statement_runs_again_and_the_others_do_not(tmp_path: Any) -> None:
+    path = str(tmp_path / "rs")
+    lsid = {"id": Binary(b"M" * 16, 4)}
+    cmd = {
+        "update": "c",
+        "updates": [
+            {"q": {"_id": 1}, "u": {"$inc": {"x": 1}}},
+            {"q": {}, "u": {"$inc": {"m": 1}}, "multi": True},
+        ],
+        "lsid": lsid,
+        "txnNumber": Int64(1),
+        "$db": "t",
+    }
+    srv = _start(path)
+    try:
+        with rawwire.connect(srv) as sock:
+            rawwire.op_msg(sock, {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "$db": "t"})
+            first = rawwire.op_msg(sock, cmd)
+            assert (first["n"], first["nModified"]) == (3, 3)
+            query = {"op": "u", "lsid.id": lsid["id"]}
+            found = rawwire.op_msg(sock, {"find": "oplog.rs", "filter": query, "$db": "local"})
+            stmt_ids = [e.get("stmtId") for e in found["cursor"]["firstBatch"]]
+            assert stmt_ids == [0, None, None]  # the multi statement's entries have none
+    finally:
+        srv.stop()
+    srv = _start(path)
+    try:
+        with rawwire.connect(srv) as sock:
+            again = rawwire.op_msg(sock, cmd)
+            assert (again["n"], again["nModified"]) == (3, 3)
+            docs = rawwire.op_msg(sock, {"find": "c", "$db": "t"})["cursor"]["firstBatch"]
+            # Statement 0 once; the multi statement, not retryable, twice (as with mongod).
+            assert docs == [{"_id": 1, "x": 1, "m": 2}, {"_id": 2, "m": 2}]
+    finally:
+        srv.stop()
