@@ -434,7 +434,9 @@ def test_a_write_in_flight_at_sigkill_is_applied_once_when_retried(
 
     sender = threading.Thread(target=send)
     sender.start()
-    time.sleep(0.3 + 0.2 * round_)
+    deadline = time.monotonic() + 20
+    while len(acked) < 5 + 20 * round_ and time.monotonic() < deadline:
+        time.sleep(0.01)  # killed in the middle of the stream, a little further each round
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     sender.join(10)
