@@ -312,6 +312,33 @@ def operations_killer(operations: Iterable[Any]) -> Callable[[Session], None]:
     return kill
 
 
+def check_get_more(cursor_id: int, owner: Session | None, session: Session | None) -> None:
+    """A getMore runs in the session its cursor was opened in, or neither has one: mongod's
+    50736, 50737 and 50738 otherwise."""
+    if owner is None:
+        if session is not None:
+            raise CodedError(
+                50736,
+                "Location50736",
+                f"Cannot run getMore on cursor {cursor_id}, which was not created in a session, "
+                f"in session {describe(session.key)}",
+            )
+    elif session is None:
+        raise CodedError(
+            50737,
+            "Location50737",
+            f"Cannot run getMore on cursor {cursor_id}, which was created in session "
+            f"{describe(owner.key)}, without an lsid",
+        )
+    elif session.key != owner.key:
+        raise CodedError(
+            50738,
+            "Location50738",
+            f"Cannot run getMore on cursor {cursor_id}, which was created in session "
+            f"{describe(owner.key)}, in session {describe(session.key)}",
+        )
+
+
 def _wall_ms() -> int:
     return int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
 

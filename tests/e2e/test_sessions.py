@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
+from bson.int64 import Int64
 from pymongo import CursorType, MongoClient, monitoring
 from pymongo.errors import OperationFailure
 
@@ -23,6 +24,8 @@ from tests.e2e import rawwire
 
 #: The uid of a session started with nobody logged in (SHA-256 of nothing), as mongod's.
 NO_AUTH_UID = bytes.fromhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+#: How mongod's messages show that uid after a session's id.
+NO_AUTH_TEXT = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU= -  - "
 
 
 class Commands(monitoring.CommandListener):
@@ -429,3 +432,48 @@ def test_sessions_belong_to_their_user_under_auth(tmp_path: Any) -> None:
             root.admin.command("killAllSessions", [{"user": "ann", "db": "admin"}])
     finally:
         srv.stop()
+
+
+def test_a_get_more_must_be_in_its_cursors_session(srv: ServerThread) -> None:
+    a = {"id": Binary(b"A" * 16, 4)}
+    b = {"id": Binary(b"B" * 16, 4)}
+    with rawwire.connect(srv) as sock:
+        docs = [{"_id": i} for i in range(10)]
+        rawwire.op_msg(sock, {"insert": "c", "documents": docs, "$db": "t"})
+
+        def open_cursor(lsid: Any) -> int:
+            body: dict[str, Any] = {"find": "c", "batchSize": 1, "$db": "t"}
+            if lsid is not None:
+                body["lsid"] = lsid
+            return int(rawwire.op_msg(sock, body)["cursor"]["id"])
+
+        def get_more(cid: int, lsid: Any) -> dict[str, Any]:
+            body: dict[str, Any] = {"getMore": Int64(cid), "collection": "c", "$db": "t"}
+            if lsid is not None:
+                body["lsid"] = lsid
+            return rawwire.op_msg(sock, body)
+
+        a_text = "41414141-4141-4141-4141-414141414141 - " + NO_AUTH_TEXT
+        b_text = "42424242-4242-4242-4242-424242424242 - " + NO_AUTH_TEXT
+        cid = open_cursor(a)
+        reply = get_more(cid, b)
+        assert (reply["code"], reply["errmsg"]) == (
+            50738,
+            f"Cannot run getMore on cursor {cid}, which was created in session {a_text}, "
+            f"in session {b_text}",
+        )
+        reply = get_more(cid, None)
+        assert (reply["code"], reply["errmsg"]) == (
+            50737,
+            f"Cannot run getMore on cursor {cid}, which was created in session {a_text}, "
+            "without an lsid",
+        )
+        assert get_more(cid, a)["ok"] == 1.0
+        cid = open_cursor(None)
+        reply = get_more(cid, b)
+        assert (reply["code"], reply["errmsg"]) == (
+            50736,
+            f"Cannot run getMore on cursor {cid}, which was not created in a session, in "
+            f"session {b_text}",
+        )
+        assert get_more(cid, None)["ok"] == 1.0
