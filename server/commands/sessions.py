@@ -26,10 +26,6 @@ from ebbdb.server.sessions import (
 )
 from ebbdb.storage.core.values import type_name
 
-#: mongod's cap on the sessions one command names.
-MAX_SESSIONS = 10_000
-
-
 def current_user(ctx: CommandContext) -> tuple[str, str] | None:
     """The user logged in on the client ((name, db); None without auth or nobody)."""
     users = ctx.client.auth.users
@@ -38,10 +34,6 @@ def current_user(ctx: CommandContext) -> tuple[str, str] | None:
 
 def _keys(ctx: CommandContext, command: str, lsids: list[Any]) -> list[bytes]:
     """The catalog keys of a command's lsids (checked as mongod parses them)."""
-    if len(lsids) > MAX_SESSIONS:
-        raise CommandError(
-            ErrorCode.BadValue, f"{command} cannot name more than {MAX_SESSIONS} sessions"
-        )
     uid = user_digest(current_user(ctx))
     keys = []
     for i, lsid in enumerate(lsids):
