@@ -26,6 +26,7 @@ from ebbdb.server.sessions import (
 )
 from ebbdb.storage.core.values import type_name
 
+
 def current_user(ctx: CommandContext) -> tuple[str, str] | None:
     """The user logged in on the client ((name, db); None without auth or nobody)."""
     users = ctx.client.auth.users
