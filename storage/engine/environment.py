@@ -102,6 +102,9 @@ class Environment:
         self.space = DataFileSpace(os.path.join(path, "data.mdb"))
         self._sync_lock = threading.Lock()
         self._closed = False
+        #: Called before the map grows (with no write open): open multi-document transactions
+        #: release their snapshots, as LMDB resizes only with no transaction open.
+        self.before_grow: list[Callable[[], None]] = []
 
     @classmethod
     def open(cls, path: str, map_size: int = INITIAL_MAP_SIZE) -> Environment:
@@ -148,6 +151,8 @@ class Environment:
     def grow(self) -> None:
         """Double the map (waits until no reader is inside; call with no write open)."""
         size = self.map_size
+        for release in self.before_grow:
+            release()
         self.gate.resize(lambda: self.env.set_mapsize(size * 2))
 
     def _used(self) -> tuple[int, int]:

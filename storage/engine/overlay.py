@@ -11,29 +11,46 @@ the real write transaction after checking that nothing it wrote changed since it
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.engine import layout
 
 if TYPE_CHECKING:
     from ebbdb.storage.engine.environment import Database, Environment, Txn
 
 
-class WriteConflict(StorageError):
+class WriteConflict(Exception):
     """Another transaction, or a write committed after this transaction's snapshot, changed what
-    this transaction writes (mongod's 112: the transaction must be retried whole)."""
+    this transaction writes (mongod's 112: the transaction must be retried whole). Not a
+    StorageError: no write command reports it as one document's failure and goes on; it fails
+    the statement, and the transaction."""
 
     code_name = "WriteConflict"
 
     def __init__(self, message: str = "") -> None:
-        super().__init__(
+        self.message = (
             message
             or "Write conflict during plan execution and yielding is disabled. :: Please retry "
             "your operation or multi-document transaction."
         )
+        super().__init__(self.message)
+
+
+@contextlib.contextmanager
+def committed(env: Environment) -> Iterator[Txn]:
+    """A short read transaction on the committed data (inside the map-resize gate)."""
+    env.gate.enter()
+    try:
+        txn = env.env.begin()
+        try:
+            yield txn
+        finally:
+            txn.abort()
+    finally:
+        env.gate.leave()
 
 
 _MISSING = object()
@@ -161,7 +178,7 @@ class Overlay:
             return
         self._table.claim(self._owner, ident, key)
         if ident == self._records_tree:
-            with self._env.env.begin() as now:
+            with committed(self._env) as now:
                 if now.get(key, db=db) != before:
                     raise WriteConflict()
             if before is None:
@@ -195,7 +212,7 @@ class Overlay:
     def cursor(self, db: Database | None = None) -> OverlayCursor:
         return OverlayCursor(self, db)
 
-    def stat(self, db: Database | None = None) -> dict[str, int]:
+    def stat(self, db: Database | None = None) -> Any:
         return self.snapshot.stat(db) if db is not None else self.snapshot.stat()
 
     def tree(self, db: Database | None) -> _Tree:

@@ -26,11 +26,12 @@ from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.engine.overlay import KeyTable
 from ebbdb.storage.engine.reader import Reader
 from ebbdb.storage.engine.records import CollectionWrites, Records
 from ebbdb.storage.engine.sizes import CollectionSizes, collection_sizes
 from ebbdb.storage.engine.usage import Usage
-from ebbdb.storage.engine.writer import CatalogChanges, Outcome, Writer
+from ebbdb.storage.engine.writer import CatalogChanges, Outcome, Transaction, Writer
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.entries import index_bodies
 
@@ -70,6 +71,11 @@ class Engine:
         self.usage = Usage(catalog.values())
         self._writer = Writer(env, catalog, self.usage.published)
         self._records = Records(env, self._writer.note_insert)
+        #: The keys and record ids open multi-document transactions hold.
+        self.transaction_keys = KeyTable()
+        self._records.rid_floor = self.transaction_keys.rid_floor
+        #: See Writer.begin_transaction and commit_transaction.
+        self.commit_transaction = self._writer.commit_transaction
         #: Date-like strings met in TTL fields since the open; the TTL monitor logs them.
         self.date_strings = self._records.date_strings
         #: See Writer.on_inserts.
@@ -120,6 +126,11 @@ class Engine:
         """A short read transaction; on the writer thread inside a group of writes, a view of the
         group's write transaction (a write sees the writes before it)."""
         return Reader(self.env, self._writer.current_txn())
+
+    def begin_transaction(self, owner: int) -> Transaction:
+        """A multi-document transaction's storage (storage/engine/overlay.py): statements run
+        with `transaction.use()` in their context read its snapshot and write its overlay."""
+        return self._writer.begin_transaction(self.transaction_keys, owner)
 
     def run_batch(
         self, jobs: Sequence[Callable[[], Any]], budget_seconds: float | None = None

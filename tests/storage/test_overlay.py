@@ -11,6 +11,8 @@ import pytest
 from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.environment import Environment
 from ebbdb.storage.engine.overlay import KeyTable, Overlay, WriteConflict, commit_overlay
+from ebbdb.storage.engine.writer import TRANSACTION
+from ebbdb.storage.indexes.specs import parse_index_spec
 
 
 @pytest.fixture
@@ -157,3 +159,53 @@ def test_commit_checks_and_applies_stats_as_deltas(env: Environment) -> None:
     with env.env.begin(write=True) as txn, pytest.raises(WriteConflict):
         commit_overlay(env, txn, ov2)
     ov2.end()
+
+
+# -- the engine running inside a transaction ---------------------------------------------------------
+
+
+def _docs(engine: object, name: str = "c") -> list[dict]:
+    import bson
+
+    from ebbdb.storage.engine.store import CODEC
+    from ebbdb.storage.expiry import ttl
+
+    coll = engine.collection("db", name)  # type: ignore[attr-defined]
+    if coll is None:
+        return []
+    with engine.read() as r:  # type: ignore[attr-defined]
+        return [bson.decode(ttl.body(v), CODEC) for _rid, v in r.scan(coll)]
+
+
+def test_engine_writes_in_a_transaction_commit_at_once(tmp_path: object) -> None:
+    import bson
+
+    from ebbdb.storage.engine.store import Engine
+
+    engine = Engine.open(str(tmp_path))
+    try:
+        engine.insert("db", "c", [bson.encode({"_id": 1})])
+        t1 = engine.begin_transaction(1)
+        engine.insert("db", "c", [bson.encode({"_id": 0})])  # after the snapshot
+        token = t1.use()
+        try:
+            engine.insert("db", "c", [bson.encode({"_id": 2}), bson.encode({"_id": 3})])
+            engine.insert("db", "new", [bson.encode({"_id": "n"})])
+            engine.create_indexes("db", "new", [parse_index_spec({"key": {"a": 1}, "name": "a_1"})])
+            assert _docs(engine) == [{"_id": 1}, {"_id": 2}, {"_id": 3}]
+            assert _docs(engine, "new") == [{"_id": "n"}]
+        finally:
+            TRANSACTION.reset(token)
+        assert _docs(engine) == [{"_id": 1}, {"_id": 0}]
+        assert engine.collection("db", "new") is None
+        engine.commit_transaction(t1)
+        t1.end()
+        assert sorted(d["_id"] for d in _docs(engine)) == [0, 1, 2, 3]
+        assert _docs(engine, "new") == [{"_id": "n"}]
+        new = engine.collection("db", "new")
+        assert new is not None and [ix.name for ix in new.indexes] == ["_id_", "a_1"]
+        with engine.read() as r:
+            coll = engine.collection("db", "c")
+            assert coll is not None and r.stats(coll)[0] == 4
+    finally:
+        engine.close()
