@@ -18,6 +18,7 @@ from ebbdb.server.operations import Operation, Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
+from ebbdb.server.transactions import TransactionManager
 from ebbdb.server.ttl_monitor import TTLMonitor
 from ebbdb.storage.catalog.info import CollectionInfo
 
@@ -69,6 +70,8 @@ class Services:
     operations: Operations = field(default_factory=Operations, kw_only=True)
     #: The users of admin.system.users, cached with their privileges.
     users: UserStore = field(default_factory=UserStore, kw_only=True)
+    #: Multi-document transactions (server/transactions.py): replica-set mode only.
+    transactions: TransactionManager | None = field(default=None, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))

@@ -57,6 +57,9 @@ class ErrorCode(enum.IntEnum):
     DBPathInUse = 98
     CannotIndexParallelArrays = 171
     NotExactValueField = 111
+    CommandFailed = 125
+    WriteConflict = 112
+    ConflictingOperationInProgress = 117
     DocumentValidationFailure = 121
     CursorInUse = 143
     ExceededMemoryLimit = 146
@@ -70,6 +73,11 @@ class ErrorCode(enum.IntEnum):
     CursorKilled = 237
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
+    TransactionTooOld = 225
+    NoSuchTransaction = 251
+    TransactionCommitted = 256
+    TransactionTooLarge = 257
+    OperationNotSupportedInTransaction = 263
     ConversionFailure = 241
     NoQueryExecutionPlans = 291
     QueryExceededMemoryLimitNoDiskUseAllowed = 292

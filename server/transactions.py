@@ -1,26 +1,94 @@
-"""Sessions' transaction fields on a standalone server, refused as a standalone mongod refuses them.
+"""Multi-document transactions, and the refusal of their fields on a standalone server.
 
-ebbdb is not a replica-set member, so it has no transactions (and no retryable writes, which drivers
-only send to replica sets and mongos). A command that carries `txnNumber` would have its writes
-applied at once and kept whatever the transaction later does, so it is refused before it runs,
-with mongod's checks in mongod's order: nothing it asked to write is written."""
+Standalone (no --replSet): ebbdb is not a replica-set member, so it has no transactions. A
+command that carries `txnNumber` would have its writes applied at once and kept whatever the
+transaction later does, so it is refused before it runs, with mongod's checks in mongod's order.
+
+Replica-set mode: a session's transaction starts with its first statement (`startTransaction:
+true, autocommit: false, txnNumber`), runs later statements (`autocommit: false`) one at a time
+against its snapshot plus its own writes (storage/engine/overlay.py: the engine's code runs
+unchanged, its writes going to the overlay), and ends with commitTransaction (one storage write
+with its one applyOps oplog entry) or abortTransaction. Any error in a statement aborts it, as in
+mongod. Transactions open longer than transactionLifetimeLimitSeconds are aborted."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+import contextlib
+import contextvars
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import bson
 
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.engine.overlay import WriteConflict
+
+if TYPE_CHECKING:
+    from ebbdb.server.gateway import Gateway
+    from ebbdb.server.parameters import Parameters
+    from ebbdb.storage.engine.writer import Transaction as StorageTransaction
+
+T = TypeVar("T")
+log = logging.getLogger("ebbdb.transactions")
 
 #: mongod's answer to a transaction number on a server that is not a replica-set member or mongos.
 NOT_REPLICATED = "Transaction numbers are only allowed on a replica set member or mongos"
+TRANSIENT = "TransientTransactionError"
+UNKNOWN_COMMIT = "UnknownTransactionCommitResult"
+
+#: The commands a transaction may run (mongod 7.0's commands that allow transactions).
+ALLOWED = frozenset(
+    {
+        "abortTransaction",
+        "aggregate",
+        "bulkWrite",
+        "commitTransaction",
+        "create",
+        "createIndexes",
+        "delete",
+        "distinct",
+        "find",
+        "findAndModify",
+        "findandmodify",
+        "getMore",
+        "insert",
+        "killCursors",
+        "update",
+    }
+)
+_END = frozenset({"commitTransaction", "abortTransaction"})
+_READ_CONCERN_LEVELS = frozenset({"local", "majority", "snapshot"})
+#: What one transaction's oplog entry may hold (mongod 4.0's limit for its one applyOps entry:
+#: 16 MB and 16 KB of headroom).
+MAX_TRANSACTION_BYTES = 16 * 1024 * 1024 + 16 * 1024
+#: Codes after which a commit's outcome is unknown to the client (it may retry the commit).
+_UNKNOWN_OUTCOME = frozenset(
+    {
+        int(ErrorCode.MaxTimeMSExpired),
+        int(ErrorCode.Interrupted),
+        int(ErrorCode.InterruptedAtShutdown),
+    }
+)
 
 
 def refuse_transaction_fields(body: Mapping[str, Any]) -> None:
-    """Raise what mongod answers when a command carries a session's transaction fields here. The
-    common case, a command with none of them, costs three dictionary look-ups."""
+    """Raise what a standalone mongod answers when a command carries a session's transaction
+    fields. The common case, a command with none of them, costs three dictionary look-ups."""
     if "txnNumber" not in body and "autocommit" not in body and "startTransaction" not in body:
         return
+    _check_field_combination(body)
+    if "txnNumber" in body:
+        raise CommandError(ErrorCode.IllegalOperation, NOT_REPLICATED)
+
+
+def _check_field_combination(body: Mapping[str, Any]) -> None:
     if body.get("autocommit") is True:
         raise CommandError(ErrorCode.InvalidOptions, "Specifying autocommit=true is not allowed.")
     if "txnNumber" in body:
@@ -29,7 +97,7 @@ def refuse_transaction_fields(body: Mapping[str, Any]) -> None:
                 ErrorCode.InvalidOptions,
                 "Transaction number requires a session ID to also be specified",
             )
-        raise CommandError(ErrorCode.IllegalOperation, NOT_REPLICATED)
+        return
     if "autocommit" in body:
         raise CommandError(
             ErrorCode.InvalidOptions,
@@ -39,3 +107,443 @@ def refuse_transaction_fields(body: Mapping[str, Any]) -> None:
         ErrorCode.InvalidOptions,
         "'startTransaction' field requires 'autocommit' field to also be specified",
     )
+
+
+def in_transaction(body: Mapping[str, Any]) -> bool:
+    """Whether a command is a transaction's statement (it says `autocommit: false`) or would
+    start one: the dispatcher hands those to TransactionManager.enter."""
+    return "autocommit" in body or "startTransaction" in body
+
+
+class State(enum.Enum):
+    IN_PROGRESS = "in progress"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+_OWNERS = itertools.count(1)
+
+
+class Transaction:
+    """One session's transaction: its number, state, storage (snapshot and overlay) and the
+    oplog ops its statements collected."""
+
+    def __init__(
+        self, manager: TransactionManager, session: Any, number: int, storage: StorageTransaction
+    ) -> None:
+        self.manager = manager
+        self.session = session
+        self.number = number
+        self.storage: StorageTransaction | None = storage
+        self.state = State.IN_PROGRESS
+        self.started = time.monotonic()
+        #: The oplog ops of its statements, for its one applyOps entry.
+        self.ops: list[dict[str, Any]] = []
+        self.bytes = 0
+        #: Statements (and the end) run one at a time.
+        self.lock = asyncio.Lock()
+        #: Held while a statement may use the snapshot; the map grows only after taking it.
+        self.busy = threading.Lock()
+        self.expired = False
+
+    def lsid_text(self) -> str:
+        ident = self.session.lsid.get("id") if isinstance(self.session.lsid, Mapping) else None
+        return f"{{ id: {ident!s} }}" if ident is not None else "{}"
+
+    def release(self) -> None:
+        """End the storage side (snapshot, held keys); call holding `busy`."""
+        storage, self.storage = self.storage, None
+        if storage is not None:
+            storage.end()
+
+
+#: The transaction that the commitTransaction or abortTransaction running in this context ends.
+ENDING: contextvars.ContextVar[Transaction | None] = contextvars.ContextVar(
+    "ebbdb_ending_transaction", default=None
+)
+
+
+class Statement:
+    """A statement of a transaction: `run` awaits its handler in the transaction's context."""
+
+    def __init__(self, txn: Transaction, name: str, start: bool) -> None:
+        self.txn = txn
+        self.name = name
+        self.start = start
+
+    async def run(self, call: Callable[[], Awaitable[T]]) -> T:
+        txn = self.txn
+        if self.name in _END:
+            # The end runs outside the transaction's storage; its handler finds it here.
+            token = ENDING.set(txn)
+            try:
+                return await call()
+            finally:
+                ENDING.reset(token)
+        manager = txn.manager
+        async with txn.lock:
+            if txn.state is not State.IN_PROGRESS:
+                raise manager.no_such(txn)
+            await _acquire(txn.busy)
+            try:
+                storage = txn.storage
+                if storage is None:  # the snapshot was released (the data file grew)
+                    manager.abort(txn, locked=True)
+                    raise _write_conflict(WriteConflict())
+                used = storage.use()
+                session_token = manager.collecting(txn)
+                try:
+                    reply = await call()
+                finally:
+                    manager.stop_collecting(session_token)
+                    _reset_transaction(used)
+            except WriteConflict as exc:
+                manager.abort(txn, locked=True)
+                raise _write_conflict(exc) from None
+            except BaseException:
+                manager.abort(txn, locked=True)
+                raise
+            else:
+                if isinstance(reply, Mapping) and reply.get("writeErrors"):
+                    # A write error aborts the transaction, as in mongod.
+                    manager.abort(txn, locked=True)
+                elif txn.bytes > MAX_TRANSACTION_BYTES:
+                    manager.abort(txn, locked=True)
+                    raise CommandError(
+                        ErrorCode.TransactionTooLarge,
+                        f"Total size of all transaction operations must be less than "
+                        f"{MAX_TRANSACTION_BYTES}. Actual size is {txn.bytes}",
+                    )
+            finally:
+                txn.busy.release()
+            return reply
+
+
+def _reset_transaction(token: Any) -> None:
+    from ebbdb.storage.engine.writer import TRANSACTION
+
+    TRANSACTION.reset(token)
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take a thread lock from the loop: at once when free (the map's growth holds it only to
+    release a snapshot), else on a thread."""
+    if not lock.acquire(blocking=False):
+        await asyncio.to_thread(lock.acquire)
+
+
+def _write_conflict(exc: WriteConflict) -> CommandError:
+    return CommandError(ErrorCode.WriteConflict, exc.message, errorLabels=[TRANSIENT])
+
+
+class TransactionManager:
+    """The transactions of a replica-set server's sessions."""
+
+    def __init__(self, gateway: Gateway, parameters: Parameters) -> None:
+        self._gateway = gateway
+        self._parameters = parameters
+        self._open: dict[int, Transaction] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        gateway.engine.env.before_grow.append(self._release_snapshots)
+
+    # -- entering ----------------------------------------------------------------------------------
+
+    async def enter(self, session: Any, name: str, db: str, body: Mapping[str, Any]) -> Statement:
+        """Check a transaction statement (or commit/abort) against the session's transaction,
+        starting one for `startTransaction`; raises mongod's errors."""
+        _check_field_combination(body)
+        if body.get("autocommit") is not False:
+            raise CommandError(
+                ErrorCode.InvalidOptions,
+                "'startTransaction' field requires 'autocommit' field to also be specified",
+            )
+        number = body["txnNumber"]
+        if session is None:
+            raise CommandError(
+                ErrorCode.InvalidOptions,
+                "Transaction number requires a session ID to also be specified",
+            )
+        start = body.get("startTransaction")
+        if start is not None and start is not True:
+            raise CommandError(
+                ErrorCode.InvalidOptions, "Specifying startTransaction=false is not allowed."
+            )
+        latest = session.txn_number
+        if number < latest:
+            raise CommandError(
+                ErrorCode.TransactionTooOld,
+                f"Cannot start transaction {number} on session {_lsid(session)} because a newer "
+                f"transaction {latest} has already started.",
+            )
+        if name not in _END and "writeConcern" in body:
+            raise CommandError(
+                ErrorCode.InvalidOptions, "Cannot set write concern after starting a transaction."
+            )
+        if start:
+            if name in _END:
+                raise CommandError(
+                    ErrorCode.OperationNotSupportedInTransaction,
+                    f"Cannot run '{name}' in a multi-document transaction.",
+                )
+            _check_allowed(name, db)
+            _check_read_concern(body.get("readConcern"), True)
+            return Statement(await self._start(session, number), name, True)
+        current: Transaction | None = session.transaction
+        if current is None or number != latest or current.number != number:
+            raise CommandError(
+                ErrorCode.NoSuchTransaction,
+                f"Given transaction number {number} does not match any in-progress "
+                f"transactions. The active transaction number is {latest}",
+                errorLabels=[TRANSIENT],
+            )
+        if name == "commitTransaction" and current.state is State.COMMITTED:
+            return Statement(current, name, False)  # a retried commit: ok again
+        if current.state is State.COMMITTED:
+            if name == "abortTransaction":
+                raise CommandError(
+                    ErrorCode.TransactionCommitted,
+                    f"Cannot abort transaction {number} on session {_lsid(session)} because it "
+                    "has been committed",
+                )
+            raise CommandError(
+                ErrorCode.TransactionCommitted,
+                f"Transaction with {{ txnNumber: {number} }} has been committed.",
+            )
+        if current.state is State.ABORTED:
+            raise self.no_such(current)
+        if name not in _END:
+            _check_allowed(name, db)
+        if "readConcern" in body:
+            raise CommandError(
+                ErrorCode.InvalidOptions,
+                "Only the first command in a transaction may specify a readConcern",
+            )
+        return Statement(current, name, False)
+
+    async def _start(self, session: Any, number: int) -> Transaction:
+        old: Transaction | None = session.transaction
+        if old is not None:
+            if old.number == number:
+                raise CommandError(
+                    ErrorCode.ConflictingOperationInProgress,
+                    f"Cannot start transaction {number} on session {_lsid(session)} because a "
+                    f"transaction with the same number is {old.state.value}.",
+                )
+            if old.state is State.IN_PROGRESS:
+                async with old.lock:
+                    await _acquire(old.busy)
+                    try:
+                        self.abort(old, locked=True)
+                    finally:
+                        old.busy.release()
+        session.txn_number = number
+        owner = next(_OWNERS)
+        storage = await asyncio.to_thread(self._gateway.engine.begin_transaction, owner)
+        txn = Transaction(self, session, number, storage)
+        session.transaction = txn
+        self._open[id(txn)] = txn
+        self._ensure_reaper()
+        return txn
+
+    def no_such(self, txn: Transaction) -> CommandError:
+        if txn.expired:
+            return CommandError(
+                ErrorCode.NoSuchTransaction,
+                f"Transaction with {{ txnNumber: {txn.number} }} has been aborted because it "
+                "exceeded transactionLifetimeLimitSeconds.",
+                errorLabels=[TRANSIENT],
+            )
+        return CommandError(
+            ErrorCode.NoSuchTransaction,
+            f"Transaction with {{ txnNumber: {txn.number} }} has been aborted.",
+            errorLabels=[TRANSIENT],
+        )
+
+    # -- the oplog ops of a statement ------------------------------------------------------------
+
+    def collecting(self, txn: Transaction) -> Any:
+        """Make the oplog observer collect the statement's ops into the transaction (see
+        storage/engine/oplog.py's WRITE_SESSION); returns what stop_collecting resets."""
+        try:
+            from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
+        except ImportError:  # pragma: no cover - an engine without an oplog
+            return None
+        collector = _Collector(txn)
+        return WRITE_SESSION.set(
+            WriteSession(lsid=dict(txn.session.lsid), txn_number=txn.number, collect=collector)
+        )
+
+    def stop_collecting(self, token: Any) -> None:
+        if token is None:
+            return
+        from ebbdb.storage.engine.oplog import WRITE_SESSION
+
+        WRITE_SESSION.reset(token)
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    async def commit(self, txn: Transaction) -> None:
+        """Commit (a committed transaction: nothing to do, as for a retried commit)."""
+        async with txn.lock:
+            if txn.state is State.COMMITTED:
+                return
+            if txn.state is State.ABORTED:
+                raise self.no_such(txn)
+            storage = txn.storage
+            if storage is None:
+                self.abort(txn)
+                raise _write_conflict(WriteConflict())
+            engine = self._gateway.engine
+            try:
+                if storage.overlay.written:
+                    also = self._oplog_writer(txn)
+                    await self._gateway.write(engine.commit_transaction, storage, also)
+            except WriteConflict as exc:
+                self.abort(txn)
+                raise _write_conflict(exc) from None
+            except CommandError as exc:
+                if int(exc.code) in _UNKNOWN_OUTCOME:
+                    exc.extra.setdefault("errorLabels", [UNKNOWN_COMMIT])
+                raise
+            txn.state = State.COMMITTED
+            self._finish(txn)
+
+    def _oplog_writer(self, txn: Transaction) -> Callable[[Any], None] | None:
+        """What writes the transaction's applyOps entry in its commit's LMDB transaction."""
+        oplog = getattr(self._gateway.engine, "oplog", None)
+        write = getattr(oplog, "write_transaction", None)
+        if write is None or not getattr(oplog, "enabled", False):
+            return None
+        ops, lsid, number = list(txn.ops), dict(txn.session.lsid), txn.number
+
+        def also(lmdb_txn: Any) -> None:
+            write(lmdb_txn, ops, lsid, number)
+
+        return also
+
+    def abort(self, txn: Transaction, locked: bool = False) -> None:
+        """Abort (nothing it wrote remains). `locked`: the caller holds `txn.busy`."""
+        if txn.state is not State.IN_PROGRESS:
+            return
+        txn.state = State.ABORTED
+        if locked or txn.busy.acquire(blocking=False):
+            try:
+                txn.release()
+            finally:
+                if not locked:
+                    txn.busy.release()
+        self._open.pop(id(txn), None)
+
+    async def abort_command(self, txn: Transaction) -> None:
+        async with txn.lock:
+            if txn.state is State.ABORTED:
+                raise self.no_such(txn)
+            await _acquire(txn.busy)
+            try:
+                self.abort(txn, locked=True)
+            finally:
+                txn.busy.release()
+
+    def _finish(self, txn: Transaction) -> None:
+        if txn.busy.acquire(blocking=False):
+            try:
+                txn.release()
+            finally:
+                txn.busy.release()
+        self._open.pop(id(txn), None)
+
+    def end_session(self, session: Any) -> None:
+        """A session ended or was killed: its transaction in progress is aborted."""
+        txn = getattr(session, "transaction", None)
+        if txn is not None:
+            self.abort(txn)
+
+    # -- upkeep ----------------------------------------------------------------------------------
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def _reap(self) -> None:
+        """Abort transactions open longer than transactionLifetimeLimitSeconds (checked about
+        twice a second; ends when none is open)."""
+        while self._open:
+            await asyncio.sleep(0.25)
+            limit = float(self._parameters.get("transactionLifetimeLimitSeconds"))
+            now = time.monotonic()
+            for txn in list(self._open.values()):
+                if now - txn.started > limit and not txn.lock.locked():
+                    txn.expired = True
+                    log.info("aborting transaction %d: past its lifetime limit", txn.number)
+                    self.abort(txn)
+
+    def _release_snapshots(self) -> None:
+        """Before the map grows (on the writer thread): open transactions give up their
+        snapshots (their next statement fails with WriteConflict, a transient error)."""
+        for txn in list(self._open.values()):
+            with txn.busy:
+                storage = txn.storage
+                if storage is not None:
+                    storage.overlay.release_snapshot()
+
+    def close(self) -> None:
+        for txn in list(self._open.values()):
+            self.abort(txn)
+        if self._reaper is not None:
+            self._reaper.cancel()
+
+
+class _Collector(list):  # type: ignore[type-arg]
+    """The list a statement's oplog ops are collected into: counts their size as they come."""
+
+    def __init__(self, txn: Transaction) -> None:
+        super().__init__()
+        self._txn = txn
+
+    def append(self, op: Any) -> None:
+        txn = self._txn
+        txn.ops.append(op)
+        with contextlib.suppress(Exception):
+            txn.bytes += len(bson.encode(op, codec_options=CODEC))
+
+
+def _check_allowed(name: str, db: str) -> None:
+    if name == "count":
+        raise CommandError(
+            ErrorCode.OperationNotSupportedInTransaction,
+            "Cannot run 'count' in a multi-document transaction. Please see "
+            "http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
+        )
+    if name not in ALLOWED:
+        raise CommandError(
+            ErrorCode.OperationNotSupportedInTransaction,
+            f"Cannot run '{name}' in a multi-document transaction.",
+        )
+    if db == "local":
+        raise CommandError(
+            ErrorCode.OperationNotSupportedInTransaction,
+            "Cannot run command against the 'local' database in a transaction.",
+        )
+    if db == "config":
+        raise CommandError(
+            ErrorCode.OperationNotSupportedInTransaction,
+            "Cannot run command against the config database in a transaction.",
+        )
+
+
+def _check_read_concern(value: Any, first: bool) -> None:
+    if not isinstance(value, Mapping):
+        return
+    level = value.get("level")
+    if level is not None and level not in _READ_CONCERN_LEVELS:
+        raise CommandError(
+            ErrorCode.InvalidOptions,
+            "The readConcern level must be either 'local' (default), 'majority' or "
+            "'snapshot' in order to run in a transaction",
+        )
+
+
+def _lsid(session: Any) -> str:
+    lsid = getattr(session, "lsid", None)
+    ident = lsid.get("id") if isinstance(lsid, Mapping) else None
+    return f"{{ id: {ident!s} }}" if ident is not None else "{}"
