@@ -29,8 +29,10 @@ from ebbdb.server.memory import spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
+from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
+from ebbdb.server.transactions import TransactionManager
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
 from ebbdb.storage.core import interrupt
@@ -148,6 +150,10 @@ class App:
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
+            replica_set: ReplicaSet | None = None
+            if config.repl_set is not None:
+                self._engine.enable_oplog(config.oplog_size_mb)
+                replica_set = ReplicaSet(config, self._engine)
             spill.clear(spill_dir(config.dbpath))  # what a killed server's operations left
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
@@ -171,9 +177,15 @@ class App:
                     log_all=config.verbosity >= 1,
                 ),
                 operations=self.operations,
+                replica_set=replica_set,
+                transactions=None
+                if replica_set is None
+                else TransactionManager(gateway, self.parameters),
             )
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
+            if replica_set is not None and self.address is not None:
+                replica_set.listening(self.address)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()
@@ -252,6 +264,8 @@ class App:
         for srv in self._servers:
             with contextlib.suppress(Exception):
                 await srv.wait_closed()
+        if self._services is not None and self._services.transactions is not None:
+            self._services.transactions.close()  # open transactions end with their snapshots
         await self._close_storage()
         # Off the loop, as closing storage is: a large directory takes a while to delete.
         await asyncio.get_running_loop().run_in_executor(None, self._remove_ephemeral)

@@ -24,7 +24,7 @@ from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
-from ebbdb.server.transactions import refuse_transaction_fields
+from ebbdb.server.transactions import Statement, in_transaction, refuse_transaction_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.core.interrupt import current as current_op
@@ -183,7 +183,15 @@ class Dispatcher:
                 await self._authorize(
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
-            refuse_transaction_fields(body)
+            if self.services.replica_set is None:
+                refuse_transaction_fields(body)
+            lsid = body.get("lsid")
+            client.session = None if lsid is None else self.services.sessions.touch(lsid)
+            statement: Statement | None = None
+            if self.services.transactions is not None and in_transaction(body):
+                statement = await self.services.transactions.enter(
+                    client.session, cmd.name, db, body
+                )
             limit = body.get("maxTimeMS")
             max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
             action: Action | None = None
@@ -213,6 +221,9 @@ class Dispatcher:
                     reply = await cmd.handler(ctx, params)
                     if client.metadata is not None:
                         _log_client_metadata(client)
+                elif statement is not None:
+                    # A statement of a multi-document transaction (server/transactions.py).
+                    reply = await statement.run(lambda: cmd.handler(ctx, params))
                 else:
                     reply = await cmd.handler(ctx, params)
             finally:

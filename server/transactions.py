@@ -28,6 +28,7 @@ import bson
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
 from ebbdb.storage.engine.overlay import WriteConflict
 
 if TYPE_CHECKING:
@@ -311,13 +312,19 @@ class TransactionManager:
             )
         if current.state is State.ABORTED:
             raise self.no_such(current)
-        if name not in _END:
-            _check_allowed(name, db)
-        if "readConcern" in body:
-            raise CommandError(
-                ErrorCode.InvalidOptions,
-                "Only the first command in a transaction may specify a readConcern",
-            )
+        try:
+            if name not in _END:
+                _check_allowed(name, db)
+            if "readConcern" in body:
+                raise CommandError(
+                    ErrorCode.InvalidOptions,
+                    "Only the first command in a transaction may specify a readConcern",
+                )
+        except CommandError:
+            # An error in a transaction's statement aborts the transaction, as in mongod.
+            if not current.lock.locked():
+                self.abort(current)
+            raise
         return Statement(current, name, False)
 
     async def _start(self, session: Any, number: int) -> Transaction:
@@ -364,20 +371,12 @@ class TransactionManager:
     def collecting(self, txn: Transaction) -> Any:
         """Make the oplog observer collect the statement's ops into the transaction (see
         storage/engine/oplog.py's WRITE_SESSION); returns what stop_collecting resets."""
-        try:
-            from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
-        except ImportError:  # pragma: no cover - an engine without an oplog
-            return None
         collector = _Collector(txn)
         return WRITE_SESSION.set(
             WriteSession(lsid=dict(txn.session.lsid), txn_number=txn.number, collect=collector)
         )
 
     def stop_collecting(self, token: Any) -> None:
-        if token is None:
-            return
-        from ebbdb.storage.engine.oplog import WRITE_SESSION
-
         WRITE_SESSION.reset(token)
 
     # -- ending ----------------------------------------------------------------------------------
@@ -409,15 +408,27 @@ class TransactionManager:
             self._finish(txn)
 
     def _oplog_writer(self, txn: Transaction) -> Callable[[Any], None] | None:
-        """What writes the transaction's applyOps entry in its commit's LMDB transaction."""
-        oplog = getattr(self._gateway.engine, "oplog", None)
-        write = getattr(oplog, "write_transaction", None)
-        if write is None or not getattr(oplog, "enabled", False):
+        """What writes the transaction's one oplog entry, `{op: "c", ns: "admin.$cmd", o:
+        {applyOps: [...]}}` with its lsid, txnNumber and prevOpTime, in its commit's LMDB
+        transaction, and the pre-images its updates and deletes keep for change streams."""
+        oplog = self._gateway.engine.oplog
+        if not oplog.enabled or not txn.ops:
             return None
-        ops, lsid, number = list(txn.ops), dict(txn.session.lsid), txn.number
+        ops: list[dict[str, Any]] = []
+        images: list[tuple[int, Any, dict[str, Any]]] = []
+        for index, op in enumerate(txn.ops):
+            op = dict(op)
+            image = op.pop("$preImage", None)
+            if image is not None and op.get("ui") is not None:
+                images.append((index, op["ui"], image))
+            ops.append(op)
+        lsid, number = dict(txn.session.lsid), txn.number
+        entry = {"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops}}
 
         def also(lmdb_txn: Any) -> None:
-            write(lmdb_txn, ops, lsid, number)
+            ts = oplog.append(lmdb_txn, entry, WriteSession(lsid=lsid, txn_number=number))
+            for index, ui, image in images:
+                oplog.store_pre_image(lmdb_txn, ui, ts, index, image)
 
         return also
 

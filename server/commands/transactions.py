@@ -30,7 +30,7 @@ def _transaction(ctx: CommandContext, name: str) -> Transaction:
     return txn
 
 
-@REGISTRY.command("commitTransaction", params=EndTransactionParams, admin_only=True)
+@REGISTRY.command("commitTransaction", params=EndTransactionParams, admin_only=True, writes=True)
 async def commit_transaction(ctx: CommandContext, p: EndTransactionParams) -> dict[str, Any]:
     """Commit the session's transaction: its writes and its oplog entry in one storage write."""
     txn = _transaction(ctx, "commitTransaction")
@@ -38,7 +38,7 @@ async def commit_transaction(ctx: CommandContext, p: EndTransactionParams) -> di
     return {}
 
 
-@REGISTRY.command("abortTransaction", params=EndTransactionParams, admin_only=True)
+@REGISTRY.command("abortTransaction", params=EndTransactionParams, admin_only=True, writes=True)
 async def abort_transaction(ctx: CommandContext, p: EndTransactionParams) -> dict[str, Any]:
     """Abort the session's transaction: nothing it wrote remains."""
     txn = _transaction(ctx, "abortTransaction")
