@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bson import Int64
 from pymongo import MongoClient, ReadPreference
-from pymongo.errors import OperationFailure
+from pymongo.errors import InvalidOperation, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
@@ -183,7 +183,7 @@ def test_retried_commit_is_ok_and_abort_after_commit_is_refused(client: MongoCli
         client.app.c.insert_one({"_id": 1}, session=s)
         s.commit_transaction()
         s.commit_transaction()  # pymongo sends commitTransaction again: ok
-        with pytest.raises(Exception):  # pymongo refuses abort after commit itself
+        with pytest.raises(InvalidOperation):  # pymongo refuses abort after commit itself
             s.abort_transaction()
     assert client.app.c.count_documents({}) == 1
 
