@@ -182,6 +182,8 @@ class App:
                 if replica_set is None
                 else TransactionManager(gateway, self.parameters),
             )
+            if self._services.transactions is not None:
+                self._services.transactions.serve(self._services.sessions)
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
             if replica_set is not None and self.address is not None:

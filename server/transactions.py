@@ -216,6 +216,8 @@ class Statement:
                         f"{MAX_TRANSACTION_BYTES}. Actual size is {txn.bytes}",
                     )
             finally:
+                if txn.state is not State.IN_PROGRESS:
+                    txn.release()  # aborted while the statement ran (killSessions, the reaper)
                 txn.busy.release()
             return reply
 
@@ -246,6 +248,11 @@ class TransactionManager:
         self._open: dict[int, Transaction] = {}
         self._reaper: asyncio.Task[None] | None = None
         gateway.engine.env.before_grow.append(self._release_snapshots)
+
+    def serve(self, sessions: Any) -> None:
+        """Tell the session catalog how to abort the transaction of a session that ends, is
+        killed or times out (its `abort_transaction` hook)."""
+        sessions.abort_transaction = self.end_session
 
     # -- entering ----------------------------------------------------------------------------------
 
@@ -405,7 +412,12 @@ class TransactionManager:
                     exc.extra.setdefault("errorLabels", [UNKNOWN_COMMIT])
                 raise
             txn.state = State.COMMITTED
-            self._finish(txn)
+            await _acquire(txn.busy)
+            try:
+                txn.release()
+            finally:
+                txn.busy.release()
+            self._open.pop(id(txn), None)
 
     def _oplog_writer(self, txn: Transaction) -> Callable[[Any], None] | None:
         """What writes the transaction's one oplog entry, `{op: "c", ns: "admin.$cmd", o:
@@ -433,7 +445,8 @@ class TransactionManager:
         return also
 
     def abort(self, txn: Transaction, locked: bool = False) -> None:
-        """Abort (nothing it wrote remains). `locked`: the caller holds `txn.busy`."""
+        """Abort (nothing it wrote remains). `locked`: the caller holds `txn.busy`; else, if a
+        statement holds it, that statement releases the storage when it ends."""
         if txn.state is not State.IN_PROGRESS:
             return
         txn.state = State.ABORTED
@@ -455,18 +468,10 @@ class TransactionManager:
             finally:
                 txn.busy.release()
 
-    def _finish(self, txn: Transaction) -> None:
-        if txn.busy.acquire(blocking=False):
-            try:
-                txn.release()
-            finally:
-                txn.busy.release()
-        self._open.pop(id(txn), None)
-
     def end_session(self, session: Any) -> None:
-        """A session ended or was killed: its transaction in progress is aborted."""
+        """A session ended, was killed or timed out: its transaction in progress is aborted."""
         txn = getattr(session, "transaction", None)
-        if txn is not None:
+        if isinstance(txn, Transaction):
             self.abort(txn)
 
     # -- upkeep ----------------------------------------------------------------------------------

@@ -342,3 +342,40 @@ def test_ttl_hiding_applies_inside(client: MongoClient[Doc], replset: ServerThre
             assert [d["_id"] for d in coll.find({}, session=s)] == [2]
             coll.insert_one({"_id": 3, "at": past}, session=s)
             assert [d["_id"] for d in coll.find({}, session=s)] == [2]
+
+
+def test_map_growth_ends_open_snapshots_with_a_transient_error(
+    client: MongoClient[Doc], replset: ServerThread
+) -> None:
+    coll = client.app.c
+    coll.insert_one({"_id": 0})
+    attempts = []
+
+    def body(session: Any) -> None:
+        attempts.append(1)
+        coll.insert_one({"_id": len(attempts)}, session=session)
+        if len(attempts) == 1:
+            # The data file's map grows (LMDB resizes only with no transaction open).
+            replset.call(lambda app: app.services.gateway.engine.env.grow(), replset.app)
+        coll.find_one({"_id": 0}, session=session)
+
+    with client.start_session() as s:
+        s.with_transaction(body)
+    assert len(attempts) == 2  # the first attempt got WriteConflict, labelled transient
+    assert sorted(d["_id"] for d in coll.find()) == [0, 2]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="endSessions is the SESSIONS branch's: it calls the catalog's abort_transaction hook, "
+    "which TransactionManager.serve sets (passes once that branch is merged)",
+)
+def test_ending_a_session_aborts_its_transaction(client: MongoClient[Doc]) -> None:
+    with client.start_session() as s:
+        s.start_transaction()
+        client.app.c.insert_one({"_id": 1}, session=s)
+        client.admin.command("endSessions", [s.session_id])
+        with pytest.raises(OperationFailure) as exc:
+            client.app.c.insert_one({"_id": 2}, session=s)
+        assert exc.value.code == 251
+    assert client.app.c.count_documents({}) == 0
