@@ -103,6 +103,7 @@ class Ddl:
 
     def drop_collection(self, db: str, name: str) -> bool:
         """Drop a collection, its documents and its indexes. False when it did not exist."""
+        self._keep_live_oplog(db, name, "drop")
 
         def run(txn: Txn, changes: CatalogChanges) -> bool:
             info = self._writer.lookup((db, name))
@@ -118,6 +119,11 @@ class Ddl:
     def drop_database(self, db: str) -> list[str]:
         """Drop every collection of `db`; returns their names."""
         validate_db_name(db)
+        oplog = self._records.oplog
+        if db == "local" and oplog is not None and oplog.enabled:
+            raise QueryError(
+                "IllegalOperation", "Cannot drop 'local' database while replication is active"
+            )
 
         def run(txn: Txn, changes: CatalogChanges) -> list[str]:
             infos = [c for c in self._writer.catalog().values() if c.db == db]
@@ -144,6 +150,7 @@ class Ddl:
         without `drop_target`)."""
         validate_collection_name(db, name)
         validate_collection_name(to_db, to_name)
+        self._keep_live_oplog(db, name, "rename")
 
         def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
             catalog = self._writer.catalog()
@@ -204,6 +211,12 @@ class Ddl:
             return info
 
         return self._writer.write(run)
+
+    def _keep_live_oplog(self, db: str, name: str, verb: str) -> None:
+        """A replica set's oplog is not dropped or renamed (IllegalOperation, as mongod)."""
+        oplog = self._records.oplog
+        if (db, name) == ("local", "oplog.rs") and oplog is not None and oplog.enabled:
+            raise QueryError("IllegalOperation", f"can't {verb} live oplog while replicating")
 
     def _log(
         self,

@@ -41,6 +41,8 @@ class Records(Protocol):
 
     def add_stats(self, txn: Txn, coll_id: int, count: int, size: int) -> None: ...
 
+    def delete_record(self, txn: Txn, info: CollectionInfo, rid: int, value: bytes) -> int: ...
+
     def make_room(
         self, txn: Txn, info: CollectionInfo, just_inserted: int, pending: tuple[int, int]
     ) -> tuple[int, int]: ...
@@ -350,6 +352,37 @@ class OpLog:
         gone, freed = records.make_room(txn, info, rid, (0, 0))
         if gone or freed:
             records.add_stats(txn, coll_id, -gone, -freed)
+            self._trim_pre_images(txn)
+
+    def _trim_pre_images(self, txn: Txn) -> None:
+        """Delete the pre-images of changes older than the oplog's oldest entry (change streams
+        cannot reach them any more): they were stored in timestamp order, so from the front."""
+        info = self._lookup((PREIMAGES_DB, PREIMAGES_NAME))
+        oldest = self._first_entry_ts(txn)
+        if info is None or oldest is None:
+            return
+        victims: list[tuple[int, bytes]] = []
+        prefix = layout.collection_prefix(info.id)
+        cur = txn.cursor(db=self._env.records)
+        if cur.set_range(prefix):
+            for key, value in cur.iternext():
+                if not layout.in_collection(key, prefix):
+                    break
+                ident = bson.decode(ttl.body(value), CODEC)["_id"]
+                if not isinstance(ident, dict) or not ident.get("ts", oldest) < oldest:
+                    break
+                victims.append((layout.record_rid(key), value))
+        if victims:
+            size = sum(self._records.delete_record(txn, info, rid, v) for rid, v in victims)
+            self._records.add_stats(txn, info.id, -len(victims), -size)
+
+    def _first_entry_ts(self, txn: Txn) -> Timestamp | None:
+        prefix = layout.collection_prefix(self._coll_id)
+        cur = txn.cursor(db=self._env.records)
+        if not cur.set_range(prefix) or not layout.in_collection(cur.key(), prefix):
+            return None
+        ts: Timestamp = bson.decode(ttl.body(cur.value()), CODEC)["ts"]
+        return ts
 
     def _lookup_by_id(self, coll_id: int) -> CollectionInfo:
         key = (OPLOG_DB, OPLOG_NAME) if coll_id == self._coll_id else (PREIMAGES_DB, PREIMAGES_NAME)

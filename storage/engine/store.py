@@ -138,13 +138,17 @@ class Engine:
         """Make this a replica set member's storage: local.oplog.rs (capped at `size_mb` MB, an
         existing oplog keeps its size) and config.system.preimages are created if missing, and
         every change from now on is recorded in the oplog, in the transaction that makes it."""
-        if self.collection(OPLOG_DB, OPLOG_NAME) is None:
+        initiating = self.collection(OPLOG_DB, OPLOG_NAME) is None
+        if initiating:
             self.create_collection(OPLOG_DB, OPLOG_NAME, oplog_options(size_mb), id_index=False)
         if self.collection(PREIMAGES_DB, PREIMAGES_NAME) is None:
             self.create_collection(PREIMAGES_DB, PREIMAGES_NAME)
         oplog = self.collection(OPLOG_DB, OPLOG_NAME)
         assert oplog is not None
         self.oplog.enable(oplog)
+        if initiating:  # mongod's first entry, written when a set is initiated
+            entry = {"op": "n", "ns": "", "o": {"msg": "initiating set"}}
+            self._writer.write(lambda txn, _changes: self.oplog.append(txn, entry))
 
     # -- transactions ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from bson import Int64, Timestamp
 from pymongo import CursorType, MongoClient
-from pymongo.errors import BulkWriteError, WriteError
+from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 from ebbdb.server.embedded import ServerThread
 
@@ -282,3 +282,59 @@ def test_timestamps_go_on_rising_after_a_restart(tmp_path: Any) -> None:
             assert [e["o"] for e in got if e["ns"] == "t.c"] == [{"_id": 1}, {"_id": 2}]
     finally:
         srv.stop()
+
+
+def test_the_live_oplog_is_not_dropped_or_renamed(client: MongoClient[Doc]) -> None:
+    for call, message in (
+        (
+            lambda: client.local.drop_collection("oplog.rs"),
+            "can't drop live oplog while replicating",
+        ),
+        (
+            lambda: client.local["oplog.rs"].rename("old"),
+            "can't rename live oplog while replicating",
+        ),
+        (
+            lambda: client.drop_database("local"),
+            "Cannot drop 'local' database while replication is active",
+        ),
+    ):
+        with pytest.raises(OperationFailure) as err:
+            call()
+        assert (err.value.code, err.value.details["errmsg"]) == (20, message)
+    client.test.c.insert_one({"_id": 1})
+    assert entries(client)[-1]["o"] == {"_id": 1}
+
+
+def test_pre_images_go_with_the_oplog_entries_they_belong_to(tmp_path: Any) -> None:
+    srv = ServerThread(str(tmp_path / "d"), repl_set="rs0", oplog_size_mb=1).start()
+    try:
+        with MongoClient(srv.uri) as c:
+            c.t.create_collection("p", changeStreamPreAndPostImages={"enabled": True})
+            c.t.p.insert_one({"_id": 1, "n": 0, "pad": "x" * 20_000})
+            for _ in range(200):
+                c.t.p.update_one({"_id": 1}, {"$inc": {"n": 1}})
+                c.t.p.update_one({"_id": 1}, {"$set": {"pad": "y" * 20_000}})
+                c.t.p.update_one({"_id": 1}, {"$set": {"pad": "x" * 20_000}})
+            oldest = c.local["oplog.rs"].find_one()
+            assert oldest is not None
+            kept = [i["_id"]["ts"] for i in c.config["system.preimages"].find()]
+            assert kept and min(kept) >= oldest["ts"]
+            updates = c.local["oplog.rs"].count_documents({"ns": "t.p", "op": "u"})
+            assert len(kept) == updates
+    finally:
+        srv.stop()
+
+
+def test_the_first_entry_initiates_the_set(tmp_path: Any) -> None:
+    path = str(tmp_path / "d")
+    for _ in range(2):  # a restart initiates nothing
+        srv = ServerThread(path, repl_set="rs0").start()
+        try:
+            with MongoClient(srv.uri) as c:
+                got = [without_times(e) for e in entries(c)]
+                assert got == [
+                    {"op": "n", "ns": "", "o": {"msg": "initiating set"}, "t": 1, "v": 2}
+                ]
+        finally:
+            srv.stop()
