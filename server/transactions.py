@@ -28,6 +28,7 @@ import bson
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
 from ebbdb.storage.engine.overlay import WriteConflict
 
@@ -65,18 +66,11 @@ ALLOWED = frozenset(
     }
 )
 _END = frozenset({"commitTransaction", "abortTransaction"})
+_WRITES = frozenset({"insert", "update", "delete", "findAndModify", "findandmodify"})
 _READ_CONCERN_LEVELS = frozenset({"local", "majority", "snapshot"})
 #: What one transaction's oplog entry may hold (mongod 4.0's limit for its one applyOps entry:
 #: 16 MB and 16 KB of headroom).
 MAX_TRANSACTION_BYTES = 16 * 1024 * 1024 + 16 * 1024
-#: Codes after which a commit's outcome is unknown to the client (it may retry the commit).
-_UNKNOWN_OUTCOME = frozenset(
-    {
-        int(ErrorCode.MaxTimeMSExpired),
-        int(ErrorCode.Interrupted),
-        int(ErrorCode.InterruptedAtShutdown),
-    }
-)
 
 
 def refuse_transaction_fields(body: Mapping[str, Any]) -> None:
@@ -294,6 +288,7 @@ class TransactionManager:
                     f"Cannot run '{name}' in a multi-document transaction.",
                 )
             _check_allowed(name, db)
+            self._check_statement(name, db, body)
             _check_read_concern(body.get("readConcern"), True)
             return Statement(await self._start(session, number), name, True)
         current: Transaction | None = session.transaction
@@ -322,6 +317,7 @@ class TransactionManager:
         try:
             if name not in _END:
                 _check_allowed(name, db)
+                self._check_statement(name, db, body)
             if "readConcern" in body:
                 raise CommandError(
                     ErrorCode.InvalidOptions,
@@ -333,6 +329,35 @@ class TransactionManager:
                 self.abort(current)
             raise
         return Statement(current, name, False)
+
+    def _check_statement(self, name: str, db: str, body: Mapping[str, Any]) -> None:
+        """mongod's refusals of what a transaction may not do with an allowed command: $out and
+        $merge, writes to a capped collection, creating a capped collection."""
+        target = body.get(name)
+        if name == "aggregate":
+            pipeline = body.get("pipeline")
+            for stage in pipeline if isinstance(pipeline, list) else ():
+                if isinstance(stage, Mapping) and stage:
+                    op = next(iter(stage))
+                    if op in ("$out", "$merge"):
+                        raise CommandError(
+                            ErrorCode.OperationNotSupportedInTransaction,
+                            f"{op} cannot be used in a transaction",
+                        )
+        elif name == "create":
+            if body.get("capped"):
+                raise CommandError(
+                    ErrorCode.OperationNotSupportedInTransaction,
+                    "Cannot create a capped collection in a multi-document transaction.",
+                )
+        elif name in _WRITES and isinstance(target, str):
+            info = self._gateway.engine.collection(db, target)
+            if info is not None and info.options.get("capped"):
+                raise CommandError(
+                    ErrorCode.OperationNotSupportedInTransaction,
+                    f"Collection '{db}.{target}' is a capped collection. Writes in transactions "
+                    "are not allowed on capped collections.",
+                )
 
     async def _start(self, session: Any, number: int) -> Transaction:
         old: Transaction | None = session.transaction
@@ -407,10 +432,11 @@ class TransactionManager:
             except WriteConflict as exc:
                 self.abort(txn)
                 raise _write_conflict(exc) from None
-            except CommandError as exc:
-                if int(exc.code) in _UNKNOWN_OUTCOME:
-                    exc.extra.setdefault("errorLabels", [UNKNOWN_COMMIT])
-                raise
+            except Interrupted as exc:
+                # Cut short (maxTimeMS, killOp, shutdown): the client cannot tell whether it
+                # committed, and may retry the commit (the transactions spec's label).
+                code = ErrorCode[exc.code_name]
+                raise CommandError(code, exc.message, errorLabels=[UNKNOWN_COMMIT]) from None
             txn.state = State.COMMITTED
             await _acquire(txn.busy)
             try:

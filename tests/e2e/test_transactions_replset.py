@@ -379,3 +379,31 @@ def test_ending_a_session_aborts_its_transaction(client: MongoClient[Doc]) -> No
             client.app.c.insert_one({"_id": 2}, session=s)
         assert exc.value.code == 251
     assert client.app.c.count_documents({}) == 0
+
+
+def test_what_a_transaction_may_not_do(client: MongoClient[Doc]) -> None:
+    client.app.create_collection("capped", capped=True, size=4096)
+    cases = [
+        ({"aggregate": "c", "pipeline": [{"$out": "o"}], "cursor": {}}, "$out cannot be used"),
+        ({"aggregate": "c", "pipeline": [{"$merge": "o"}], "cursor": {}}, "$merge cannot be"),
+        ({"insert": "capped", "documents": [{}]}, "is a capped collection"),
+        ({"create": "newcapped", "capped": True, "size": 4096}, "Cannot create a capped"),
+        ({"listIndexes": "c"}, "Cannot run 'listIndexes'"),
+        ({"insert": "c", "documents": [{}], "$db": "local"}, "against the 'local' database"),
+    ]
+    with client.start_session() as s:
+        for number, (cmd, message) in enumerate(cases, start=1):
+            db = cmd.pop("$db", "app")
+            r = client[db].command(
+                {
+                    **cmd,
+                    "lsid": s.session_id,
+                    "txnNumber": Int64(number),
+                    "autocommit": False,
+                    "startTransaction": True,
+                },
+                check=False,
+            )
+            assert (r["code"], r["codeName"]) == (263, "OperationNotSupportedInTransaction"), r
+            assert message in r["errmsg"]
+    assert client.app.capped.count_documents({}) == 0
