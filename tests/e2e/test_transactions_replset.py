@@ -407,3 +407,57 @@ def test_what_a_transaction_may_not_do(client: MongoClient[Doc]) -> None:
             assert (r["code"], r["codeName"]) == (263, "OperationNotSupportedInTransaction"), r
             assert message in r["errmsg"]
     assert client.app.capped.count_documents({}) == 0
+
+
+def test_every_allowed_command_sees_the_transaction(client: MongoClient[Doc]) -> None:
+    from pymongo import DeleteOne, InsertOne, ReturnDocument, UpdateOne
+
+    coll = client.app.c
+    coll.insert_many([{"_id": i, "k": i % 2} for i in range(6)])
+    client.app.other.insert_one({"_id": 1, "name": "one"})
+    with client.start_session() as s:
+        with s.start_transaction():
+            coll.insert_one({"_id": 6, "k": 0}, session=s)
+            coll.delete_one({"_id": 0}, session=s)
+            # find over several batches: its getMores are statements too.
+            assert [d["_id"] for d in coll.find({}, batch_size=2, session=s).sort("_id", 1)] == [
+                1,
+                2,
+                3,
+                4,
+                5,
+                6,
+            ]
+            assert sorted(coll.distinct("_id", {"k": 0}, session=s)) == [2, 4, 6]
+            pipeline = [
+                {"$match": {"_id": 1}},
+                {
+                    "$lookup": {
+                        "from": "other",
+                        "localField": "_id",
+                        "foreignField": "_id",
+                        "as": "o",
+                    }
+                },
+            ]
+            (joined,) = coll.aggregate(pipeline, session=s)
+            assert joined["o"] == [{"_id": 1, "name": "one"}]
+            after = coll.find_one_and_update(
+                {"_id": 6}, {"$set": {"f": 1}}, return_document=ReturnDocument.AFTER, session=s
+            )
+            assert after == {"_id": 6, "k": 0, "f": 1}
+            result = coll.bulk_write(
+                [
+                    InsertOne({"_id": 7}),
+                    UpdateOne({"_id": 1}, {"$set": {"b": 1}}),
+                    DeleteOne({"_id": 2}),
+                ],
+                session=s,
+            )
+            assert (result.inserted_count, result.modified_count, result.deleted_count) == (1, 1, 1)
+            assert coll.count_documents({}, session=s) == 6  # an aggregate, allowed
+            assert coll.delete_many({"k": 1}, session=s).deleted_count == 3
+            assert coll.count_documents({}, session=s) == 3
+            assert coll.count_documents({}) == 6  # outside: nothing yet
+    assert sorted(d["_id"] for d in coll.find()) == [4, 6, 7]
+    assert client.app.command("collStats", "c")["count"] == 3
