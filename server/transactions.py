@@ -241,6 +241,7 @@ class TransactionManager:
         self._parameters = parameters
         self._open: dict[int, Transaction] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
         gateway.engine.env.before_grow.append(self._release_snapshots)
 
     def serve(self, sessions: Any) -> None:
@@ -497,8 +498,22 @@ class TransactionManager:
     def end_session(self, session: Any) -> None:
         """A session ended, was killed or timed out: its transaction in progress is aborted."""
         txn = getattr(session, "transaction", None)
-        if isinstance(txn, Transaction):
+        if not isinstance(txn, Transaction) or txn.state is not State.IN_PROGRESS:
+            return
+        if not txn.lock.locked():
             self.abort(txn)
+        else:  # after the statement or commit in progress
+            task = asyncio.get_running_loop().create_task(self._abort_when_idle(txn))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def _abort_when_idle(self, txn: Transaction) -> None:
+        async with txn.lock:
+            await _acquire(txn.busy)
+            try:
+                self.abort(txn, locked=True)
+            finally:
+                txn.busy.release()
 
     # -- upkeep ----------------------------------------------------------------------------------
 

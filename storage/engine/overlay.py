@@ -165,8 +165,9 @@ class Overlay:
             before = self.snapshot.get(key, db=db)
             mark = (ident, key)
             if mark not in self.original:
-                self._first_write(ident, key, before, db)
+                # Noted first: a key claimed by a check that then fails is released with the rest.
                 self.original[mark] = before
+                self._first_write(ident, key, before, db)
         tree.set(key, value)
         return before  # type: ignore[return-value]
 

@@ -134,6 +134,10 @@ def test_write_to_a_document_changed_after_the_snapshot_conflicts(env: Environme
     with pytest.raises(WriteConflict):
         ov.put(key, b"v3", db=env.records)
     ov.end()
+    # The key it claimed before the check failed is released with it.
+    other = _overlay(env, ov._table, 2)
+    other.put(key, b"v4", db=env.records)
+    other.end()
 
 
 def test_commit_checks_and_applies_stats_as_deltas(env: Environment) -> None:
