@@ -318,7 +318,7 @@ class TransactionManager:
         try:
             if name not in _END:
                 _check_allowed(name, db)
-                self._check_statement(name, db, body)
+                self._check_statement(name, db, body, current)
             if "readConcern" in body:
                 raise CommandError(
                     ErrorCode.InvalidOptions,
@@ -331,10 +331,15 @@ class TransactionManager:
             raise
         return Statement(current, name, False)
 
-    def _check_statement(self, name: str, db: str, body: Mapping[str, Any]) -> None:
-        """mongod's refusals of what a transaction may not do with an allowed command: $out and
-        $merge, writes to a capped collection, creating a capped collection."""
+    def _check_statement(
+        self, name: str, db: str, body: Mapping[str, Any], txn: Transaction | None = None
+    ) -> None:
+        """mongod's refusals of what a transaction (`txn`, None for its first statement) may not
+        do with an allowed command: $out and $merge, writes to a capped collection, creating a
+        capped collection, building an index on a collection that existed before it."""
         target = body.get(name)
+        engine = self._gateway.engine
+        base = txn.storage.group.base if txn is not None and txn.storage is not None else None
         if name == "aggregate":
             pipeline = body.get("pipeline")
             for stage in pipeline if isinstance(pipeline, list) else ():
@@ -351,8 +356,25 @@ class TransactionManager:
                     ErrorCode.OperationNotSupportedInTransaction,
                     "Cannot create a capped collection in a multi-document transaction.",
                 )
+        elif name == "createIndexes" and isinstance(target, str):
+            # mongod builds an index on a collection that existed before the transaction only
+            # outside one; an index that exists already is no build.
+            info = (base or {}).get((db, target)) if txn else engine.collection(db, target)
+            specs = body.get("indexes")
+            names = {ix.name for ix in info.indexes} if info is not None else set()
+            wanted = (
+                [x.get("name") for x in specs if isinstance(x, Mapping)]
+                if isinstance(specs, list)
+                else []
+            )
+            if info is not None and not all(n in names for n in wanted):
+                raise CommandError(
+                    ErrorCode.OperationNotSupportedInTransaction,
+                    f"Cannot create new indexes on existing collection {db}.{target} in a "
+                    "multi-document transaction.",
+                )
         elif name in _WRITES and isinstance(target, str):
-            info = self._gateway.engine.collection(db, target)
+            info = engine.collection(db, target)
             if info is not None and info.options.get("capped"):
                 raise CommandError(
                     ErrorCode.OperationNotSupportedInTransaction,

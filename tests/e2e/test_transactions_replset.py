@@ -389,6 +389,10 @@ def test_what_a_transaction_may_not_do(client: MongoClient[Doc]) -> None:
         ({"insert": "capped", "documents": [{}]}, "is a capped collection"),
         ({"create": "newcapped", "capped": True, "size": 4096}, "Cannot create a capped"),
         ({"listIndexes": "c"}, "Cannot run 'listIndexes'"),
+        (
+            {"createIndexes": "capped", "indexes": [{"key": {"a": 1}, "name": "a_1"}]},
+            "Cannot create new indexes on existing collection app.capped in a multi-document",
+        ),
         ({"insert": "c", "documents": [{}], "$db": "local"}, "against the 'local' database"),
     ]
     with client.start_session() as s:
@@ -461,3 +465,18 @@ def test_every_allowed_command_sees_the_transaction(client: MongoClient[Doc]) ->
             assert coll.count_documents({}) == 6  # outside: nothing yet
     assert sorted(d["_id"] for d in coll.find()) == [4, 6, 7]
     assert client.app.command("collStats", "c")["count"] == 3
+
+
+def test_a_write_outside_after_the_transactions_write_fails_its_commit(
+    client: MongoClient[Doc],
+) -> None:
+    coll = client.app.c
+    coll.insert_one({"_id": 1, "n": 0})
+    with client.start_session() as s:
+        s.start_transaction()
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}}, session=s)
+        coll.update_one({"_id": 1}, {"$set": {"n": 100}})  # outside, not blocked
+        with pytest.raises(OperationFailure) as exc:
+            s.commit_transaction()
+        assert _error(exc) == (112, ["TransientTransactionError"])
+    assert coll.find_one() == {"_id": 1, "n": 100}
