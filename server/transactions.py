@@ -9,7 +9,13 @@ true, autocommit: false, txnNumber`), runs later statements (`autocommit: false`
 against its snapshot plus its own writes (storage/engine/overlay.py: the engine's code runs
 unchanged, its writes going to the overlay), and ends with commitTransaction (one storage write
 with its one applyOps oplog entry) or abortTransaction. Any error in a statement aborts it, as in
-mongod. Transactions open longer than transactionLifetimeLimitSeconds are aborted."""
+mongod. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
+
+Conflicts: a transaction's first write to a document fails at once with WriteConflict (112,
+TransientTransactionError) when another open transaction wrote it, or a commit changed it since
+the snapshot; its commit fails the same way if a write outside any transaction changed what it
+wrote meanwhile. (mongod makes that outside write wait for the transaction instead; here the
+writer never waits, and the transaction, which drivers retry whole, gives way.)"""
 
 from __future__ import annotations
 

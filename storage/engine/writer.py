@@ -15,8 +15,12 @@ refused with OutOfDiskSpace if it grew the trees; deletes and drops go on and fr
 
 Readers see an immutable catalog (a dict never changed after it is published), replaced after each
 commit. The writer thread, inside a group, sees that catalog with the group's changes on top.
-A multi-document transaction can later commit as one job; several processes could later share the
-environment, since LMDB's own writer lock already serializes their write transactions.
+A multi-document transaction (storage/engine/overlay.py) runs its statements against a snapshot
+with an overlay of its own writes, outside any group: with TRANSACTION set in the statement's
+context, this writer hands the engine's code the overlay as its transaction and the snapshot's
+catalog with the transaction's changes. Its commit is one job like any other write. Several
+processes could later share the environment, since LMDB's own writer lock already serializes
+their write transactions.
 """
 
 from __future__ import annotations
