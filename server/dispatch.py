@@ -156,6 +156,7 @@ class Dispatcher:
         body's BSON length when known (a short body cannot nest too deep: not walked)."""
         name = next(iter(body), "")
         started = time.perf_counter_ns()
+        statement: Statement | None = None
         client.op_run = None
         db: Any = body.get("$db")
         try:
@@ -187,7 +188,6 @@ class Dispatcher:
                 refuse_transaction_fields(body)
             lsid = body.get("lsid")
             client.session = None if lsid is None else self.services.sessions.touch(lsid)
-            statement: Statement | None = None
             if self.services.transactions is not None and in_transaction(body):
                 statement = await self.services.transactions.enter(
                     client.session, cmd.name, db, body
@@ -259,6 +259,8 @@ class Dispatcher:
         else:
             if "ok" not in reply:
                 reply["ok"] = 1.0
+        if statement is not None and not reply.get("ok"):
+            statement.failed(reply)  # the transaction's rules for a failed statement
         seconds = (time.perf_counter_ns() - started) / 1e9
         if seconds > self._profiler.threshold:
             self._profiler.finished(

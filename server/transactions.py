@@ -221,6 +221,39 @@ class Statement:
                 txn.busy.release()
             return reply
 
+    def failed(self, reply: dict[str, Any]) -> None:
+        """A statement failed (before its handler, as by a fail point, or in it): a statement's
+        error aborts the transaction, and the reply gets mongod's error labels (unless a fail
+        point chose them)."""
+        txn, code = self.txn, reply.get("code")
+        if self.name not in _END:
+            txn.manager.abort(txn)
+        if "errorLabels" in reply:
+            return
+        transient = code in _TRANSIENT or code == ErrorCode.NoSuchTransaction
+        if transient:
+            reply["errorLabels"] = [TRANSIENT]
+        elif self.name == "commitTransaction" and code in _UNKNOWN_COMMIT_CODES:
+            reply["errorLabels"] = [UNKNOWN_COMMIT]
+
+
+#: Codes whose failure lets a driver retry the whole transaction (mongod's transient errors).
+_TRANSIENT = frozenset({int(ErrorCode.WriteConflict), 24})  # 24: LockTimeout
+#: Codes after which a commit's outcome is unknown (retryable errors, interruptions, write
+#: concern failures): the client may retry the commit.
+_UNKNOWN_COMMIT_CODES = frozenset(
+    {
+        int(ErrorCode.MaxTimeMSExpired),
+        int(ErrorCode.Interrupted),
+        int(ErrorCode.InterruptedAtShutdown),
+        64,  # WriteConcernFailed
+        91,  # ShutdownInProgress
+        189,  # PrimarySteppedDown
+        10107,  # NotWritablePrimary
+        11602,  # InterruptedDueToReplStateChange
+    }
+)
+
 
 def _reset_transaction(token: Any) -> None:
     from ebbdb.storage.engine.writer import TRANSACTION

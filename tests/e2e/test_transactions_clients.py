@@ -140,3 +140,33 @@ def test_a_commit_whose_connection_is_cut_is_retried_and_applied_once(
         client.admin.command("configureFailPoint", "failCommand", mode="off")
     assert _balances(client) == {"a": 99, "b": 0}
     assert client.bank.log.count_documents({}) == 1
+
+
+def test_a_failed_statement_gets_the_transient_label_and_is_retried(
+    client: MongoClient[Doc],
+) -> None:
+    client.admin.command(
+        "configureFailPoint",
+        "failCommand",
+        mode={"times": 1},
+        data={"failCommands": ["insert"], "errorCode": 112},
+    )
+    attempts = []
+    try:
+
+        def body(session: Any) -> None:
+            attempts.append(1)
+            client.bank.accounts.update_one(
+                {"_id": "a"}, {"$inc": {"balance": -1}}, session=session
+            )
+            client.bank.log.insert_one({"n": len(attempts)}, session=session)
+
+        with client.start_session() as s:
+            s.with_transaction(body)
+    finally:
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
+    # The first attempt's insert failed with WriteConflict, labelled transient: the whole
+    # transaction ran again, and only the second attempt's writes are there.
+    assert len(attempts) == 2
+    assert _balances(client) == {"a": 99, "b": 0}
+    assert [d["n"] for d in client.bank.log.find()] == [2]
