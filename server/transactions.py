@@ -147,9 +147,10 @@ class Transaction:
         self.busy = threading.Lock()
         self.expired = False
 
-    def lsid_text(self) -> str:
-        ident = self.session.lsid.get("id") if isinstance(self.session.lsid, Mapping) else None
-        return f"{{ id: {ident!s} }}" if ident is not None else "{}"
+    @property
+    def txn_number(self) -> int:
+        """Its txnNumber (the name server/sessions.py's readers use)."""
+        return self.number
 
     def release(self) -> None:
         """End the storage side (snapshot, held keys); call holding `busy`."""
