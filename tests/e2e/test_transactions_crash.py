@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pymongo import MongoClient
-from pymongo.errors import PyMongoError
+from pymongo.errors import OperationFailure, PyMongoError
 
 ROUNDS = 5
 WRITERS = 2
@@ -62,8 +62,15 @@ def _writer(uri: str, w: int, first: int, acked: list[int], stop: threading.Even
                 # No with_transaction: its retries would outlive the server.
                 with c.start_session() as s:
                     s.start_transaction()
-                    body(s)
-                    s.commit_transaction()
+                    try:
+                        body(s)
+                        s.commit_transaction()
+                    except OperationFailure as exc:
+                        # Two writers' first transactions both create the collection: one
+                        # gets a transient WriteConflict, and tries again.
+                        if not exc.has_error_label("TransientTransactionError"):
+                            raise
+                        continue
                 acked.append(g)
                 g += 1
     except PyMongoError:
@@ -87,7 +94,12 @@ def test_transactions_survive_sigkill(tmp_path: Path) -> None:
             ]
             for t in threads:
                 t.start()
-            time.sleep(rng.uniform(0.3, 1.0))
+            # The kill lands a while after every writer has had a transaction acknowledged.
+            deadline = time.monotonic() + 20
+            while any(not acked[w] or acked[w][-1] < first[w] for w in range(WRITERS)):
+                assert time.monotonic() < deadline, "a writer had no transaction acknowledged"
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.6))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             stop.set()
