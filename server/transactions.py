@@ -153,7 +153,9 @@ class Transaction:
         return self.number
 
     def release(self) -> None:
-        """End the storage side (snapshot, held keys); call holding `busy`."""
+        """End the storage side (snapshot, held keys) and forget the collected ops (the session
+        keeps the ended transaction, for a retried commit); call holding `busy`."""
+        self.ops = []
         storage, self.storage = self.storage, None
         if storage is not None:
             storage.end()
