@@ -322,7 +322,8 @@ class TransactionManager:
             )
         if name not in _END and "writeConcern" in body:
             raise CommandError(
-                ErrorCode.InvalidOptions, "Cannot set write concern after starting a transaction."
+                ErrorCode.InvalidOptions,
+                "writeConcern is not allowed within a multi-statement transaction",
             )
         if start:
             if name in _END:

@@ -258,6 +258,7 @@ def test_raw_commands_get_mongods_answers(client: MongoClient[Doc]) -> None:
             },
         )
         assert r["code"] == 72
+        assert r["errmsg"] == "writeConcern is not allowed within a multi-statement transaction"
         r = run(
             "app",
             {
