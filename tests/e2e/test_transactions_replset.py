@@ -483,3 +483,19 @@ def test_a_write_outside_after_the_transactions_write_fails_its_commit(
             s.commit_transaction()
         assert _error(exc) == (112, ["TransientTransactionError"])
     assert coll.find_one() == {"_id": 1, "n": 100}
+
+
+def test_many_open_transactions_inserting_into_one_collection(replset: ServerThread) -> None:
+    with MongoClient(replset.uri, maxPoolSize=200) as c:
+        c.drop_database("many")
+        c.many.c.insert_one({"_id": -1})
+        sessions = [c.start_session() for _ in range(150)]
+        for i, s in enumerate(sessions):
+            s.start_transaction()
+            c.many.c.insert_one({"_id": i}, session=s)
+        c.many.c.insert_one({"_id": "outside"})
+        for s in reversed(sessions):
+            s.commit_transaction()
+            s.end_session()
+        assert c.many.c.count_documents({}) == 152
+        assert c.many.command("validate", "c")["valid"] is True
