@@ -29,6 +29,7 @@ from ebbdb.server.memory import spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
+from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
@@ -150,6 +151,9 @@ class App:
             self._engine = Engine.open(config.dbpath)
             spill.clear(spill_dir(config.dbpath))  # what a killed server's operations left
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
+            replica_set = None
+            if config.repl_set is not None:
+                replica_set = ReplicaSet(config, self._engine)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
             self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)
             self._services = Services(
@@ -171,9 +175,13 @@ class App:
                     log_all=config.verbosity >= 1,
                 ),
                 operations=self.operations,
+                replica_set=replica_set,
             )
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
+            if replica_set is not None:
+                assert self.address is not None
+                replica_set.advertise(self.address)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()
@@ -224,6 +232,8 @@ class App:
         if self.stopped.is_set():
             return
         log.info("shutting down")
+        if self._services is not None and self._services.replica_set is not None:
+            self._services.replica_set.closing.set()  # awaitable hellos answer now
         for srv in self._servers:
             srv.close()
         for task in self._tasks:

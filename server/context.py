@@ -4,7 +4,7 @@ it serves, the database the command names, and the command's name."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ebbdb.server.auth.state import ClientAuth
 from ebbdb.server.auth.users import UserStore
@@ -20,6 +20,9 @@ from ebbdb.server.profiler import Profiler
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.ttl_monitor import TTLMonitor
 from ebbdb.storage.catalog.info import CollectionInfo
+
+if TYPE_CHECKING:
+    from ebbdb.server.replication import ReplicaSet
 
 
 class Listener(Protocol):
@@ -69,6 +72,8 @@ class Services:
     operations: Operations = field(default_factory=Operations, kw_only=True)
     #: The users of admin.system.users, cached with their privileges.
     users: UserStore = field(default_factory=UserStore, kw_only=True)
+    #: The replica set this server is the one member of (--replSet); None: a standalone server.
+    replica_set: ReplicaSet | None = field(default=None, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))

@@ -23,6 +23,7 @@ class ServerThread:
         port: int = 0,
         *,
         auth: bool = False,
+        repl_set: str | None = None,
     ) -> None:
         self.config = Config(
             port=port,
@@ -31,6 +32,7 @@ class ServerThread:
             parameters=dict(parameters or {}),
             quiet=True,
             auth=auth,
+            repl_set=repl_set,
         )
         self.app: App | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
