@@ -194,15 +194,18 @@ _oplog_size = _ranged("size", int, 1, MAX_OPLOG_SIZE_MB, "must be at least 1 (me
 
 
 def _set_name(text: str) -> str:
-    """--replSet NAME. mongod refuses an empty name, and a seed list (`rs0/host:port,...`) is a
-    legacy spelling of the same option: the name is the part before the slash."""
+    """--replSet NAME. A seed list (`rs0/host:port,...`) is a legacy spelling of the same option:
+    the name is the part before the slash. An empty name is no replica set, as with mongod (so a
+    Compose file can pass `--replSet=${VARIABLE:-}`)."""
     name = text.partition("/")[0]
-    if not name:
+    if "/" in text and not name:
         raise argparse.ArgumentTypeError("the replica set name must not be empty")
     return name
 
 
 def _host(text: str) -> str:
+    if not text.strip():
+        return ""  # the default host
     try:
         parse_host(text)
     except ValueError as exc:
@@ -329,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="with --replSet, the address the member is known by, which clients reconnect to "
         "after discovery (default: the first --bind_ip address and the port listened on); for "
-        "a port published by Docker, the host's address and port",
+        "a port published by Docker, the address and port clients reach it at",
     )
     p.add_argument(
         "--dbpath",
@@ -485,11 +488,10 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
     except ValueError as exc:
         parser.error(str(exc))
     auth = pick(ns.auth, "security.authorization", "disabled") in (True, "enabled")
-    repl_set = pick(ns.replSet, "replication.replSetName", None)
-    repl_set_host = pick(ns.replSetHost, "replication.replSetHost", None)
-    if repl_set is None and repl_set_host is not None:
-        # (--oplogSize without --replSet is accepted and unused, as mongod does.)
-        parser.error("--replSetHost names a replica-set member: it needs --replSet")
+    # Without --replSet, --oplogSize and --replSetHost are accepted and unused (as mongod does
+    # with --oplogSize).
+    repl_set = pick(ns.replSet, "replication.replSetName", None) or None
+    repl_set_host = pick(ns.replSetHost, "replication.replSetHost", None) or None
     profile = ns.profile
     if profile is None:
         profile = PROFILE_MODES.get(opts.get("operationProfiling.mode", "off"), 0)
