@@ -149,11 +149,12 @@ class App:
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
+            replica_set: ReplicaSet | None = None
+            if config.repl_set is not None:
+                self._engine.enable_oplog(config.oplog_size_mb)
+                replica_set = ReplicaSet(config, self._engine)
             spill.clear(spill_dir(config.dbpath))  # what a killed server's operations left
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
-            replica_set = None
-            if config.repl_set is not None:
-                replica_set = ReplicaSet(config, self._engine)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
             self.parameters.on_change("ttlMonitorSleepSecs", ttl_monitor.wake)
             self._services = Services(
@@ -179,9 +180,8 @@ class App:
             )
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
-            if replica_set is not None:
-                assert self.address is not None
-                replica_set.advertise(self.address)
+            if replica_set is not None and self.address is not None:
+                replica_set.listening(self.address)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()

@@ -131,10 +131,10 @@ def _timestamp(value: Mapping[str, Any], name: str) -> Timestamp | None:
 _TIMESTAMP_MISMATCH = "BSON field '{field}' is the wrong type '{found}', expected type 'timestamp'"
 
 
-def check_time(concern: ReadConcern, cluster_time: Timestamp, last_write: Timestamp) -> None:
+def check_time(concern: ReadConcern, cluster_time: Timestamp) -> None:
     """Refuse a read after or at a cluster time this member has not reached (72, mongod's
-    words), or at a time older than the newest write (`last_write`), whose data ebbdb no longer
-    has (239)."""
+    words), or at a time older than the newest write (the cluster time), whose data ebbdb no
+    longer has (239)."""
     for name, target in (
         ("afterClusterTime", concern.after_cluster_time),
         ("atClusterTime", concern.at_cluster_time),
@@ -147,7 +147,7 @@ def check_time(concern: ReadConcern, cluster_time: Timestamp, last_write: Timest
                 f"{_ts_text(cluster_time)}",
             )
     at = concern.at_cluster_time
-    if at is not None and at < last_write:
+    if at is not None and at < cluster_time:
         raise CommandError(
             ErrorCode.SnapshotTooOld,
             f"Read timestamp {_ts_text(at)} is older than the oldest available timestamp.",

@@ -68,20 +68,24 @@ def _date(ts: Timestamp) -> datetime.datetime:
 
 class ReplicaSet:
     """The set's one member, as hello and the replSet* commands describe it. `host` is set once the
-    server listens (see `advertise`); constructing one does nothing else."""
+    server listens (see `listening`); constructing one does nothing else."""
 
-    def __init__(self, config: Config, engine: Engine | None, host: str = "") -> None:
+    def __init__(self, config: Config, engine: Engine | None, host: str | None = None) -> None:
         assert config.repl_set is not None
         self.name: str = config.repl_set
         self.config = config
         self.engine = engine
-        self.host = host
+        #: The member's `host:port` (`host` given here wins over `listening`'s).
+        self._fixed_host = host
+        self.host = host or member_host(config, (config.bind_ip[0], config.port))
+        self.election_id = ELECTION_ID
+        self.set_version = CONFIG_VERSION
+        self.term = TERM
         self.started_monotonic = time.monotonic()
-        started = time.time()
-        #: When the member became primary: at start. Its optime stands for the cluster time until
-        #: the first write (a lone primary's first clusterTime is never the null timestamp).
-        self.election_time = Timestamp(int(started), 1)
-        self.election_date = datetime.datetime.fromtimestamp(int(started), datetime.UTC)
+        #: When the member became primary: at start; the optime of the oplog's newest entry then
+        #: (see `listening`).
+        self.election_date = datetime.datetime.fromtimestamp(int(time.time()), datetime.UTC)
+        self.election_time = Timestamp(0, 0)
         #: hello's topologyVersion: a new processId for every start; the counter would count
         #: topology changes, of which a lone primary has none.
         self.process_id = ObjectId()
@@ -90,19 +94,22 @@ class ReplicaSet:
         #: Set when the server shuts down: awaitable hellos answer at once.
         self.closing = asyncio.Event()
 
-    def advertise(self, bound: tuple[str, int]) -> None:
-        """Learn the address the server listens on (`bound`) and so the member's host."""
-        self.host = member_host(self.config, bound)
+    def listening(self, bound: tuple[str, int]) -> None:
+        """The server listens at `bound` (its real port, when --port 0 let the system pick): the
+        member's host follows."""
+        if self._fixed_host is None:
+            self.host = member_host(self.config, bound)
+        self.election_time = self.cluster_time()
 
     # -- time --------------------------------------------------------------------------------------
 
     def cluster_time(self) -> Timestamp:
-        """The newest committed write's timestamp (never older than the election)."""
+        """The newest committed oplog entry's timestamp: the cluster time and every reply's
+        operationTime (a new set's oplog starts with mongod's 'initiating set' entry, so it is
+        never the null timestamp)."""
         oplog = getattr(self.engine, "oplog", None)
         last = getattr(oplog, "last_committed", None)
-        if isinstance(last, Timestamp) and last > self.election_time:
-            return last
-        return self.election_time
+        return last if isinstance(last, Timestamp) else Timestamp(0, 0)
 
     def stamp(self, reply: dict[str, Any]) -> None:
         """Add `operationTime` and `$clusterTime` to a reply, as every reply of a replica-set
@@ -114,17 +121,11 @@ class ReplicaSet:
     def op_time(self) -> dict[str, Any]:
         return {"ts": self.cluster_time(), "t": Int64(TERM)}
 
-    def newest_write(self) -> Timestamp:
-        """The oplog's newest committed entry (the null timestamp before the first)."""
-        oplog = getattr(self.engine, "oplog", None)
-        last = getattr(oplog, "last_committed", None)
-        return last if isinstance(last, Timestamp) else Timestamp(0, 0)
-
     # -- read concerns -----------------------------------------------------------------------------
 
     async def before_read(self, concern: ReadConcern, gateway: Gateway) -> None:
         """What a read waits for, or is refused for, under `concern` (server/read_concern.py)."""
-        check_time(concern, self.cluster_time(), self.newest_write())
+        check_time(concern, self.cluster_time())
         if concern.wants_durable:
             # One member's majority commit point is its journal: a write is majority-committed
             # once synced, and a majority read must show no other.
