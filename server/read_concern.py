@@ -25,7 +25,7 @@ from bson.timestamp import Timestamp
 
 from ebbdb.server.arguments import Kind, type_mismatch
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.storage.core.values import render
+from ebbdb.storage.core.values import render, type_name
 
 LEVELS = ("local", "majority", "linearizable", "available", "snapshot")
 #: The fields of a readConcern document (the internal ones mongod's own nodes send included).
@@ -120,15 +120,16 @@ def _timestamp(value: Mapping[str, Any], name: str) -> Timestamp | None:
     if ts is None and name not in value:
         return None
     if not isinstance(ts, Timestamp):
-        raise type_mismatch(f"readConcern.{name}", ts, Kind.ANY, _TIMESTAMP_MISMATCH)
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            f"BSON field 'readConcern.{name}' is the wrong type '{type_name(ts)}', expected type "
+            "'timestamp'",
+        )
     if ts.time == 0:
         raise CommandError(
             ErrorCode.InvalidOptions, f"readConcern {name} value must not be a null timestamp"
         )
     return ts
-
-
-_TIMESTAMP_MISMATCH = "BSON field '{field}' is the wrong type '{found}', expected type 'timestamp'"
 
 
 def check_time(concern: ReadConcern, cluster_time: Timestamp) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import struct
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import bson
 from bson.binary import Binary
 from bson.int64 import Int64
 from bson.objectid import ObjectId
@@ -18,6 +20,7 @@ from bson.timestamp import Timestamp
 
 from ebbdb.server.config import Config
 from ebbdb.server.config_file import parse_host
+from ebbdb.server.raw_reply import RawDoc
 from ebbdb.server.read_concern import ReadConcern, check_time
 
 if TYPE_CHECKING:
@@ -59,6 +62,15 @@ def member_host(config: Config, bound: tuple[str, int]) -> str:
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"
     return f"{host}:{port}"
+
+
+def _appended(doc: RawDoc, name: str, value: Any) -> RawDoc:
+    """A cursor document laid out as stored BSON (server/commands/replies.py) with one more field
+    at its end."""
+    element = bson.encode({name: value})[4:-1]
+    raw = doc.raw
+    body = raw[4:-1] + element
+    return RawDoc(struct.pack("<i", len(body) + 5) + body + b"\x00")
 
 
 def _date(ts: Timestamp) -> datetime.datetime:
@@ -140,6 +152,8 @@ class ReplicaSet:
         cursor = reply.get("cursor")
         if isinstance(cursor, dict):
             cursor["atClusterTime"] = at
+        elif isinstance(cursor, RawDoc):
+            reply["cursor"] = _appended(cursor, "atClusterTime", at)
         elif cursor is None:
             reply["atClusterTime"] = at
 
