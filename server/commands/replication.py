@@ -63,8 +63,7 @@ class InitiateParams:
 
 @REGISTRY.command("replSetInitiate", params=InitiateParams, admin_only=True)
 async def repl_set_initiate(ctx: CommandContext, p: InitiateParams) -> dict[str, Any]:
-    """23 AlreadyInitialized: the set initiated itself at start (with any config, the same one
-    or another, as a mongod already initiated answers)."""
+    """23 AlreadyInitialized: the set initiated itself at start (whatever config is given)."""
     if ctx.replica_set is None:
         raise CommandError(
             ErrorCode.NoReplicationEnabled, "This node was not started with replication enabled."
@@ -81,10 +80,11 @@ class StepDownParams:
 
 @REGISTRY.command("replSetStepDown", params=StepDownParams, admin_only=True)
 async def repl_set_step_down(ctx: CommandContext, p: StepDownParams) -> dict[str, Any]:
-    """Refused as a lone primary refuses it: no secondary can catch up and be elected, so after
-    secondaryCatchUpPeriodSecs (10 by default) the answer is 262 ExceededTimeLimit. With force,
-    mongod would step down and be elected again once stepDownSecs pass, having refused writes
-    meanwhile; ebbdb's primary cannot step down (238)."""
+    """Refused as a lone primary refuses it: 262 once secondaryCatchUpPeriodSecs pass; 238 with
+    force."""
+    # No secondary can catch up and be elected: mongod waits the catch-up period for one, then
+    # refuses. With force it would step down, refuse writes for stepDownSecs and be elected
+    # again; ebbdb's one member stays primary and says so.
     replica_set = _replica_set(ctx)
     step_down = STEP_DOWN_SECS if p.step_down_secs is None else int(p.step_down_secs)
     if step_down <= 0:
