@@ -202,7 +202,13 @@ class App:
             {"port": self.address[1], "ssl": "on" if config.tls.enabled else "off"},
             ctx="listener",
             text=f"ebbdb {EBBDB_VERSION} listening on {self.address[0]}:{self.address[1]}, "
-            f"dbpath {config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
+            f"dbpath {config.dbpath}"
+            + (" (ephemeral)" if config.ephemeral else "")
+            + (
+                f", replica set {config.repl_set}: primary, member {self.services.replica_set.host}"
+                if self.services.replica_set is not None
+                else ""
+            ),
         )
         self.log_ring.starting = False
 

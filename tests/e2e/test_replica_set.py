@@ -671,3 +671,30 @@ async def test_a_causally_consistent_async_session(replset: ServerThread) -> Non
         await client.drop_database("causal")
     finally:
         await client.close()
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_the_command_line_starts_a_replica_set(tmp_path: Any) -> None:
+    """`ebbdb --replSet rs0 --port 0`: the startup line names the set and its member, whose port
+    is the one the system picked; getCmdLineOpts shows the options as mongod's `parsed`."""
+    from tests.e2e.test_cli import ServerProcess
+
+    srv = ServerProcess(
+        ["--port", "0", "--dbpath", str(tmp_path / "d"), "--replSet", "rs0", "--oplogSize", "5"],
+        tmp_path,
+    )
+    try:
+        line = srv.startup_line()
+        assert srv.port is not None
+        assert line.rstrip().endswith(f" replSet=rs0 (primary, member 127.0.0.1:{srv.port})")
+        uri = f"mongodb://127.0.0.1:{srv.port}/?replicaSet=rs0"
+        with MongoClient(uri, serverSelectionTimeoutMS=5000) as client:
+            assert client.admin.command("hello")["hosts"] == [f"127.0.0.1:{srv.port}"]
+            parsed = client.admin.command("getCmdLineOpts")["parsed"]
+            assert parsed["replication"] == {"replSet": "rs0", "oplogSizeMB": 5}
+            assert client.local["oplog.rs"].options() == {"capped": True, "size": 5 * 1024 * 1024}
+        assert srv.stop() == 0
+    finally:
+        srv.kill()
