@@ -182,6 +182,7 @@ class App:
             await self._listen(Dispatcher(self._services))
             if replica_set is not None and self.address is not None:
                 replica_set.listening(self.address)
+                await gateway.write(replica_set.keep_config)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()

@@ -22,6 +22,8 @@ from ebbdb.server.config import Config
 from ebbdb.server.config_file import parse_host
 from ebbdb.server.raw_reply import RawDoc
 from ebbdb.server.read_concern import ReadConcern, check_time
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.expiry import ttl
 
 if TYPE_CHECKING:
     from ebbdb.server.gateway import Gateway
@@ -36,6 +38,8 @@ ELECTION_ID = ObjectId(f"7fffffff{TERM:016x}")
 CONFIG_VERSION = 1
 #: $clusterTime's signature on a server without keys to sign with: mongod's zero hash, key 0.
 UNSIGNED = {"hash": Binary(bytes(20)), "keyId": Int64(0)}
+#: Where mongod keeps a member's copy of the set's config.
+CONFIG_DB, CONFIG_COLLECTION = "local", "system.replset"
 #: replSetGetStatus' member states.
 PRIMARY_STATE, PRIMARY_STATE_STR = 1, "PRIMARY"
 
@@ -113,6 +117,32 @@ class ReplicaSet:
             self.host = member_host(self.config, bound)
         self.election_time = self.cluster_time()
 
+    def keep_config(self) -> None:
+        """Keep the set's config in local.system.replset, as mongod does (mongosh's
+        rs.printSecondaryReplicationInfo() reads it there): written at the first start, rewritten
+        when the member's host changed (another port), its replicaSetId kept from the first. A
+        storage write: run on the writer thread (Gateway.write)."""
+        engine = self.engine
+        assert engine is not None
+        coll = engine.collection(CONFIG_DB, CONFIG_COLLECTION)
+        stored: dict[str, Any] | None = None
+        if coll is not None:
+            with engine.read() as r:
+                for _rid, value in r.scan(coll):
+                    stored = bson.decode(ttl.body(value), CODEC)
+                    break
+        if stored is not None:
+            settings = stored.get("settings")
+            kept = settings.get("replicaSetId") if isinstance(settings, Mapping) else None
+            if isinstance(kept, ObjectId):
+                self.replica_set_id = kept
+        config = self.config_document()
+        if stored == config:
+            return
+        if coll is not None:
+            engine.drop_collection(CONFIG_DB, CONFIG_COLLECTION)
+        engine.insert(CONFIG_DB, CONFIG_COLLECTION, [bson.encode(config)])
+
     # -- time --------------------------------------------------------------------------------------
 
     def cluster_time(self) -> Timestamp:
@@ -186,6 +216,10 @@ class ReplicaSet:
             "electionId": ELECTION_ID,
             "lastWrite": self.last_write(),
         }
+
+    def server_status(self) -> dict[str, Any]:
+        """serverStatus' `repl` section: hello's fields and the rollback id (no rollback ever)."""
+        return {**self.hello_fields(), "rbid": 1}
 
     def config_document(self) -> dict[str, Any]:
         """The set's config, as replSetGetConfig and rs.conf() show it."""

@@ -698,3 +698,27 @@ def test_the_command_line_starts_a_replica_set(tmp_path: Any) -> None:
         assert srv.stop() == 0
     finally:
         srv.kill()
+
+
+def test_the_config_is_kept_in_local_system_replset(tmp_path: Any) -> None:
+    """As mongod keeps it: the same replicaSetId after a restart, and the member's host as it is
+    now (a restart on another port rewrites it)."""
+    path = str(tmp_path / "d")
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with MongoClient(srv.uri) as c:
+            config = c.admin.command("replSetGetConfig")["config"]
+            assert list(c.local["system.replset"].find()) == [config]
+    finally:
+        srv.stop()
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with MongoClient(srv.uri) as c:
+            again = c.admin.command("replSetGetConfig")["config"]
+            assert again["settings"]["replicaSetId"] == config["settings"]["replicaSetId"]
+            assert again["members"][0]["host"] == f"127.0.0.1:{srv.port}"
+            assert list(c.local["system.replset"].find()) == [again]
+            # Nothing of it went into the oplog (the local database is not replicated).
+            assert c.local["oplog.rs"].count_documents({"ns": {"$regex": "^local"}}) == 0
+    finally:
+        srv.stop()

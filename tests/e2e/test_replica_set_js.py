@@ -91,6 +91,7 @@ const conf = rs.conf();
 let initiate = null;
 try { rs.initiate(); } catch (e) { initiate = { code: e.code, codeName: e.codeName, message: e.message }; }
 const hello = db.hello();
+rs.printSecondaryReplicationInfo();  // reads local.system.replset: throws if it is empty
 print(EJSON.stringify({
   set: status.set, myState: status.myState,
   members: status.members.map((m) => ({ name: m.name, stateStr: m.stateStr, self: m.self })),
