@@ -11,7 +11,7 @@ from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server import version
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
 from ebbdb.server.context import CommandContext
-from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.errors import CodedError
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
 
@@ -38,13 +38,14 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
     replica_set = ctx.replica_set
     if p.max_await_ms is not None and p.max_await_ms < 0:
-        raise CommandError(ErrorCode.BadValue, "maxAwaitTimeMS must be a non-negative integer")
+        raise CodedError(31373, "Location31373", "maxAwaitTimeMS must be a non-negative integer")
     if (p.topology_version is None) != (p.max_await_ms is None):
-        raise CommandError(
-            ErrorCode.InvalidOptions,
-            "topologyVersion must be provided if and only if maxAwaitTimeMS is provided"
-            if p.topology_version is None
-            else "A request with a 'topologyVersion' must include 'maxAwaitTimeMS'",
+        raise CodedError(
+            51760,
+            "Location51760",
+            "A request with a 'topologyVersion' must include 'maxAwaitTimeMS'"
+            if p.topology_version is not None
+            else "A request with 'maxAwaitTimeMS' must include a 'topologyVersion'",
         )
     if (
         replica_set is not None
