@@ -267,7 +267,7 @@ class Dispatcher:
             if "ok" not in reply:
                 reply["ok"] = 1.0
         if self.services.replica_set is not None:
-            self.services.replica_set.stamp(reply)
+            self.services.replica_set.stamp(reply, name)
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body

@@ -38,6 +38,8 @@ ELECTION_ID = ObjectId(f"7fffffff{TERM:016x}")
 CONFIG_VERSION = 1
 #: $clusterTime's signature on a server without keys to sign with: mongod's zero hash, key 0.
 UNSIGNED = {"hash": Binary(bytes(20)), "keyId": Int64(0)}
+#: The commands whose replies carry their write's optime and the electionId.
+_WRITE_COMMANDS = frozenset({"insert", "update", "delete"})
 #: Where mongod keeps a member's copy of the set's config.
 CONFIG_DB, CONFIG_COLLECTION = "local", "system.replset"
 #: replSetGetStatus' member states.
@@ -153,10 +155,17 @@ class ReplicaSet:
         last = getattr(oplog, "last_committed", None)
         return last if isinstance(last, Timestamp) else Timestamp(0, 0)
 
-    def stamp(self, reply: dict[str, Any]) -> None:
+    def stamp(self, reply: dict[str, Any], command: str = "") -> None:
         """Add `operationTime` and `$clusterTime` to a reply, as every reply of a replica-set
-        member carries them (drivers gossip the cluster time, causal sessions read after it)."""
+        member carries them (drivers gossip the cluster time, causal sessions read after it); a
+        write command's reply also says its optime and the electionId before `ok`, as mongod's
+        (mongos reads them)."""
         now = self.cluster_time()
+        if command in _WRITE_COMMANDS and reply.get("ok") == 1.0:
+            ok = reply.pop("ok")
+            reply["electionId"] = ELECTION_ID
+            reply["opTime"] = {"ts": now, "t": Int64(TERM)}
+            reply["ok"] = ok
         reply["operationTime"] = now
         reply["$clusterTime"] = {"clusterTime": now, "signature": UNSIGNED}
 

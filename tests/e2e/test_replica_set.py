@@ -283,6 +283,19 @@ def test_every_reply_carries_cluster_time_and_operation_time(replset: ServerThre
         assert err.value.details["$clusterTime"]["signature"] == ZERO_SIGNATURE
 
 
+def test_a_write_reply_says_its_optime_and_the_election(rs: MongoClient[Doc]) -> None:
+    reply = rs.app.command("insert", "t", documents=[{"_id": 1}])
+    assert list(reply)[:4] == ["n", "electionId", "opTime", "ok"]
+    assert reply["electionId"] == ObjectId("7fffffff0000000000000001")
+    assert reply["opTime"] == {"ts": newest_oplog_ts(rs), "t": 1}
+    assert reply["operationTime"] == reply["opTime"]["ts"]
+    reply = rs.app.command("update", "t", updates=[{"q": {"_id": 1}, "u": {"$set": {"a": 1}}}])
+    assert reply["opTime"]["ts"] == newest_oplog_ts(rs)
+    reply = rs.app.command("delete", "t", deletes=[{"q": {"_id": 1}, "limit": 1}])
+    assert reply["opTime"]["ts"] == newest_oplog_ts(rs) and reply["n"] == 1
+    assert "opTime" not in rs.app.command("find", "t")
+
+
 def test_the_cluster_time_moves_with_writes_only(rs: MongoClient[Doc]) -> None:
     before = rs.admin.command("ping")["operationTime"]
     assert rs.admin.command("ping")["operationTime"] == before
