@@ -236,13 +236,16 @@ class Dispatcher:
                 if cmd.writes and db == "admin":
                     # A write to admin may have changed admin.system.users by hand.
                     self.services.users.invalidate()
-            if concern.journal:
+            if replica_set is not None and (concern.journal or concern.unsatisfiable):
+                # A replica set's: majority within wtimeout, and what one member cannot satisfy
+                # answered after the write, as mongod does.
+                failed = await replica_set.wait_for(concern, self.services.gateway)
+                if failed is not None:
+                    reply["writeConcernError"] = failed
+            elif concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
                 await self.services.gateway.wait_durable()
-            if concern.unsatisfiable is not None:
-                # A replica set answers what it cannot satisfy after the write, as mongod does.
-                reply["writeConcernError"] = concern.error_document(body["writeConcern"])
             if read is not None and replica_set is not None:
                 replica_set.after_read(read, reply)
             if action is not None:

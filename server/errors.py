@@ -53,6 +53,7 @@ class ErrorCode(enum.IntEnum):
     InvalidOptions = 72
     # A replica set's (server/replication.py, read and write concerns).
     AlreadyInitialized = 23
+    WriteConcernFailed = 64
     NoReplicationEnabled = 76
     UnknownReplWriteConcern = 79
     UnsatisfiableWriteConcern = 100

@@ -20,8 +20,10 @@ from bson.timestamp import Timestamp
 
 from ebbdb.server.config import Config
 from ebbdb.server.config_file import parse_host
+from ebbdb.server.errors import ErrorCode
 from ebbdb.server.raw_reply import RawDoc
 from ebbdb.server.read_concern import ReadConcern, check_time
+from ebbdb.server.write_concern import WriteConcern
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.expiry import ttl
 
@@ -171,6 +173,28 @@ class ReplicaSet:
 
     def op_time(self) -> dict[str, Any]:
         return {"ts": self.cluster_time(), "t": Int64(TERM)}
+
+    # -- write concerns --------------------------------------------------------------------------
+
+    async def wait_for(self, concern: WriteConcern, gateway: Gateway) -> dict[str, Any] | None:
+        """Wait for what a write's `concern` asks (its write done): one member's majority, and
+        `j`, is its journal, waited for up to wtimeout for w: majority (then 64
+        WriteConcernFailed, mongod's "waiting for replication timed out"); what one member
+        cannot satisfy fails at once. The writeConcernError to answer, or None."""
+        if concern.unsatisfiable is not None:
+            code, message = concern.unsatisfiable
+            return concern.error_document(code, message)
+        if concern.w == "majority" and concern.wtimeout > 0:
+            try:
+                async with asyncio.timeout(concern.wtimeout / 1000):
+                    await gateway.wait_durable()
+            except TimeoutError:
+                return concern.error_document(
+                    ErrorCode.WriteConcernFailed, "waiting for replication timed out", wtimeout=True
+                )
+        elif concern.journal:
+            await gateway.wait_durable()
+        return None
 
     # -- read concerns -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ebbdb.server.arguments import Kind, type_mismatch
@@ -32,19 +32,18 @@ class WriteConcern:
     #: Why a replica set cannot satisfy it (the code and message of the reply's
     #: writeConcernError, the write itself being done); None: it can.
     unsatisfiable: tuple[ErrorCode, str] | None = None
+    #: The writeConcern document as the command gave it (what a writeConcernError shows).
+    given: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def error_document(self, given: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The writeConcernError a reply carries for this concern (None: none), `given` being
-        the writeConcern the command sent."""
-        if self.unsatisfiable is None:
-            return None
-        code, message = self.unsatisfiable
-        concern = {**given, "provenance": "clientSupplied"}
+    def error_document(self, code: ErrorCode, message: str, **info: Any) -> dict[str, Any]:
+        """The writeConcernError a reply carries when this concern failed with `code` and
+        `message` (`info`: more of errInfo, mongod's `wtimeout: true`)."""
+        concern = {**self.given, "provenance": "clientSupplied"}
         return {
             "code": int(code),
             "codeName": code.name,
             "errmsg": message,
-            "errInfo": {"writeConcern": concern},
+            "errInfo": {**info, "writeConcern": concern},
         }
 
 
@@ -140,7 +139,9 @@ def parse(command: str, value: Any, supported: bool, replicated: bool = False) -
         if math.isfinite(to_float(wtimeout))
         else 0
     )
-    return WriteConcern(1 if w is None else w, j or fsync or w == "majority", millis, unsatisfiable)
+    return WriteConcern(
+        1 if w is None else w, j or fsync or w == "majority", millis, unsatisfiable, dict(value)
+    )
 
 
 def _unsatisfiable(w: int | str | dict[str, Any] | None) -> tuple[ErrorCode, str] | None:

@@ -5,6 +5,7 @@ stamped on replies), and the read and write concerns a replica set parses."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from pathlib import Path
 from typing import Any
@@ -354,14 +355,53 @@ def test_replica_set_write_concerns(value: dict[str, Any], unsatisfiable: Any) -
     assert concern.journal is (value.get("w") == "majority")
 
 
-def test_the_write_concern_error_document() -> None:
-    concern = write_concern.parse("insert", {"w": 2, "wtimeout": 5}, True, replicated=True)
-    assert concern.error_document({"w": 2, "wtimeout": 5}) == {
-        "code": 100,
-        "codeName": "UnsatisfiableWriteConcern",
-        "errmsg": "Not enough data-bearing nodes",
-        "errInfo": {"writeConcern": {"w": 2, "wtimeout": 5, "provenance": "clientSupplied"}},
-    }
+class SlowSync:
+    """A gateway whose syncs take `seconds`."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.waits = 0
+
+    async def wait_durable(self) -> None:
+        self.waits += 1
+        await asyncio.sleep(self.seconds)
+
+
+def wait_for(value: dict[str, Any], sync: float) -> tuple[dict[str, Any] | None, int]:
+    concern = write_concern.parse("insert", value, True, replicated=True)
+    gateway = SlowSync(sync)
+    failed = asyncio.run(replica_set().wait_for(concern, gateway))  # type: ignore[arg-type]
+    return failed, gateway.waits
+
+
+def test_what_a_write_waits_for() -> None:
+    assert wait_for({"w": 1}, 0) == (None, 0)
+    assert wait_for({"w": 1, "j": True}, 0) == (None, 1)
+    assert wait_for({"w": "majority"}, 0.01) == (None, 1)
+    assert wait_for({"w": "majority", "wtimeout": 1000}, 0.01) == (None, 1)
+    # One member's majority is its journal: a sync slower than wtimeout is mongod's timeout.
+    assert wait_for({"w": "majority", "wtimeout": 10}, 0.5) == (
+        {
+            "code": 64,
+            "codeName": "WriteConcernFailed",
+            "errmsg": "waiting for replication timed out",
+            "errInfo": {
+                "wtimeout": True,
+                "writeConcern": {"w": "majority", "wtimeout": 10, "provenance": "clientSupplied"},
+            },
+        },
+        1,
+    )
+    # What one member cannot satisfy is answered at once.
+    assert wait_for({"w": 2, "wtimeout": 5}, 0.5) == (
+        {
+            "code": 100,
+            "codeName": "UnsatisfiableWriteConcern",
+            "errmsg": "Not enough data-bearing nodes",
+            "errInfo": {"writeConcern": {"w": 2, "wtimeout": 5, "provenance": "clientSupplied"}},
+        },
+        0,
+    )
 
 
 def test_a_standalone_still_refuses_what_it_cannot_satisfy() -> None:
