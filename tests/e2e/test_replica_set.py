@@ -177,6 +177,18 @@ def test_hello_answers_as_the_primary(replset: ServerThread, rs: MongoClient[Doc
     ]
 
 
+def test_server_status_has_the_repl_section(replset: ServerThread, rs: MongoClient[Doc]) -> None:
+    repl = rs.admin.command("serverStatus")["repl"]
+    assert repl["setName"] == "rs0"
+    assert repl["hosts"] == [host_of(replset)]
+    assert repl["isWritablePrimary"] is True and repl["secondary"] is False
+    assert repl["rbid"] == 1
+
+
+def test_a_standalone_server_status_has_none(client: MongoClient[Doc]) -> None:
+    assert "repl" not in client.admin.command("serverStatus")
+
+
 def test_is_master_spells_it_ismaster(rs: MongoClient[Doc]) -> None:
     reply = rs.admin.command("isMaster")
     assert reply["ismaster"] is True
