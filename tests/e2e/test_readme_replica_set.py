@@ -18,7 +18,10 @@ from pymongo import MongoClient
 from ebbdb.server.embedded import ServerThread
 from tests.e2e.node_tools import MODULES, node_tools, run_mongosh
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 README_URI = "mongodb://127.0.0.1:27017/?replicaSet=rs0"
 RUN_TIMEOUT = 60
 
@@ -31,7 +34,8 @@ def example(name: str) -> str:
     )
     assert found, f"README has no example named {name!r}"
     code = found.group(1)
-    assert README_URI in code or name == "mongosh", f"the {name} example names no {README_URI}"
+    if name in ("pymongo", "node"):
+        assert README_URI in code, f"the {name} example names no {README_URI}"
     return code
 
 
@@ -97,3 +101,16 @@ def test_the_mongosh_example(uri: str, tmp_path: Path) -> None:
         "]",
         'update {"_id":"bob"}',
     ]
+
+
+def test_the_pytest_plugin_example(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_app=example("plugin"))
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), path])))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "ebbdb.server.pytest_plugin", timeout=RUN_TIMEOUT
+    )
+    result.assert_outcomes(passed=1)
