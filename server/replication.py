@@ -110,7 +110,8 @@ class ReplicaSet:
         #: topology changes, of which a lone primary has none.
         self.process_id = ObjectId()
         self.counter = 0
-        self.replica_set_id = ObjectId.from_datetime(self.election_date)
+        #: The set's id (kept in local.system.replset from its first start: see keep_config).
+        self.replica_set_id = ObjectId()
         #: Set when the server shuts down: awaitable hellos answer at once.
         self.closing = asyncio.Event()
 
