@@ -756,3 +756,29 @@ def test_the_config_is_kept_in_local_system_replset(tmp_path: Any) -> None:
             assert c.local["oplog.rs"].count_documents({"ns": {"$regex": "^local"}}) == 0
     finally:
         srv.stop()
+
+
+def test_a_replica_set_with_auth(tmp_path: Any) -> None:
+    """--auth: the drivers' monitors say hello before logging in; replSetGetStatus needs a role
+    with clusterMonitor (root has it), as mongod's."""
+    from ebbdb.server.config import RootUser
+
+    srv = ServerThread(str(tmp_path / "d"), repl_set="rs0", auth=True)
+    srv.config = dataclasses.replace(srv.config, root_user=RootUser("admin", "secret"))
+    srv.start()
+    try:
+        with MongoClient(
+            srv.uri, username="admin", password="secret", serverSelectionTimeoutMS=5000
+        ) as root:
+            root.app.t.insert_one({"_id": 1})
+            assert root.admin.command("replSetGetStatus")["members"][0]["stateStr"] == "PRIMARY"
+            with root.start_session(causal_consistency=True) as session:
+                root.app.t.insert_one({"_id": 2}, session=session)
+                assert root.app.t.count_documents({}, session=session) == 2
+        with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as anonymous:
+            assert anonymous.admin.command("hello")["setName"] == "rs0"
+            with pytest.raises(OperationFailure) as err:
+                anonymous.admin.command("replSetGetStatus")
+            assert err.value.code == 13
+    finally:
+        srv.stop()
