@@ -95,7 +95,7 @@ async def repl_set_step_down(ctx: CommandContext, p: StepDownParams) -> dict[str
         raise CommandError(
             ErrorCode.BadValue, "secondaryCatchUpPeriodSecs period must be a positive or absent"
         )
-    if catch_up > step_down:
+    if catch_up >= step_down:
         raise CommandError(
             ErrorCode.BadValue, "stepdown period must be longer than secondaryCatchUpPeriodSecs"
         )
