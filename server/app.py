@@ -188,6 +188,7 @@ class App:
             await self._listen(Dispatcher(self._services))
             if replica_set is not None and self.address is not None:
                 replica_set.listening(self.address)
+                await gateway.write(replica_set.keep_config)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()
@@ -208,7 +209,13 @@ class App:
             {"port": self.address[1], "ssl": "on" if config.tls.enabled else "off"},
             ctx="listener",
             text=f"ebbdb {EBBDB_VERSION} listening on {self.address[0]}:{self.address[1]}, "
-            f"dbpath {config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
+            f"dbpath {config.dbpath}"
+            + (" (ephemeral)" if config.ephemeral else "")
+            + (
+                f", replica set {config.repl_set}: primary, member {self.services.replica_set.host}"
+                if self.services.replica_set is not None
+                else ""
+            ),
         )
         self.log_ring.starting = False
 
@@ -238,6 +245,8 @@ class App:
         if self.stopped.is_set():
             return
         log.info("shutting down")
+        if self._services is not None and self._services.replica_set is not None:
+            self._services.replica_set.closing.set()  # awaitable hellos answer now
         for srv in self._servers:
             srv.close()
         for task in self._tasks:

@@ -51,6 +51,15 @@ class ErrorCode(enum.IntEnum):
     ImmutableField = 66
     CannotCreateIndex = 67
     InvalidOptions = 72
+    # A replica set's (server/replication.py, read and write concerns).
+    AlreadyInitialized = 23
+    WriteConcernFailed = 64
+    NoReplicationEnabled = 76
+    UnknownReplWriteConcern = 79
+    UnsatisfiableWriteConcern = 100
+    NotAReplicaSet = 123
+    SnapshotTooOld = 239
+    ExceededTimeLimit = 262
     InvalidNamespace = 73
     IndexOptionsConflict = 85
     IndexKeySpecsConflict = 86
