@@ -32,7 +32,8 @@ def _transaction(ctx: CommandContext, name: str) -> Transaction:
 
 @REGISTRY.command("commitTransaction", params=EndTransactionParams, admin_only=True, writes=True)
 async def commit_transaction(ctx: CommandContext, p: EndTransactionParams) -> dict[str, Any]:
-    """Commit the session's transaction: its writes and its oplog entry in one storage write."""
+    """Commit the session's transaction (replica-set mode): its writes and its oplog entry in one
+    storage write. A standalone server refuses it (IllegalOperation)."""
     txn = _transaction(ctx, "commitTransaction")
     await txn.manager.commit(txn)
     return {}
@@ -40,7 +41,8 @@ async def commit_transaction(ctx: CommandContext, p: EndTransactionParams) -> di
 
 @REGISTRY.command("abortTransaction", params=EndTransactionParams, admin_only=True, writes=True)
 async def abort_transaction(ctx: CommandContext, p: EndTransactionParams) -> dict[str, Any]:
-    """Abort the session's transaction: nothing it wrote remains."""
+    """Abort the session's transaction (replica-set mode): nothing it wrote remains. A standalone
+    server refuses it (IllegalOperation)."""
     txn = _transaction(ctx, "abortTransaction")
     await txn.manager.abort_command(txn)
     return {}
