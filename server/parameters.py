@@ -105,6 +105,8 @@ PARAMETERS: dict[str, ParameterDef] = {
         # often the session cache writes config.system.sessions (both startup only, as mongod's).
         ParameterDef("localLogicalSessionTimeoutMinutes", 30, int, _positive_int, runtime=False),
         ParameterDef("logicalSessionRefreshMillis", 300_000, int, _positive_int, runtime=False),
+        # A multi-document transaction open longer than this is aborted (replica-set mode).
+        ParameterDef("transactionLifetimeLimitSeconds", 60, int, _positive_int),
         ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),

@@ -64,6 +64,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lifecycle": ("shutdown",),
     "reads": ("count", "distinct", "explain", "find", "getMore", "killCursors"),
     "rename": ("renameCollection",),
+    "replication": ("replSetGetConfig", "replSetGetStatus", "replSetInitiate", "replSetStepDown"),
     "sessions": (
         "endSessions",
         "killAllSessions",

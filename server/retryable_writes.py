@@ -20,7 +20,7 @@ from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 from ebbdb.server.context import CommandContext
-from ebbdb.server.errors import CodedError
+from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
@@ -31,7 +31,6 @@ from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 
 #: mongod's session transaction table and its findAndModify retry images.
 TXN_DB, TXN_COLL, IMAGE_COLL = "config", "transactions", "image_collection"
-TRANSACTION_TOO_OLD = 225
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -274,9 +273,8 @@ async def begin(
     newest = max(session.txn_number, state.txn_number if state is not None else -1)
     if number < newest:
         what = "transaction" if _in_transaction(session, newest) else "retryable write"
-        raise CodedError(
-            TRANSACTION_TOO_OLD,
-            "TransactionTooOld",
+        raise CommandError(
+            ErrorCode.TransactionTooOld,
             f"Retryable write with txnNumber {number} is prohibited on session "
             f"{describe(session.key)} because a newer {what} with txnNumber {newest} has "
             "already started on this session.",
