@@ -289,8 +289,8 @@ class Dispatcher:
             statement.failed(reply)  # the transaction's rules for a failed statement
         if self.services.replica_set is not None:
             self.services.replica_set.stamp(reply, name)
-        if "txnNumber" in body and self.services.replica_set is not None:
-            label_reply(reply, body)  # RetryableWriteError, for a driver's retry
+            # RetryableWriteError and topologyVersion, for a driver's retry
+            label_reply(reply, body, self.services.replica_set.topology_version)
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body

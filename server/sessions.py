@@ -43,6 +43,8 @@ RETRYABLE_COMMANDS = frozenset({"insert", "update", "delete", "findAndModify"})
 #: (the retryable writes specification; mongod 4.4+ adds it).
 RETRYABLE_CODES = frozenset({6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
 RETRYABLE_LABEL = "RetryableWriteError"
+#: mongod's NotPrimaryError and ShutdownError categories.
+STATE_CHANGE_CODES = frozenset({91, 189, 10107, 11600, 11602, 13435, 13436})
 
 
 def _wrong_type(field: str, value: Any, expected: str) -> CommandError:
@@ -394,9 +396,18 @@ def txn_fields(body: Mapping[str, Any]) -> int | None:
     return int(number)
 
 
-def label_reply(reply: dict[str, Any], body: Mapping[str, Any]) -> None:
-    """Add RetryableWriteError to the reply of a retryable write that failed with a code a
-    driver retries on (or whose write concern failed with one), unless it has labels already."""
+def label_reply(
+    reply: dict[str, Any],
+    body: Mapping[str, Any],
+    topology_version: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """mongod's error labels and topologyVersion on a replica-set member's reply: a "not
+    primary" or shutdown error says the member's topologyVersion (a driver then sees the error
+    is no news of a topology change and retries at once), and a retryable write that failed with
+    a code a driver retries on (or whose write concern failed with one) gets RetryableWriteError,
+    unless it has labels already."""
+    if topology_version is not None and reply.get("code") in STATE_CHANGE_CODES:
+        reply.setdefault("topologyVersion", topology_version())
     if "txnNumber" not in body or "autocommit" in body or "errorLabels" in reply:
         return
     code = reply.get("code") if not reply.get("ok") else None
