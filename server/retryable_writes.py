@@ -194,7 +194,7 @@ def applies(ctx: CommandContext) -> bool:
         ctx.client.session is not None
         and op is not None
         and "txnNumber" in op.body
-        and ctx.config.repl_set is not None
+        and ctx.replica_set is not None
     )
 
 
