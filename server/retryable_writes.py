@@ -207,7 +207,9 @@ async def run(ctx: CommandContext, write: Callable[[Retry | None], Awaitable[T]]
     assert session is not None and op is not None
     async with session.lock:
         engine = ctx.gateway.engine
-        retry = await begin(session, op.body, engine, ctx.gateway.read)
+        retry = await begin(
+            session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction
+        )
         if retry is None:
             return await write(None)
         token = WRITE_SESSION.set(retry.write_session)
@@ -252,7 +254,11 @@ def _upsert(
 
 
 async def begin(
-    session: Session | None, body: Mapping[str, Any], engine: Engine, read: Callable[..., Any]
+    session: Session | None,
+    body: Mapping[str, Any],
+    engine: Engine,
+    read: Callable[..., Any],
+    abort_transaction: Callable[[Session], None] = lambda s: None,
 ) -> Retry | None:
     """The retry bookkeeping of a write command, or None when it is not a retryable write (no
     txnNumber, a transaction's statement, or no session). Loads the session's history from
@@ -280,6 +286,8 @@ async def begin(
             "already started on this session.",
         )
     if state is None or state.txn_number != number:
+        if number > session.txn_number and session.transaction is not None:
+            abort_transaction(session)  # a newer txnNumber ends the session's transaction
         state = session.retryable = RetryState(number)
         session.txn_number = number
     return Retry(session, state, engine)

@@ -502,3 +502,46 @@ def test_a_multi_statement_runs_again_and_the_others_do_not(tmp_path: Any) -> No
             assert docs == [{"_id": 1, "x": 1, "m": 2}, {"_id": 2, "m": 2}]
     finally:
         srv.stop()
+
+
+def test_a_newer_retryable_write_aborts_the_sessions_transaction(srv: ServerThread) -> None:
+    lsid = {"id": Binary(b"T" * 16, 4)}
+    with rawwire.connect(srv) as sock:
+        rawwire.op_msg(sock, {"create": "c", "$db": "t"})
+        started = rawwire.op_msg(
+            sock,
+            {
+                "insert": "c",
+                "documents": [{"_id": "in the transaction"}],
+                "lsid": lsid,
+                "txnNumber": Int64(1),
+                "autocommit": False,
+                "startTransaction": True,
+                "$db": "t",
+            },
+        )
+        assert started["ok"] == 1.0
+        written = rawwire.op_msg(
+            sock,
+            {
+                "insert": "c",
+                "documents": [{"_id": "retryable"}],
+                "lsid": lsid,
+                "txnNumber": Int64(2),
+                "$db": "t",
+            },
+        )
+        assert written["n"] == 1
+        commit = rawwire.op_msg(
+            sock,
+            {
+                "commitTransaction": 1,
+                "lsid": lsid,
+                "txnNumber": Int64(1),
+                "autocommit": False,
+                "$db": "admin",
+            },
+        )
+        assert commit["ok"] == 0.0 and commit["code"] == 225
+        found = rawwire.op_msg(sock, {"find": "c", "$db": "t"})["cursor"]["firstBatch"]
+        assert found == [{"_id": "retryable"}]

@@ -3,6 +3,7 @@ ending, killing and timing out (with the cursors a session owns), and what a ref
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -150,3 +151,23 @@ def test_retryable_write_labels(
 ) -> None:
     label_reply(reply, body)
     assert (reply.get("errorLabels") == ["RetryableWriteError"]) is labelled
+
+
+def test_a_newer_retryable_write_aborts_the_transaction() -> None:
+    from ebbdb.server.retryable_writes import begin
+
+    catalog, _, _ = _catalog()
+    session = catalog.touch({"id": ID})
+    session.txn_number = 4
+    session.transaction = object()  # TXN's transaction in progress
+    aborted: list[Any] = []
+
+    async def nothing_stored(*args: Any) -> None:
+        return None
+
+    body = {"insert": "c", "lsid": {"id": ID}, "txnNumber": Int64(5)}
+    retry = asyncio.run(begin(session, body, None, nothing_stored, aborted.append))  # type: ignore[arg-type]
+    assert retry is not None and aborted == [session] and session.txn_number == 5
+    # The same number again (a retry) aborts nothing more.
+    asyncio.run(begin(session, body, None, nothing_stored, aborted.append))  # type: ignore[arg-type]
+    assert aborted == [session]
