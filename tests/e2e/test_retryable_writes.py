@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -391,80 +387,6 @@ def test_records_of_sessions_gone_for_a_timeout_are_reaped(
         assert client.config.transactions.count_documents({"_id.id": lsid["id"]}) == 0
     finally:
         client.admin.command("ttlClock", reset=True)
-
-
-_SERVE = (
-    "import sys, threading\n"
-    "from ebbdb.server.embedded import ServerThread\n"
-    "srv = ServerThread(sys.argv[1], {}, repl_set='rs0').start()\n"
-    "print(srv.port, flush=True)\n"
-    "threading.Event().wait()\n"
-)
-
-
-def _serve(path: str) -> tuple[subprocess.Popen[str], int]:
-    """A replica-set server in a process of its own (to be killed with SIGKILL) and its port."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE, path],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, int(proc.stdout.readline())
-
-
-@pytest.mark.parametrize("round_", range(3))
-def test_a_write_in_flight_at_sigkill_is_applied_once_when_retried(
-    tmp_path: Any, round_: int
-) -> None:
-    path = str(tmp_path / "rs")
-    lsid = {"id": Binary(bytes([round_]) * 16, 4)}
-
-    def insert(txn: int) -> dict[str, Any]:
-        docs = [{"_id": f"{txn}-{i}"} for i in range(5)]
-        return {"insert": "c", "documents": docs, "lsid": lsid, "txnNumber": Int64(txn), "$db": "t"}
-
-    proc, port = _serve(path)
-    acked: list[int] = []
-    sent: list[int] = []
-
-    def send() -> None:
-        try:
-            with rawwire.connect(port) as sock:
-                for txn in range(1, 10_000):
-                    sent.append(txn)
-                    assert rawwire.op_msg(sock, insert(txn))["n"] == 5
-                    acked.append(txn)
-        except (OSError, AssertionError):
-            pass  # the server was killed under it
-
-    sender = threading.Thread(target=send)
-    sender.start()
-    deadline = time.monotonic() + 20
-    while len(acked) < 5 + 20 * round_ and time.monotonic() < deadline:
-        time.sleep(0.01)  # killed in the middle of the stream, a little further each round
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    sender.join(10)
-    assert acked, "nothing was acknowledged before the kill"
-    proc, port = _serve(path)
-    try:
-        with rawwire.connect(port) as sock:
-            # The driver's retry of the write in flight (or of the last acknowledged one).
-            last = sent[-1]
-            retried = rawwire.op_msg(sock, insert(last))
-            assert (retried["ok"], retried["n"], "writeErrors" in retried) == (1.0, 5, False)
-            if last > 1:
-                older = rawwire.op_msg(sock, insert(last - 1))
-                assert older["code"] == 225
-            count = rawwire.op_msg(sock, {"count": "c", "$db": "t"})["n"]
-            assert count == 5 * last
-            validated = rawwire.op_msg(sock, {"validate": "c", "$db": "t"})
-            assert validated["valid"] is True
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_a_multi_statement_runs_again_and_the_others_do_not(tmp_path: Any) -> None:
