@@ -29,6 +29,7 @@ from ebbdb.server.memory import spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
+from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
@@ -148,6 +149,10 @@ class App:
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
             self._engine = Engine.open(config.dbpath)
+            replica_set: ReplicaSet | None = None
+            if config.repl_set is not None:
+                self._engine.enable_oplog(config.oplog_size_mb)
+                replica_set = ReplicaSet(config, self._engine)
             spill.clear(spill_dir(config.dbpath))  # what a killed server's operations left
             gateway = Gateway(self._engine, self.clock.now_ms, self._sync_interval_ms)
             ttl_monitor = TTLMonitor(GatewayExpiry(gateway), self.parameters, self.clock.now_ms)
@@ -171,9 +176,12 @@ class App:
                     log_all=config.verbosity >= 1,
                 ),
                 operations=self.operations,
+                replica_set=replica_set,
             )
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
+            if replica_set is not None and self.address is not None:
+                replica_set.listening(self.address)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()

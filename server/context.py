@@ -17,6 +17,8 @@ from ebbdb.server.log import RingHandler
 from ebbdb.server.operations import Operation, Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
+from ebbdb.server.replication import ReplicaSet
+from ebbdb.server.sessions import Session, SessionCatalog
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.ttl_monitor import TTLMonitor
 from ebbdb.storage.catalog.info import CollectionInfo
@@ -69,6 +71,10 @@ class Services:
     operations: Operations = field(default_factory=Operations, kw_only=True)
     #: The users of admin.system.users, cached with their privileges.
     users: UserStore = field(default_factory=UserStore, kw_only=True)
+    #: The logical sessions clients use (server/sessions.py).
+    sessions: SessionCatalog = field(default_factory=SessionCatalog, kw_only=True)
+    #: The replica set this server is (--replSet); None for a standalone server.
+    replica_set: ReplicaSet | None = field(default=None, kw_only=True)
 
     def test_commands_enabled(self) -> bool:
         return bool(self.parameters.get("enableTestCommands"))
@@ -78,7 +84,7 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("auth", "contexts", "id", "metadata", "op", "op_run", "peer")
+    __slots__ = ("auth", "contexts", "id", "metadata", "op", "op_run", "peer", "session")
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -94,6 +100,8 @@ class Client:
         self.op: Operation | None = None
         #: The users logged in on this connection and a SASL conversation in progress.
         self.auth = ClientAuth()
+        #: The logical session of the request running now (its `lsid`), or None.
+        self.session: Session | None = None
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,10 @@ class Dispatcher:
                 await self._authorize(
                     services.users, services.gateway, client.auth, client.peer, cmd.name, db, body
                 )
-            refuse_transaction_fields(body)
+            if self.services.replica_set is None:
+                refuse_transaction_fields(body)
+            lsid = body.get("lsid")
+            client.session = None if lsid is None else self.services.sessions.touch(lsid)
             limit = body.get("maxTimeMS")
             max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
             action: Action | None = None

@@ -23,7 +23,10 @@ class ServerThread:
         port: int = 0,
         *,
         auth: bool = False,
+        repl_set: str | None = None,
+        oplog_size_mb: int = 192,
     ) -> None:
+        """`repl_set` names the one-member replica set the server is (None: a standalone)."""
         self.config = Config(
             port=port,
             bind_ip=("127.0.0.1",),
@@ -31,6 +34,8 @@ class ServerThread:
             parameters=dict(parameters or {}),
             quiet=True,
             auth=auth,
+            repl_set=repl_set,
+            oplog_size_mb=oplog_size_mb,
         )
         self.app: App | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -46,6 +51,10 @@ class ServerThread:
 
     @property
     def uri(self) -> str:
+        """A URI for a direct connection (a replica set's names the set: drivers then discover
+        its primary, this server)."""
+        if self.config.repl_set is not None:
+            return f"mongodb://127.0.0.1:{self.port}/?replicaSet={self.config.repl_set}"
         return f"mongodb://127.0.0.1:{self.port}/?directConnection=true"
 
     def start(self, timeout: float = 30.0) -> ServerThread:

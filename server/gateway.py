@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from ebbdb.server.inserts import InsertWatch
 from ebbdb.storage.core import interrupt
+from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.engine.store import Engine
 
 T = TypeVar("T")
@@ -40,17 +41,21 @@ _BARRIER: Callable[[], Any] = lambda: None  # noqa: E731
 def _carrying_token(job: Callable[[], T]) -> Callable[[], T]:
     """`job` run under the interruption token of the operation that queues it (a thread does
     not share the request's context): it does not start once that operation is interrupted, and
-    its loops check the token."""
+    its loops check the token. The session a write is for (storage/engine/oplog.py) goes with it
+    too: the oplog entries it writes carry the session's fields."""
     token = interrupt.current.get()
-    if token is interrupt.NEVER:
+    session = WRITE_SESSION.get()
+    if token is interrupt.NEVER and session is None:
         return job
 
     def run() -> T:
         reset = interrupt.current.set(token)
+        reset_session = WRITE_SESSION.set(session)
         try:
             token.check()
             return job()
         finally:
+            WRITE_SESSION.reset(reset_session)
             interrupt.current.reset(reset)
 
     return run

@@ -85,13 +85,16 @@ class ListCollectionsParams:
 def _collection_entry(info: CollectionInfo, name_only: bool) -> dict[str, Any]:
     if name_only:
         return {"name": info.name, "type": "collection"}
-    return {
+    entry = {
         "name": info.name,
         "type": "collection",
         "options": dict(info.options),
         "info": {"readOnly": False, "uuid": info.uuid},
-        "idIndex": info.id_index.spec(),
     }
+    id_index = info.index_named("_id_")
+    if id_index is not None:  # the oplog has none
+        entry["idIndex"] = id_index.spec()
+    return entry
 
 
 @REGISTRY.command("listCollections", params=ListCollectionsParams)

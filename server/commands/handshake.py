@@ -37,8 +37,10 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         from ebbdb.server.commands.auth import hello_fields
 
         login = await hello_fields(ctx, p.speculative, p.sasl_supported_mechs)
+    replica_set = {} if ctx.replica_set is None else ctx.replica_set.hello_fields()
     return {
         primary_field: True,
+        **replica_set,
         "helloOk": True,
         "maxBsonObjectSize": MAX_DOCUMENT_SIZE,
         "maxMessageSizeBytes": MAX_MESSAGE_SIZE,

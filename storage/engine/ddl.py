@@ -63,15 +63,16 @@ class Ddl:
         self._writer = writer
 
     def create_collection(
-        self, db: str, name: str, options: dict[str, Any] | None = None
+        self, db: str, name: str, options: dict[str, Any] | None = None, id_index: bool = True
     ) -> CollectionInfo:
-        """Create an empty collection. Raises NamespaceExists or InvalidNamespace."""
+        """Create an empty collection (without an `_id` index if not `id_index`: the oplog).
+        Raises NamespaceExists or InvalidNamespace."""
         validate_collection_name(db, name)
 
         def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
             if self._writer.lookup((db, name)) is not None:
                 raise NamespaceExists(f"Collection {db}.{name} already exists.")
-            info = self._records.new_collection(txn, db, name, dict(options or {}))
+            info = self._records.new_collection(txn, db, name, dict(options or {}), id_index)
             changes[(db, name)] = info
             return info
 
@@ -90,21 +91,26 @@ class Ddl:
                 raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
             options = change(info)
             if options is not None:
+                before = info.options
                 info = replace(info, options=options)
                 self._records.put_collection(txn, info)
                 changes[(db, name)] = info
+                modified = {k: v for k, v in options.items() if before.get(k) != v}
+                self._log(txn, db, {"collMod": name, **modified}, info)
             return options
 
         return self._writer.write(run)
 
     def drop_collection(self, db: str, name: str) -> bool:
         """Drop a collection, its documents and its indexes. False when it did not exist."""
+        self._keep_live_oplog(db, name, "drop")
 
         def run(txn: Txn, changes: CatalogChanges) -> bool:
             info = self._writer.lookup((db, name))
             if info is None:
                 return False
             self._drop(txn, info)
+            self._log(txn, db, {"drop": name}, info)
             changes[(db, name)] = None
             return True
 
@@ -113,12 +119,20 @@ class Ddl:
     def drop_database(self, db: str) -> list[str]:
         """Drop every collection of `db`; returns their names."""
         validate_db_name(db)
+        oplog = self._records.oplog
+        if db == "local" and oplog is not None and oplog.enabled:
+            raise QueryError(
+                "IllegalOperation", "Cannot drop 'local' database while replication is active"
+            )
 
         def run(txn: Txn, changes: CatalogChanges) -> list[str]:
             infos = [c for c in self._writer.catalog().values() if c.db == db]
             for info in infos:
                 self._drop(txn, info)
+                self._log(txn, db, {"drop": info.name}, info)
                 changes[(info.db, info.name)] = None
+            if infos:
+                self._log(txn, db, {"dropDatabase": 1})
             return [i.name for i in infos]
 
         return self._writer.write(run)
@@ -136,6 +150,7 @@ class Ddl:
         without `drop_target`)."""
         validate_collection_name(db, name)
         validate_collection_name(to_db, to_name)
+        self._keep_live_oplog(db, name, "rename")
 
         def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
             catalog = self._writer.catalog()
@@ -153,6 +168,14 @@ class Ddl:
             uuid = info.uuid if to_db == db else new_uuid()
             moved = replace(info, db=to_db, name=to_name, uuid=uuid)
             self._records.put_collection(txn, moved)
+            renamed: dict[str, Any] = {
+                "renameCollection": info.ns,
+                "to": moved.ns,
+                "stayTemp": False,
+            }
+            if target is not None:
+                renamed["dropTarget"] = target.uuid
+            self._log(txn, db, renamed, info)
             changes[(db, name)] = None
             changes[(to_db, to_name)] = moved
             return moved
@@ -188,6 +211,26 @@ class Ddl:
             return info
 
         return self._writer.write(run)
+
+    def _keep_live_oplog(self, db: str, name: str, verb: str) -> None:
+        """A replica set's oplog is not dropped or renamed (IllegalOperation, as mongod)."""
+        oplog = self._records.oplog
+        if (db, name) == ("local", "oplog.rs") and oplog is not None and oplog.enabled:
+            raise QueryError("IllegalOperation", f"can't {verb} live oplog while replicating")
+
+    def _log(
+        self,
+        txn: Txn,
+        db: str,
+        o: dict[str, Any],
+        info: CollectionInfo | None = None,
+        o2: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a DDL change in the oplog (a replica set's; a standalone has none)."""
+        oplog = self._records.oplog
+        if oplog is not None and oplog.enabled:
+            ui = None if info is None else info.uuid
+            oplog.command(txn, db, o, ui, o2, "" if info is None else info.name)
 
     def _drop(self, txn: Txn, info: CollectionInfo) -> None:
         self._delete_contents(txn, info)
@@ -238,6 +281,8 @@ class Ddl:
             info = info.with_indexes(info.indexes + built)
             self._records.put_collection(txn, info)
             changes[(db, name)] = info
+            for ix in built:
+                self._log(txn, db, {"createIndexes": name, **ix.spec()}, info)
             return CreateIndexesResult(before, len(info.indexes), created, None)
 
         return self._writer.write(run)
@@ -316,6 +361,8 @@ class Ddl:
             dropped = {ix.id for ix in targets}
             updated = info.with_indexes(tuple(ix for ix in info.indexes if ix.id not in dropped))
             self._records.put_collection(txn, updated)
+            for ix in targets:
+                self._log(txn, db, {"dropIndexes": name, "index": ix.name}, info, ix.spec())
             changes[(db, name)] = updated
             return len(info.indexes)
 
@@ -398,6 +445,12 @@ class Ddl:
                 self._convert_to_ttl(txn, info, updated)
             self._records.put_collection(txn, info)
             changes[(db, name)] = info
+            index: dict[str, Any] = {"name": ix.name}
+            if change.expire_new is not None:
+                index["expireAfterSeconds"] = change.expire_new
+            if change.hidden_new is not None:
+                index["hidden"] = change.hidden_new
+            self._log(txn, db, {"collMod": name, "index": index}, info)
             return change
 
         return self._writer.write(run)

@@ -12,6 +12,7 @@ from typing import Any
 
 import bson
 from bson.binary import Binary
+from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog import schema
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
@@ -19,6 +20,7 @@ from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_docum
 from ebbdb.storage.core.errors import DuplicateKey, QueryError
 from ebbdb.storage.engine import capped, layout
 from ebbdb.storage.engine.environment import Database, Environment, Txn
+from ebbdb.storage.engine.oplog import OpLog, update_diff, wants_pre_images
 from ebbdb.storage.engine.writer import CatalogChanges
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.expiry.date_strings import DateStringNotices
@@ -47,6 +49,9 @@ class Records:
         #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/expiry/date_strings.py).
         self.date_strings = DateStringNotices()
         self._on_insert = on_insert
+        #: The oplog (storage/engine/oplog.py), set by the engine: every change to a document
+        #: is recorded there in the same transaction (a standalone's is never enabled).
+        self.oplog: OpLog | None = None
 
     def next_id(self, txn: Txn) -> int:
         raw = txn.get(layout.NEXT_ID, db=self.env.meta)
@@ -60,15 +65,32 @@ class Records:
         )
 
     def new_collection(
-        self, txn: Txn, db: str, name: str, options: dict[str, Any]
+        self, txn: Txn, db: str, name: str, options: dict[str, Any], id_index: bool = True
     ) -> CollectionInfo:
+        """A new empty collection's catalog entry, with its `_id` index unless `id_index` is
+        False (the oplog: its entries have no `_id`, as in mongod)."""
         coll_id = self.next_id(txn)
-        # The `_id` index takes the collection's default collation, as every index does.
-        id_options = {"collation": options["collation"]} if options.get("collation") else {}
-        id_index = IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options)
-        info = CollectionInfo(coll_id, db, name, options, (id_index,), new_uuid())
+        indexes: tuple[IndexInfo, ...] = ()
+        if id_index:
+            # The `_id` index takes the collection's default collation, as every index does.
+            id_options = {"collation": options["collation"]} if options.get("collation") else {}
+            indexes = (IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options),)
+        info = CollectionInfo(coll_id, db, name, options, indexes, new_uuid())
         self.put_collection(txn, info)
+        if self.oplog is not None and indexes:
+            created = {"create": name, **options, "idIndex": indexes[0].spec()}
+            self.oplog.command(txn, db, created, info.uuid, name=name)
         return info
+
+    def log_delete(self, txn: Txn, info: CollectionInfo, value: bytes) -> None:
+        """Record the deletion of a stored record in the oplog (with its pre-image where the
+        collection keeps them)."""
+        oplog = self.oplog
+        if oplog is None or not oplog.enabled:
+            return
+        doc = bson.decode(ttl.body(value), CODEC)
+        pre = doc if wants_pre_images(info) else None
+        oplog.op(txn, "d", info, {"_id": doc.get("_id")}, pre_image=pre)
 
     def insert_one(
         self,
@@ -88,6 +110,15 @@ class Records:
         if self._on_insert is not None:
             self._on_insert(info.id)
         return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
+
+    def append_unindexed(
+        self, txn: Txn, info: CollectionInfo, rid: int, header: bytes, raw: bytes
+    ) -> None:
+        """Write a record that no index holds and no TTL rule touches, with its `header` (an
+        oplog entry: it has no `_id`, and mongod's oplog has no `_id` index)."""
+        if self._on_insert is not None:
+            self._on_insert(info.id)
+        txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
 
     def put_record(
         self,
@@ -155,6 +186,7 @@ class Records:
         value = txn.get(layout.record_key(info.id, rid), db=self.env.records)
         if value is None or not ttl.expired_value(value, ttl.rules_for(info), now_ms):
             return False
+        self.log_delete(txn, info, value)
         size = self.delete_record(txn, info, rid, value)
         self.add_stats(txn, info.id, -1, -size)
         return True
@@ -304,6 +336,7 @@ class CollectionWrites:
     def delete(self, rid: int, value: bytes) -> None:
         """Delete a record read with get()."""
         assert self.info is not None
+        self._records.log_delete(self._txn, self.info, value)
         self._size -= self._records.delete_record(self._txn, self.info, rid, value)
         self._count -= 1
 
@@ -314,14 +347,23 @@ class CollectionWrites:
         raw: bytes,
         doc: dict[str, Any],
         old_doc: dict[str, Any] | None = None,
+        replacement: bool = False,
     ) -> None:
-        """Store a new version (`raw`, decoded `doc`) of a record read with get()."""
+        """Store a new version (`raw`, decoded `doc`) of a record read with get(). The oplog
+        records it as a `replacement` (the whole document) or as an update's diff."""
         assert self.info is not None
         _check_size(raw)
         if raw != ttl.body(value):
             if old_doc is None:
                 old_doc = bson.decode(ttl.body(value), CODEC)
             schema.check(self.info, doc, old_doc, self.bypass)
+        oplog = self._records.oplog
+        if oplog is not None and oplog.enabled:
+            if old_doc is None:
+                old_doc = bson.decode(ttl.body(value), CODEC)
+            o = doc if replacement else {"$v": 2, "diff": update_diff(old_doc, doc)}
+            pre = old_doc if wants_pre_images(self.info) else None
+            oplog.op(self._txn, "u", self.info, o, {"_id": doc.get("_id")}, pre_image=pre)
         info = self._records.replace_record(
             self._txn, self.info, rid, value, raw, doc, self.now_ms, old_doc
         )
@@ -340,6 +382,10 @@ class CollectionWrites:
         schema.check(self.info, doc, bypass=self.bypass)
         rid = records.last_rid(self._txn, self.info.id) + 1
         self._set_info(records.insert_one(self._txn, self.info, rid, self.now_ms, raw, doc))
+        if records.oplog is not None:
+            records.oplog.op(
+                self._txn, "i", self.info, RawBSONDocument(raw), {"_id": doc.get("_id")}
+            )
         self._count += 1
         self._size += len(raw)
         gone, freed = records.make_room(self._txn, self.info, rid, (self._count, self._size))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import bson
+from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog import schema, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
@@ -26,6 +27,15 @@ from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.engine.oplog import (
+    OPLOG_DB,
+    OPLOG_NAME,
+    PREIMAGES_DB,
+    PREIMAGES_NAME,
+    WRITE_SESSION,
+    OpLog,
+    oplog_options,
+)
 from ebbdb.storage.engine.reader import Reader
 from ebbdb.storage.engine.records import CollectionWrites, Records
 from ebbdb.storage.engine.sizes import CollectionSizes, collection_sizes
@@ -70,6 +80,10 @@ class Engine:
         self.usage = Usage(catalog.values())
         self._writer = Writer(env, catalog, self.usage.published)
         self._records = Records(env, self._writer.note_insert)
+        #: The oplog of a replica set (enabled by enable_oplog; a standalone writes none).
+        self.oplog = OpLog(env, self._records, self._writer.lookup)
+        self._records.oplog = self.oplog
+        self._writer.on_inserts(self.oplog.inserted)
         #: Date-like strings met in TTL fields since the open; the TTL monitor logs them.
         self.date_strings = self._records.date_strings
         #: See Writer.on_inserts.
@@ -113,6 +127,22 @@ class Engine:
                 info = CollectionInfo.from_doc(bson.decode(bytes(v), CODEC))
                 out[(info.db, info.name)] = info
         return out
+
+    def enable_oplog(self, size_mb: int) -> None:
+        """Make this a replica set member's storage: local.oplog.rs (capped at `size_mb` MB, an
+        existing oplog keeps its size) and config.system.preimages are created if missing, and
+        every change from now on is recorded in the oplog, in the transaction that makes it."""
+        initiating = self.collection(OPLOG_DB, OPLOG_NAME) is None
+        if initiating:
+            self.create_collection(OPLOG_DB, OPLOG_NAME, oplog_options(size_mb), id_index=False)
+        if self.collection(PREIMAGES_DB, PREIMAGES_NAME) is None:
+            self.create_collection(PREIMAGES_DB, PREIMAGES_NAME)
+        oplog = self.collection(OPLOG_DB, OPLOG_NAME)
+        assert oplog is not None
+        self.oplog.enable(oplog)
+        if initiating:  # mongod's first entry, written when a set is initiated
+            entry = {"op": "n", "ns": "", "o": {"msg": "initiating set"}}
+            self._writer.write(lambda txn, _changes: self.oplog.append(txn, entry))
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -216,7 +246,11 @@ class Engine:
             rid = self._records.last_rid(txn, info.id)
             inserted = size = removed = 0
             errors: list[tuple[int, StorageError]] = []
+            oplog = self.oplog if self.oplog.enabled else None
+            session = WRITE_SESSION.get()
             for i, raw in enumerate(documents):
+                if session is not None:
+                    session.stmt_id = session.first_stmt + i
                 try:
                     raw, doc = prepare_document(raw)
                     if timeseries.OPTION in info.options:
@@ -230,6 +264,8 @@ class Engine:
                     continue
                 if updated is not info:
                     info = changes[(db, name)] = updated
+                if oplog is not None:
+                    oplog.op(txn, "i", info, RawBSONDocument(raw), {"_id": doc.get("_id")})
                 rid += 1
                 inserted += 1
                 size += len(raw)
@@ -294,6 +330,7 @@ class Engine:
                 # The predicate decides; the expiry index only finds candidates.
                 meta = ttl.read_meta(value)
                 if ttl.expired(meta, rules, now_ms):
+                    self._records.log_delete(txn, info, value)
                     size += self._records.delete_record(txn, info, rid, value, meta)
                     deleted += 1
             if deleted:

@@ -123,6 +123,7 @@ def _store(
     value: bytes,
     new_doc: dict[str, Any],
     old_doc: dict[str, Any],
+    replacement: bool = False,
 ) -> bool:
     """Write the new version; True if the document changed. An update that changes nothing is
     no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
@@ -132,7 +133,7 @@ def _store(
     changed = raw != ttl.body(value)
     assert view.info is not None
     if changed or ttl.rules_for(view.info).cosmos is not None:
-        view.replace(rid, value, raw, new_doc, old_doc)
+        view.replace(rid, value, raw, new_doc, old_doc, replacement)
     return changed
 
 
@@ -179,7 +180,9 @@ def update(
                     continue
                 value, doc = found
                 try:
-                    wrote = _store(view, rid, value, _apply(change, doc, spec, now_ms), doc)
+                    wrote = _store(
+                        view, rid, value, _apply(change, doc, spec, now_ms), doc, change.replacement
+                    )
                 except StorageError as exc:
                     return n, changed, exc
                 n += 1
@@ -241,7 +244,7 @@ def find_and_modify(
                 return FindAndModifyResult(shown(doc), 1, False)
             assert change is not None
             new_doc = _apply(change, doc, spec, now_ms)
-            _store(view, rid, value, new_doc, doc)
+            _store(view, rid, value, new_doc, doc, change.replacement)
             return FindAndModifyResult(shown(new_doc if return_new else doc), 1, True)
 
         result = engine.modify(db, name, run, now_ms, bypass)

@@ -226,6 +226,12 @@ def meta_for(coll: CollectionInfo, doc: dict[str, Any], modified: int) -> Record
     return RecordMeta(modified, valid_doc_ttl(doc), tuple(dates))
 
 
+def plain_header(modified: int) -> bytes:
+    """The header of a record that no TTL rule can touch and that carries no `ttl` of its own
+    (an oplog entry), last modified at `modified`."""
+    return _HEAD.pack(RECORD_FORMAT, modified, 0, 0)
+
+
 def header_for(
     coll: CollectionInfo, doc: dict[str, Any], modified: int, rid_bytes: bytes
 ) -> tuple[bytes, list[bytes]]:

@@ -311,9 +311,10 @@ def id_key(coll: CollectionInfo, query: ParsedFilter, collation: Collation | Non
     filter pins no `_id`, or the index's collation orders the value otherwise (a string under
     another collation)."""
     point = id_point(query)
-    if point is MISSING:
+    id_index = coll.index_named("_id_")
+    if point is MISSING or id_index is None:  # no `_id` index: the oplog's
         return MISSING
-    id_collation = coll.id_index.collation
+    id_collation = id_index.collation
     if id_collation is collation or id_collation == collation:
         return point if collation is None else collation.collate(point)
     return MISSING if has_string(point) else point

@@ -38,12 +38,16 @@ def dbpath(request: pytest.FixtureRequest, tmp_path: Any) -> str:
 
 @pytest.fixture
 def start_server(dbpath: str) -> Iterator[Callable[..., ServerThread]]:
-    """Start servers on demand: start_server(parameters=None, dbpath=None). All are stopped at the
-    end of the test (a test may stop one earlier with .stop())."""
+    """Start servers on demand: start_server(parameters=None, dbpath=None, repl_set=None). All are
+    stopped at the end of the test (a test may stop one earlier with .stop())."""
     started: list[ServerThread] = []
 
-    def start(parameters: dict[str, Any] | None = None, path: str | None = None) -> ServerThread:
-        srv = ServerThread(path or dbpath, parameters).start()
+    def start(
+        parameters: dict[str, Any] | None = None,
+        path: str | None = None,
+        repl_set: str | None = None,
+    ) -> ServerThread:
+        srv = ServerThread(path or dbpath, parameters, repl_set=repl_set).start()
         started.append(srv)
         return srv
 

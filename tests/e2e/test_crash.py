@@ -338,11 +338,12 @@ class Server:
         self.uri = ""
 
     @classmethod
-    def start(cls, dbpath: Path, log: Path) -> Server:
-        """Start a server on `dbpath` and wait for its startup line."""
+    def start(cls, dbpath: Path, log: Path, *options: str) -> Server:
+        """Start a server on `dbpath` (with more command-line `options`) and wait for its startup
+        line."""
         with open(log, "a") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ebbdb", "--port", "0", "--dbpath", str(dbpath)],
+                [sys.executable, "-m", "ebbdb", "--port", "0", "--dbpath", str(dbpath), *options],
                 cwd=ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
