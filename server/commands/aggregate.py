@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.server import views
+from ebbdb.server import change_streams, views
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.commands.aggregate_explain import Explained, explain_pipeline
 from ebbdb.server.commands.current_op import current_op_pipeline
@@ -73,6 +73,8 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     if p.explain:
         return await explain_aggregate(ctx, p, "queryPlanner", _command(p))
     collection = collection_of(p.target)
+    if change_streams.opens_stream(p.pipeline):
+        return await change_streams.open_stream(ctx, collection, p.pipeline, p.cursor)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
         await ctx.profiler.settle(collection)

@@ -12,7 +12,7 @@ from typing import Any
 import bson
 from bson import Int64
 
-from ebbdb.server import tailable, views
+from ebbdb.server import change_streams, tailable, views
 from ebbdb.server.arguments import (
     COMMAND_VALUE,
     TERSE_MISMATCH,
@@ -190,6 +190,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
+    if isinstance(cursor.run, change_streams.ChangeStreamRun):
+        return await change_streams.get_more(ctx, cursor, p.batch_size or None, p.max_time_ms)
     op = ctx.client.op
     if op is not None:
         if cursor.tail is not None:

@@ -129,7 +129,8 @@ def _events(
             entry, ts, index, txn, scope, expanded, "rename", from_db, from_coll, ui, extra, True
         )
     elif command == "dropDatabase":
-        if not _sees_db(scope, db):
+        # A collection's stream sees the drop of its collection logged just before (and ends).
+        if scope.coll is not None or not _sees_db(scope, db):
             return
         yield from _ddl(entry, ts, index, txn, scope, expanded, "dropDatabase", db, None, None, {})
     elif expanded and command in ("create", "createIndexes", "dropIndexes", "collMod"):

@@ -1,0 +1,453 @@
+"""Change streams over the oplog: `aggregate` with `$changeStream` first opens one (on a
+collection, a database, or the deployment), getMore reads the events committed since, waiting on
+the event loop (never blocking it) for the next oplog commit up to maxAwaitTimeMS, and every
+batch carries its postBatchResumeToken. The events themselves are made in
+storage/aggregate/change_stream/; here are the reads, the look-ups (updateLookup, pre- and
+post-images) and the stages after `$changeStream`."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import bson
+from bson import Timestamp
+from bson.raw_bson import RawBSONDocument
+
+from ebbdb.server.context import CommandContext
+from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Cursor, PipelineRun, Tailing
+from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.storage.aggregate import EngineSource, parse_pipeline
+from ebbdb.storage.aggregate.change_stream.events import Event, apply_diff, events_of
+from ebbdb.storage.aggregate.change_stream.spec import (
+    Scope,
+    StreamSpec,
+    check_after,
+    parse_spec,
+    scope_of,
+)
+from ebbdb.storage.aggregate.change_stream.tokens import (
+    HIGH_WATER_MARK,
+    Position,
+    TokenData,
+    high_water_mark,
+    parse,
+    ts_key,
+)
+from ebbdb.storage.aggregate.stage import Context, Read, Stage
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.values import render
+from ebbdb.storage.engine.oplog import OpLog
+from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.query.expressions import command_variables
+
+#: How long a getMore waits for an event when the driver gives no maxAwaitTimeMS (mongod's 1 s).
+DEFAULT_AWAIT_MS = 1000
+#: Oplog entries read at a time (one short read transaction each).
+_READ = 256
+#: Entries a batch scans on the loop before it lets other clients in.
+_SCAN_BUDGET = 2048
+
+
+def opens_stream(pipeline: list[Any]) -> bool:
+    """Whether an aggregate's pipeline starts with $changeStream (the stream's hook)."""
+    return bool(pipeline) and isinstance(pipeline[0], Mapping) and "$changeStream" in pipeline[0]
+
+
+# -- waiting for commits ----------------------------------------------------------------------------
+
+
+class CommitWatch:
+    """Wakes getMores waiting for oplog entries: the oplog tells it (on the writer thread) after
+    each commit that wrote entries; the waiters' futures resolve on the event loop."""
+
+    def __init__(self, oplog: OpLog) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        oplog.on_commit(self._committed)
+
+    @contextmanager
+    def waiting(self) -> Iterator[asyncio.Future[None]]:
+        """A future resolved by the next commit that writes oplog entries. Register it BEFORE
+        the last look: an entry committed after the look wakes it, one before is seen by it."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.add(fut)
+        try:
+            yield fut
+        finally:
+            self._waiters.discard(fut)
+
+    def _committed(self, last: Timestamp) -> None:
+        loop = self._loop
+        if loop is None or not self._waiters:
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _wake(self) -> None:
+        for fut in list(self._waiters):
+            if not fut.done():
+                fut.set_result(None)
+
+
+_WATCHES: weakref.WeakKeyDictionary[Engine, CommitWatch] = weakref.WeakKeyDictionary()
+
+
+def commit_watch(engine: Engine) -> CommitWatch:
+    watch = _WATCHES.get(engine)
+    if watch is None:
+        watch = _WATCHES[engine] = CommitWatch(engine.oplog)
+    return watch
+
+
+# -- the stream -------------------------------------------------------------------------------------
+
+
+def _before(ts: Timestamp) -> Timestamp:
+    """The timestamp just before `ts` (reads after it include the entry at `ts`)."""
+    key = ts_key(ts) - 1
+    return Timestamp(max(key, 0) >> 32, max(key, 0) & 0xFFFFFFFF)
+
+
+def _after_all_of(ts: Timestamp) -> Position:
+    """The position after every event at `ts`."""
+    return Position(ts_key(ts), 1 << 62, 1)
+
+
+class ChangeStreamRun(PipelineRun):
+    """A change stream's cursor state: the position of the last event it passed (events after
+    it come next), the events of entries read but not yet returned, and the stages after
+    $changeStream. `exhausted` once it returned an invalidate."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        db: str,
+        scope: Scope,
+        spec: StreamSpec,
+        stages: tuple[Stage, ...],
+        after: Position,
+        scan_ts: Timestamp,
+    ) -> None:
+        super().__init__(iter(()), lambda now_ms: None, lambda *a: None)
+        self.engine = engine
+        self.db = db
+        self.scope = scope
+        self.spec = spec
+        self.stages = stages
+        self.after = after
+        self.scan_ts = scan_ts
+        self.pending: deque[Event] = deque()
+        #: The token of the last event returned, while events of a read entry are pending.
+        self.last_token: dict[str, Any] | None = None
+
+    def post_batch_token(self) -> dict[str, Any]:
+        """postBatchResumeToken: the last event's token while events read are still to come,
+        else a high-water mark at the last entry scanned (every event up to it was seen)."""
+        if self.pending and self.last_token is not None:
+            return self.last_token
+        if self.exhausted and self.last_token is not None:
+            return self.last_token
+        return high_water_mark(self.scan_ts)
+
+    def pull(self, max_docs: int, now_ms: int) -> tuple[list[bytes], bool]:
+        """Up to `max_docs` events (as BSON) from what the oplog holds now; the flag says whether
+        the scan stopped short of the oplog's end (its budget ran out: call again)."""
+        out: list[bytes] = []
+        size = 0
+        scanned = 0
+        source = EngineSource(self.engine, self.db, now_ms)
+        context = Context(source, command_variables(None, now_ms), None, None)
+        while len(out) < max_docs and not self.exhausted:
+            if not self.pending:
+                if scanned >= _SCAN_BUDGET:
+                    return out, True
+                entries = self.engine.oplog.read_after(self.scan_ts, _READ)
+                if not entries:
+                    break
+                for ts, raw in entries:
+                    entry = bson.decode(raw, CODEC)
+                    for event in events_of(entry, self.scope, self.spec.show_expanded):
+                        if event.position > self.after:
+                            self.pending.append(event)
+                    self.scan_ts = ts
+                scanned += len(entries)
+                continue
+            event = self.pending[0]
+            doc = self._complete(event, now_ms)
+            for result in self._staged(doc, context):
+                raw = bson.encode(result, codec_options=CODEC)
+                if out and size + len(raw) > MAX_BATCH_BYTES:
+                    return out, False  # the event stays pending for the next batch
+                out.append(raw)
+                size += len(raw)
+            self.pending.popleft()
+            self.after = event.position
+            self.last_token = event.doc["_id"]
+            if event.ends:
+                self.exhausted = True
+        return out, False
+
+    def _staged(self, doc: dict[str, Any], context: Context) -> list[dict[str, Any]]:
+        docs: Iterator[dict[str, Any]] = iter((doc,))
+        for stage in self.stages:
+            docs = stage.run(docs, context)
+        results = list(docs)
+        for result in results:
+            if result.get("_id") != doc["_id"]:
+                raise QueryError(
+                    "ChangeStreamFatalError",
+                    "Encountered an event whose _id field, which contains the resume token, was "
+                    "modified by the pipeline. Modifying the _id field of an event makes it "
+                    "impossible to resume the stream from that point. Only transformations that "
+                    "retain the unmodified _id field are allowed.",
+                )
+        return results
+
+    # -- look-ups ------------------------------------------------------------------------------
+
+    def _complete(self, event: Event, now_ms: int) -> dict[str, Any]:
+        """The event with what its stream asks to be looked up: the document now (updateLookup),
+        the post-image (whenAvailable, required) and the pre-image (fullDocumentBeforeChange)."""
+        doc = dict(event.doc)
+        spec = self.spec
+        if event.op == "update" and spec.full_document != "default":
+            if spec.full_document == "updateLookup":
+                doc["fullDocument"] = self._lookup(event, now_ms)
+            else:
+                pre = self._pre_image(event, now_ms)
+                post = apply_diff(pre, event.diff or {}) if pre is not None else None
+                if post is None and spec.full_document == "required":
+                    raise _missing("post", doc)
+                doc["fullDocument"] = post
+        if spec.before_change != "off" and event.op in ("update", "replace", "delete"):
+            pre = self._pre_image(event, now_ms)
+            if pre is None and spec.before_change == "required":
+                raise _missing("pre", doc)
+            doc["fullDocumentBeforeChange"] = pre
+        return doc
+
+    def _lookup(self, event: Event, now_ms: int) -> dict[str, Any] | None:
+        if event.ns is None or event.document_key is None:
+            return None
+        db, coll = event.ns
+        info = self.engine.collection(db, coll)
+        if info is None or (event.ui is not None and info.uuid != event.ui):
+            return None  # dropped, or another collection of that name since
+        source = EngineSource(self.engine, db, now_ms)
+        return next(iter(source.documents(coll, Read(filter=dict(event.document_key)))), None)
+
+    def _pre_image(self, event: Event, now_ms: int) -> dict[str, Any] | None:
+        if event.ui is None:
+            return None
+        key = {
+            "nsUUID": event.ui,
+            "ts": event.position.ts,
+            "applyOpsIndex": bson.Int64(event.position.index),
+        }
+        source = EngineSource(self.engine, "config", now_ms)
+        found = next(iter(source.documents("system.preimages", Read(filter={"_id": key}))), None)
+        return None if found is None else dict(found["preImage"])
+
+    async def fill(self, max_docs: int | None, now_ms: int) -> list[bytes]:
+        want = max_docs if max_docs is not None else 1 << 31
+        out: list[bytes] = []
+        while True:
+            docs, more = self.pull(want - len(out), now_ms)
+            out += docs
+            if not more or len(out) >= want:
+                return out
+            await asyncio.sleep(0)  # a long stretch of other namespaces' entries: let others in
+
+
+def _missing(which: str, doc: dict[str, Any]) -> QueryError:
+    return QueryError(
+        "NoMatchingDocument",
+        f"Change stream was configured to require a {which}-image for all update, delete and "
+        f"replace events, but the {which}-image was not found for event: {render(doc)}",
+    )
+
+
+# -- opening ----------------------------------------------------------------------------------------
+
+
+def _start(engine: Engine, scope: Scope, spec: StreamSpec) -> tuple[Position, Timestamp]:
+    """Where a new stream starts: (the position events must come after, the oplog time to read
+    after), checking that a resume point is still in the oplog (286) and that a resume token's
+    event is there (280)."""
+    oplog = engine.oplog
+    first = oplog.first_ts()
+    token = spec.resume
+    if token is None and spec.start_at is None:
+        last = oplog.last_committed
+        return _after_all_of(last), last
+    point = token.cluster_time if token is not None else spec.start_at
+    assert point is not None
+    if first is None or point < first:
+        raise QueryError(
+            "ChangeStreamHistoryLost",
+            "Resume of change stream was not possible, as the resume point may no longer be in "
+            "the oplog.",
+        )
+    if token is None:  # startAtOperationTime: events at that time and after
+        return Position(ts_key(point) - 1, 1 << 62, 1), _before(point)
+    if token.token_type == HIGH_WATER_MARK:
+        return token.position, point
+    _check_token_present(engine, scope, spec, token)
+    return token.position, _before(point)
+
+
+def _check_token_present(engine: Engine, scope: Scope, spec: StreamSpec, token: TokenData) -> None:
+    """A resume token's event must be in the oplog (mongod: 280 when it is not, as for a token
+    of another deployment or another stream)."""
+    entries = engine.oplog.read_after(_before(token.cluster_time), 1)
+    if entries and entries[0][0] == token.cluster_time:
+        entry = bson.decode(entries[0][1], CODEC)
+        for event in events_of(entry, scope, spec.show_expanded):
+            if parse(event.doc["_id"], "resumeAfter") == _as_event(token):
+                return
+    raise QueryError(
+        "ChangeStreamFatalError",
+        "cannot resume stream; the resume token was not found. " + render(_token_doc(token)),
+    )
+
+
+def _as_event(token: TokenData) -> TokenData:
+    """An invalidate's token names the event that caused it."""
+    return TokenData(
+        token.cluster_time, token.token_type, token.txn_op_index, False, token.uuid, token.event_id
+    )
+
+
+def _token_doc(token: TokenData) -> dict[str, Any]:
+    from ebbdb.storage.aggregate.change_stream.tokens import encode
+
+    return encode(token)
+
+
+def _batch_size(cursor: Mapping[str, Any] | None) -> int:
+    size = DEFAULT_FIRST_BATCH if cursor is None else cursor.get("batchSize", DEFAULT_FIRST_BATCH)
+    if isinstance(size, bool) or not isinstance(size, int | float):
+        raise CommandError(
+            ErrorCode.TypeMismatch,
+            "BSON field 'aggregate.cursor.batchSize' is the wrong type, expected type 'int'",
+        )
+    if size < 0:
+        raise CommandError(
+            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {size}"
+        )
+    return int(size)
+
+
+async def open_stream(
+    ctx: CommandContext,
+    collection: str | None,
+    pipeline: list[Any],
+    cursor: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """aggregate with $changeStream first: the stream's cursor and its first batch (what the
+    oplog holds after the start point now; the first batch never waits)."""
+    if ctx.replica_set is None:
+        raise QueryError(
+            "Location40573", "The $changeStream stage is only supported on replica sets"
+        )
+    spec = parse_spec(pipeline[0]["$changeStream"])
+    if len(pipeline[0]) != 1:
+        raise QueryError(
+            "Location40323", "A pipeline stage specification object must contain exactly one field."
+        )
+    rest = list(pipeline[1:])
+    check_after(rest)
+    stages = parse_pipeline(rest).stages
+    scope = scope_of(ctx.db, collection, spec)
+    if cursor is None:
+        raise CommandError(
+            ErrorCode.FailedToParse,
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        )
+    first = _batch_size(cursor)
+    engine = ctx.gateway.engine
+    commit_watch(engine)
+    after, scan_ts = _start(engine, scope, spec)
+    run = ChangeStreamRun(engine, ctx.db, scope, spec, stages, after, scan_ts)
+    docs = await run.fill(first, ctx.now()) if first else []
+    ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
+    cid = 0
+    if not run.exhausted:
+        cid = ctx.cursors.open(ns, run, tail=Tailing(await_data=True)).id
+    return reply(ns, cid, "firstBatch", docs, run.post_batch_token())
+
+
+def reply(
+    ns: str, cid: int, batch_field: str, docs: list[bytes], token: dict[str, Any]
+) -> dict[str, Any]:
+    """A change stream's cursor reply: the batch, then postBatchResumeToken, id and ns."""
+    return {
+        "cursor": {
+            batch_field: [RawBSONDocument(raw) for raw in docs],
+            "postBatchResumeToken": token,
+            "id": bson.Int64(cid),
+            "ns": ns,
+        },
+        "ok": 1.0,
+    }
+
+
+# -- getMore ----------------------------------------------------------------------------------------
+
+
+async def get_more(
+    ctx: CommandContext, cursor: Cursor, batch_size: int | None, max_time_ms: int | None
+) -> dict[str, Any]:
+    """The next batch of a change stream: the events committed since the last one; with none,
+    wait (on the loop) for the next oplog commit, until maxTimeMS (the driver's maxAwaitTimeMS;
+    1 s without) is up, then answer an empty batch with a high-water mark."""
+    run = cursor.run
+    assert isinstance(run, ChangeStreamRun)
+    if ctx.client.op is not None:
+        ctx.client.op.deadline = None  # maxTimeMS here is how long to wait, not a time limit
+    cursor.in_use = True
+    ctx.client.op_run = run
+    watch = commit_watch(run.engine)
+    try:
+        docs = await run.fill(batch_size, ctx.now())
+        if not docs and not run.exhausted:
+            loop = asyncio.get_running_loop()
+            wait_ms = DEFAULT_AWAIT_MS if max_time_ms is None else max_time_ms
+            deadline = loop.time() + wait_ms / 1000
+            while not cursor.killed:
+                with watch.waiting() as committed:
+                    docs = await run.fill(batch_size, ctx.now())
+                    left = deadline - loop.time()
+                    if docs or run.exhausted or left <= 0:
+                        break
+                    cursor.waiting = committed  # killCursors wakes it too
+                    try:
+                        async with asyncio.timeout(left):
+                            await committed
+                    except TimeoutError:
+                        docs = await run.fill(batch_size, ctx.now())
+                        break
+                    finally:
+                        cursor.waiting = None
+    except BaseException:
+        ctx.cursors.close(cursor.id)  # as mongod: a failed getMore ends its cursor
+        raise
+    finally:
+        cursor.in_use = False
+    if cursor.killed:
+        raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
+    cid = cursor.id
+    if run.exhausted:
+        ctx.cursors.close(cid)
+        cid = 0
+    return reply(cursor.ns, cid, "nextBatch", docs, run.post_batch_token())
