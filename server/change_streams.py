@@ -12,6 +12,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import bson
@@ -137,6 +138,9 @@ class ChangeStreamRun(PipelineRun):
         stages: tuple[Stage, ...],
         after: Position,
         scan_ts: Timestamp,
+        floor: Timestamp,
+        last_token: dict[str, Any] | None = None,
+        last_token_ts: Timestamp | None = None,
     ) -> None:
         super().__init__(iter(()), lambda now_ms: None, lambda *a: None)
         self.engine = engine
@@ -147,16 +151,22 @@ class ChangeStreamRun(PipelineRun):
         self.after = after
         self.scan_ts = scan_ts
         self.pending: deque[Event] = deque()
-        #: The token of the last event returned, while events of a read entry are pending.
-        self.last_token: dict[str, Any] | None = None
+        #: The token of the last event returned (or resumed after), and its time.
+        self.last_token = last_token
+        self.last_ts = last_token_ts
+        #: The stream's start: no high-water mark before it (a new stream starts just after the
+        #: newest entry, as mongod's does).
+        self.floor = floor
 
     def post_batch_token(self) -> dict[str, Any]:
-        """postBatchResumeToken: the last event's token while events read are still to come,
-        else a high-water mark at the last entry scanned (every event up to it was seen)."""
-        if self.pending and self.last_token is not None:
-            return self.last_token
-        if self.exhausted and self.last_token is not None:
-            return self.last_token
+        """postBatchResumeToken, as mongod computes it: the last event's token, unless the scan
+        went past its time (then a high-water mark at the newest entry scanned: events at that
+        time and after are still to come, and none of the entry scanned there is this stream's)."""
+        if self.last_token is not None and self.last_ts is not None:
+            if self.pending or self.exhausted or ts_key(self.scan_ts) <= ts_key(self.last_ts):
+                return self.last_token
+        if ts_key(self.scan_ts) < ts_key(self.floor):
+            return high_water_mark(self.floor)
         return high_water_mark(self.scan_ts)
 
     def pull(self, max_docs: int, now_ms: int) -> tuple[list[bytes], bool]:
@@ -193,6 +203,7 @@ class ChangeStreamRun(PipelineRun):
             self.pending.popleft()
             self.after = event.position
             self.last_token = event.doc["_id"]
+            self.last_ts = event.position.ts
             if event.ends:
                 self.exhausted = True
         return out, False
@@ -280,30 +291,36 @@ def _missing(which: str, doc: dict[str, Any]) -> QueryError:
 # -- opening ----------------------------------------------------------------------------------------
 
 
-def _start(engine: Engine, scope: Scope, spec: StreamSpec) -> tuple[Position, Timestamp]:
-    """Where a new stream starts: (the position events must come after, the oplog time to read
-    after), checking that a resume point is still in the oplog (286) and that a resume token's
-    event is there (280)."""
+@dataclass(frozen=True)
+class _Start:
+    after: Position
+    scan_ts: Timestamp
+    floor: Timestamp
+    token: dict[str, Any] | None = None
+
+
+def _start(engine: Engine, scope: Scope, spec: StreamSpec, given: Any) -> _Start:
+    """Where a new stream starts: the position events must come after, the oplog time to read
+    after, and the time before which it gives no high-water mark; a resume point must still be in
+    the oplog (286) and a resume token's event there (280)."""
     oplog = engine.oplog
-    first = oplog.first_ts()
     token = spec.resume
     if token is None and spec.start_at is None:
         last = oplog.last_committed
-        return _after_all_of(last), last
+        return _Start(_after_all_of(last), last, Timestamp(last.time, last.inc + 1))
     point = token.cluster_time if token is not None else spec.start_at
     assert point is not None
+    first = oplog.first_ts()
     if first is None or point < first:
         raise QueryError(
             "ChangeStreamHistoryLost",
             "Resume of change stream was not possible, as the resume point may no longer be in "
             "the oplog.",
         )
-    if token is None:  # startAtOperationTime: events at that time and after
-        return Position(ts_key(point) - 1, 1 << 62, 1), _before(point)
-    if token.token_type == HIGH_WATER_MARK:
-        return token.position, point
+    if token is None or token.token_type == HIGH_WATER_MARK:  # events at that time and after
+        return _Start(Position(ts_key(point) - 1, 1 << 62, 1), _before(point), point)
     _check_token_present(engine, scope, spec, token)
-    return token.position, _before(point)
+    return _Start(token.position, _before(point), point, dict(given))
 
 
 def _check_token_present(engine: Engine, scope: Scope, spec: StreamSpec, token: TokenData) -> None:
@@ -377,8 +394,20 @@ async def open_stream(
     first = _batch_size(cursor)
     engine = ctx.gateway.engine
     commit_watch(engine)
-    after, scan_ts = _start(engine, scope, spec)
-    run = ChangeStreamRun(engine, ctx.db, scope, spec, stages, after, scan_ts)
+    given = pipeline[0]["$changeStream"]
+    start = _start(engine, scope, spec, given.get("resumeAfter", given.get("startAfter")))
+    run = ChangeStreamRun(
+        engine,
+        ctx.db,
+        scope,
+        spec,
+        stages,
+        start.after,
+        start.scan_ts,
+        start.floor,
+        start.token,
+        None if start.token is None else start.floor,
+    )
     docs = await run.fill(first, ctx.now()) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")
     cid = 0

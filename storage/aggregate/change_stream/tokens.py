@@ -78,10 +78,10 @@ class TokenData:
 
     @property
     def position(self) -> Position:
-        """Where a stream resumes after this token. A high-water mark says every entry up to its
-        time was seen: it stands after everything at that time."""
+        """Where a stream resumes after this token. A high-water mark at a time says every entry
+        before that time was seen (as mongod's: events at its time come after it)."""
         if self.token_type == HIGH_WATER_MARK:
-            return Position(ts_key(self.cluster_time), 1 << 62, 1)
+            return Position(ts_key(self.cluster_time) - 1, 1 << 62, 1)
         return Position.of(self.cluster_time, self.txn_op_index, self.from_invalidate)
 
 
