@@ -52,7 +52,7 @@ DEFAULT_AWAIT_MS = 1000
 #: Oplog entries read at a time (one short read transaction each).
 _READ = 256
 #: Entries a batch scans on the loop before it lets other clients in.
-_SCAN_BUDGET = 2048
+_SCAN_BUDGET = 512
 
 
 def opens_stream(pipeline: list[Any]) -> bool:

@@ -1,0 +1,69 @@
+"""Change streams through the Node.js driver (npm `mongodb`, pinned in .ci/node): watch with a
+$match and updateLookup, resumeAfter, the driver's 'change' events up to the invalidate that closes
+the stream, and mongod's code for a bad token (tests/e2e/js/change_streams.js)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ebbdb.server.embedded import ServerThread
+from tests.e2e.node_tools import JS_DIR, MODULES, node_tools
+
+
+@pytest.fixture
+def replset(tmp_path: Any) -> Iterator[ServerThread]:
+    srv = ServerThread(str(tmp_path / "data"), repl_set="rs0").start()
+    yield srv
+    srv.stop()
+
+
+def test_node_driver_watch(replset: ServerThread) -> None:
+    node = node_tools()
+    done = subprocess.run(
+        [node, str(JS_DIR / "change_streams.js"), replset.uri],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NODE_PATH": str(MODULES)},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    out = json.loads(done.stdout.splitlines()[-1])
+    ns = {"db": "nodestreams", "coll": "c"}
+    assert out == {
+        "events": [
+            {
+                "operationType": "insert",
+                "fullDocument": {"_id": 1, "a": 1},
+                "ns": ns,
+                "documentKey": {"_id": 1},
+            },
+            {
+                "operationType": "update",
+                "ns": ns,
+                "documentKey": {"_id": 1},
+                "updateDescription": {
+                    "updatedFields": {"a": 2},
+                    "removedFields": [],
+                    "truncatedArrays": [],
+                },
+                "fullDocument": {"_id": 1, "a": 2},
+            },
+            {
+                "operationType": "insert",
+                "fullDocument": {"_id": 2},
+                "ns": ns,
+                "documentKey": {"_id": 2},
+            },
+        ],
+        "tokenIsHex": True,
+        "resumed": ["update", "delete"],
+        "listened": ["insert", "drop", "invalidate"],
+        "badToken": 9,
+    }
