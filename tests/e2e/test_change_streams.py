@@ -471,3 +471,45 @@ def test_async_mongo_client_and_motor(replset: ServerThread) -> None:
         return out
 
     assert asyncio.run(main()) == [{"_id": 1}, {"_id": 2}]
+
+
+def _transactions_merged() -> bool:
+    from ebbdb.server import transactions
+
+    return hasattr(transactions, "TransactionManager")
+
+
+@pytest.mark.xfail(
+    not _transactions_merged(),
+    strict=True,
+    reason="multi-document transactions are the TXN branch's (this branch alone refuses them)",
+)
+def test_a_transaction_s_writes_are_one_event_each_with_its_session(
+    client: Client, db: Any
+) -> None:
+    db.create_collection("c", changeStreamPreAndPostImages={"enabled": True})
+    db.c.insert_one({"_id": 0, "n": 0})
+    with (
+        db.c.watch(full_document="required", full_document_before_change="whenAvailable") as stream,
+        client.start_session() as session,
+    ):
+
+        def work(s: Any) -> None:
+            db.c.insert_one({"_id": 1}, session=s)
+            db.c.update_one({"_id": 0}, {"$inc": {"n": 1}}, session=s)
+            db.other.insert_one({"_id": 2}, session=s)  # another collection's op
+            db.c.delete_one({"_id": 1}, session=s)
+
+        session.with_transaction(work)
+        lsid = session.session_id
+        events = [stream.next() for _ in range(3)]
+    assert [e["operationType"] for e in events] == ["insert", "update", "delete"]
+    assert len({e["clusterTime"] for e in events}) == 1
+    assert all(e["lsid"]["id"] == lsid["id"] for e in events)
+    assert all(e["txnNumber"] == 1 for e in events)
+    assert events[1]["fullDocument"] == {"_id": 0, "n": 1}
+    assert events[1]["fullDocumentBeforeChange"] == {"_id": 0, "n": 0}
+    assert events[2]["fullDocumentBeforeChange"] == {"_id": 1}
+    # Resuming after an op of the transaction gives the ops after it.
+    with db.c.watch(resume_after=events[0]["_id"]) as again:
+        assert [again.next()["operationType"] for _ in range(2)] == ["update", "delete"]
