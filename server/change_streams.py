@@ -233,13 +233,13 @@ class ChangeStreamRun(PipelineRun):
         spec = self.spec
         if event.op == "update" and spec.full_document != "default":
             if spec.full_document == "updateLookup":
-                doc["fullDocument"] = self._lookup(event, now_ms)
+                post = self._lookup(event, now_ms)
             else:
                 pre = self._pre_image(event, now_ms)
                 post = apply_diff(pre, event.diff or {}) if pre is not None else None
                 if post is None and spec.full_document == "required":
                     raise _missing("post", doc)
-                doc["fullDocument"] = post
+            doc = _with_full_document(doc, post)
         if spec.before_change != "off" and event.op in ("update", "replace", "delete"):
             pre = self._pre_image(event, now_ms)
             if pre is None and spec.before_change == "required":
@@ -278,6 +278,17 @@ class ChangeStreamRun(PipelineRun):
             if not more or len(out) >= want:
                 return out
             await asyncio.sleep(0)  # a long stretch of other namespaces' entries: let others in
+
+
+def _with_full_document(doc: dict[str, Any], value: dict[str, Any] | None) -> dict[str, Any]:
+    """An update event with its fullDocument where mongod's event keeps a place for it: after
+    wallTime, before ns."""
+    out: dict[str, Any] = {}
+    for name, item in doc.items():
+        if name == "ns":
+            out["fullDocument"] = value
+        out[name] = item
+    return out
 
 
 def _missing(which: str, doc: dict[str, Any]) -> QueryError:

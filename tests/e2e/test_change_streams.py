@@ -351,6 +351,16 @@ def test_full_document_modes(db: Any) -> None:
         # updateLookup: the document as it is when the event is read (deleted by then).
         got = [look.next() for _ in range(3)]
         assert [e.get("fullDocument", "-") for e in got] == [None, None, "-"]
+        assert list(got[0]) == [
+            "_id",
+            "operationType",
+            "clusterTime",
+            "wallTime",
+            "fullDocument",
+            "ns",
+            "documentKey",
+            "updateDescription",
+        ]
         # whenAvailable: the post-image from the pre-image kept for the change.
         got = [when.next() for _ in range(3)]
         assert [(e.get("fullDocument", "-"), e["fullDocumentBeforeChange"]) for e in got] == [

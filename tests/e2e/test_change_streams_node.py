@@ -46,6 +46,7 @@ def test_node_driver_watch(replset: ServerThread) -> None:
             },
             {
                 "operationType": "update",
+                "fullDocument": {"_id": 1, "a": 2},
                 "ns": ns,
                 "documentKey": {"_id": 1},
                 "updateDescription": {
@@ -53,7 +54,6 @@ def test_node_driver_watch(replset: ServerThread) -> None:
                     "removedFields": [],
                     "truncatedArrays": [],
                 },
-                "fullDocument": {"_id": 1, "a": 2},
             },
             {
                 "operationType": "insert",

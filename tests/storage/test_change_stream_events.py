@@ -286,9 +286,16 @@ def test_rename_and_drop_database() -> None:
     )
     ev, inv = docs(rename)
     assert ev["operationType"] == "rename" and ev["to"] == {"db": "test", "coll": "d"}
+    # mongod sets the rename's top-level `to` first; operationDescription only when expanded.
+    assert list(ev) == ["to", "_id", "operationType", "clusterTime", "wallTime", "ns"]
+    assert parse(ev["_id"], "resumeAfter").event_id == {
+        "operationType": "rename",
+        "operationDescription": {"to": {"db": "test", "coll": "d"}},
+    }
     assert inv["operationType"] == "invalidate"
     [db_ev] = docs(rename, Scope("test"), expanded=True)
     assert db_ev["operationDescription"] == {"to": {"db": "test", "coll": "d"}}
+    assert list(db_ev)[4] == "collectionUUID"
     dropdb = entry("c", "test.$cmd", {"dropDatabase": 1})
     del dropdb["ui"]
     ev, inv = docs(dropdb, Scope("test"))
@@ -351,9 +358,22 @@ def test_a_transaction_is_one_event_per_op_with_its_session() -> None:
     evs = list(events_of(txn, Scope("test", "c"), False))
     assert [(e.op, e.position.index) for e in evs] == [("insert", 0), ("delete", 2)]
     assert evs[0].doc["lsid"] == lsid and evs[0].doc["txnNumber"] == Int64(4)
-    assert list(evs[1].doc)[-2:] == ["lsid", "txnNumber"]
+    # mongod sets a transaction's txnNumber and lsid first of all.
+    assert list(evs[1].doc)[:3] == ["txnNumber", "lsid", "_id"]
     assert parse(evs[1].doc["_id"], "resumeAfter").txn_op_index == 2
     assert evs[0].doc["clusterTime"] == TS and evs[0].doc["wallTime"] == WALL
+
+
+def test_a_retryable_write_s_event_does_not_name_its_session() -> None:
+    lsid = {"id": Binary(uuid.uuid4().bytes, 4)}
+    e = entry("i", "test.c", {"_id": 1}, {"_id": 1}, lsid=lsid, txnNumber=Int64(1), stmtId=0)
+    [ev] = docs(e)
+    assert "lsid" not in ev and "txnNumber" not in ev
+
+
+def test_drop_s_token_names_only_its_operation_type() -> None:
+    [ev, _] = docs(entry("c", "test.$cmd", {"drop": "c"}))
+    assert parse(ev["_id"], "resumeAfter").event_id == {"operationType": "drop"}
 
 
 def test_no_op_entries_make_no_event() -> None:

@@ -52,14 +52,14 @@ def events_of(entry: Mapping[str, Any], scope: Scope, expanded: bool) -> Iterato
     op = entry.get("op")
     o = entry.get("o")
     if op == "c" and isinstance(o, Mapping) and "applyOps" in o:
-        txn = {k: entry[k] for k in ("lsid", "txnNumber") if k in entry}
+        # Only a transaction's events name its session (mongod: a retryable write's do not).
+        txn = {k: entry[k] for k in ("txnNumber", "lsid") if k in entry}
         for index, inner in enumerate(o["applyOps"]):
             merged = dict(inner)
             merged.setdefault("wall", entry.get("wall"))
             yield from _events(merged, ts, index, txn, scope, expanded)
         return
-    txn = {k: entry[k] for k in ("lsid", "txnNumber") if k in entry}
-    yield from _events(entry, ts, 0, txn, scope, expanded)
+    yield from _events(entry, ts, 0, {}, scope, expanded)
 
 
 def _split(ns: str) -> tuple[str, str]:
@@ -109,44 +109,87 @@ def _events(
         return
     if op != "c" or coll != "$cmd" or not isinstance(o, Mapping) or not o:
         return  # "n" (no-op) entries and anything else make no event
+    ddl = _ddl_of(o, o2, db, scope, expanded)
+    if ddl is None:
+        return
+    kind, ns_doc, description, front, after = ddl
+    event_id: dict[str, Any] = {"operationType": kind}
+    if description is not None:
+        event_id["operationDescription"] = description
+    doc = _head(entry, ts, index, kind, ui, event_id, expanded, {**txn, **front})
+    doc["ns"] = ns_doc
+    if expanded and description is not None:
+        doc["operationDescription"] = description
+    doc.update(after)
+    event = Event(Position.of(ts, index), doc, kind, ui=ui if isinstance(ui, Binary) else None)
+    yield event
+    if kind in _INVALIDATES[scope.kind] and (
+        kind != "rename" or _sees(scope, *_split(str(o["renameCollection"])))
+    ):
+        yield invalidate(event)
+
+
+_DDL = tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any], dict[str, Any]]
+
+
+def _ddl_of(o: Mapping[str, Any], o2: Any, db: str, scope: Scope, expanded: bool) -> _DDL | None:
+    """A command entry's event for this stream: (operationType, ns, operationDescription,
+    fields before the _id, fields after the rest), or None when the stream does not see it."""
     command = next(iter(o))
     target = o[command]
     if command == "drop":
-        yield from _ddl(entry, ts, index, txn, scope, expanded, "drop", db, str(target), ui, {})
-    elif command == "renameCollection":
+        name = str(target)
+        if not _sees(scope, db, name):
+            return None
+        return "drop", {"db": db, "coll": name}, None, {}, {}
+    if command == "renameCollection":
         from_db, from_coll = _split(str(target))
         to_db, to_coll = _split(str(o.get("to", "")))
-        sees_from = _sees(scope, from_db, from_coll)
         sees_to = scope.coll is None and _sees(scope, to_db, to_coll)
-        if not (sees_from or sees_to):
-            return
+        if not (_sees(scope, from_db, from_coll) or sees_to):
+            return None
         to = {"db": to_db, "coll": to_coll}
-        description: dict[str, Any] = {"to": to}
-        if isinstance(o.get("dropTarget"), Binary):
-            description["dropTarget"] = o["dropTarget"]
-        extra = {"to": to, "operationDescription": description} if expanded else {"to": to}
-        yield from _ddl(
-            entry, ts, index, txn, scope, expanded, "rename", from_db, from_coll, ui, extra, True
-        )
-    elif command == "dropDatabase":
+        # mongod's: the entry's fields but the source and stayTemp, `to` as a namespace; its
+        # entry names a dropped target by UUID only when there was one.
+        description = {
+            k: (to if k == "to" else v)
+            for k, v in o.items()
+            if k not in ("renameCollection", "stayTemp") and not (k == "dropTarget" and v is False)
+        }
+        # The top-level `to` predates operationDescription; mongod sets it first of all.
+        return "rename", {"db": from_db, "coll": from_coll}, description, {"to": to}, {}
+    if command == "dropDatabase":
         # A collection's stream sees the drop of its collection logged just before (and ends).
         if scope.coll is not None or not _sees_db(scope, db):
-            return
-        yield from _ddl(entry, ts, index, txn, scope, expanded, "dropDatabase", db, None, None, {})
-    elif expanded and command in ("create", "createIndexes", "dropIndexes", "collMod"):
-        name = str(target)
-        if command == "create":
-            kind, description = "create", {k: v for k, v in o.items() if k != "create"}
-        elif command == "createIndexes":
-            spec = {k: v for k, v in o.items() if k != "createIndexes"}
-            kind, description = "createIndexes", {"indexes": [spec]}
-        elif command == "dropIndexes":
-            spec = dict(o2) if isinstance(o2, Mapping) else {"name": o.get("index")}
-            kind, description = "dropIndexes", {"indexes": [spec]}
+            return None
+        return "dropDatabase", {"db": db}, None, {}, {}
+    if not expanded or command not in ("create", "createIndexes", "dropIndexes", "collMod"):
+        return None
+    name = str(target)
+    if not _sees(scope, db, name):
+        return None
+    ns = {"db": db, "coll": name}
+    if command == "create":
+        return "create", ns, {k: v for k, v in o.items() if k != "create"}, {}, {}
+    if command == "createIndexes":
+        spec = {k: v for k, v in o.items() if k != "createIndexes"}
+        return "createIndexes", ns, {"indexes": [spec]}, {}, {}
+    if command == "dropIndexes":
+        if isinstance(o2, Mapping):
+            spec = {k: v for k, v in o2.items() if k != "dropIndexes"}
         else:
-            kind, description = "modify", {k: v for k, v in o.items() if k != "collMod"}
-        extra = {"operationDescription": description}
-        yield from _ddl(entry, ts, index, txn, scope, expanded, kind, db, name, ui, extra)
+            spec = {"name": o.get("index")}
+        return "dropIndexes", ns, {"indexes": [spec]}, {}, {}
+    before = {}
+    if isinstance(o2, Mapping):
+        for name_old, field in (
+            ("collectionOptions_old", "collectionOptions"),
+            ("indexOptions_old", "indexOptions"),
+        ):
+            if name_old in o2:
+                before[field] = o2[name_old]
+    after = {"stateBeforeChange": before}
+    return "modify", ns, {k: v for k, v in o.items() if k != "collMod"}, {}, after
 
 
 def _head(
@@ -157,14 +200,21 @@ def _head(
     ui: Any,
     event_id: dict[str, Any],
     expanded: bool,
+    front: dict[str, Any],
 ) -> dict[str, Any]:
+    """An event's first fields, in mongod's order: a transaction's txnNumber and lsid (and a
+    rename's `to`) before all, then _id, operationType, clusterTime, collectionUUID (with
+    showExpandedEvents) and wallTime."""
     uuid = ui if isinstance(ui, Binary) else None
     token = encode(TokenData(ts, txn_op_index=index, uuid=uuid, event_id=event_id))
-    doc: dict[str, Any] = {"_id": token, "operationType": kind, "clusterTime": ts}
-    if entry.get("wall") is not None:
-        doc["wallTime"] = entry["wall"]
+    doc: dict[str, Any] = dict(front)
+    doc["_id"] = token
+    doc["operationType"] = kind
+    doc["clusterTime"] = ts
     if expanded and uuid is not None:
         doc["collectionUUID"] = uuid
+    if entry.get("wall") is not None:
+        doc["wallTime"] = entry["wall"]
     return doc
 
 
@@ -180,7 +230,8 @@ def _crud(
     expanded: bool,
 ) -> Event:
     o = entry.get("o") or {}
-    doc = _head(entry, ts, index, kind, ui, {"operationType": kind, "documentKey": key}, expanded)
+    event_id = {"operationType": kind, "documentKey": key}
+    doc = _head(entry, ts, index, kind, ui, event_id, expanded, txn)
     post: dict[str, Any] | None = None
     diff: dict[str, Any] | None = None
     if kind in ("insert", "replace"):
@@ -191,7 +242,6 @@ def _crud(
     if kind == "update":
         diff = o.get("diff") or {}
         doc["updateDescription"] = update_description(diff, expanded)
-    doc.update(txn)
     return Event(
         Position.of(ts, index),
         doc,
@@ -202,40 +252,6 @@ def _crud(
         post,
         diff,
     )
-
-
-def _ddl(
-    entry: Mapping[str, Any],
-    ts: Timestamp,
-    index: int,
-    txn: dict[str, Any],
-    scope: Scope,
-    expanded: bool,
-    kind: str,
-    db: str,
-    coll: str | None,
-    ui: Any,
-    extra: dict[str, Any],
-    sees: bool | None = None,
-) -> Iterator[Event]:
-    if sees is None:
-        sees = _sees_db(scope, db) if coll is None else _sees(scope, db, coll)
-    if not sees:
-        return
-    ns = {"db": db} if coll is None else {"db": db, "coll": coll}
-    description = extra.get("operationDescription")
-    event_id: dict[str, Any] = {"operationType": kind}
-    event_id["operationDescription"] = description if description is not None else {}
-    doc = _head(entry, ts, index, kind, ui, event_id, expanded)
-    doc["ns"] = ns
-    doc.update(extra)
-    doc.update(txn)
-    event = Event(Position.of(ts, index), doc, kind, ui=ui if isinstance(ui, Binary) else None)
-    yield event
-    if kind in _INVALIDATES[scope.kind] and (
-        kind != "rename" or (scope.coll is not None and _sees(scope, db, coll or ""))
-    ):
-        yield invalidate(event)
 
 
 def invalidate(cause: Event) -> Event:
