@@ -28,8 +28,8 @@ from ebbdb.storage.aggregate.change_stream.spec import (
     Scope,
     StreamSpec,
     check_after,
+    legal,
     parse_spec,
-    scope_of,
 )
 from ebbdb.storage.aggregate.change_stream.tokens import (
     HIGH_WATER_MARK,
@@ -42,7 +42,7 @@ from ebbdb.storage.aggregate.change_stream.tokens import (
 from ebbdb.storage.aggregate.stage import Context, Read, Stage
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import QueryError
-from ebbdb.storage.core.values import render
+from ebbdb.storage.core.values import render, render_value
 from ebbdb.storage.engine.oplog import OpLog
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.query.expressions import command_variables
@@ -139,8 +139,8 @@ class ChangeStreamRun(PipelineRun):
         after: Position,
         scan_ts: Timestamp,
         floor: Timestamp,
-        last_token: dict[str, Any] | None = None,
-        last_token_ts: Timestamp | None = None,
+        resume: TokenData | None = None,
+        resume_doc: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(iter(()), lambda now_ms: None, lambda *a: None)
         self.engine = engine
@@ -152,8 +152,11 @@ class ChangeStreamRun(PipelineRun):
         self.scan_ts = scan_ts
         self.pending: deque[Event] = deque()
         #: The token of the last event returned (or resumed after), and its time.
-        self.last_token = last_token
-        self.last_ts = last_token_ts
+        self.last_token = None if resume_doc is None else dict(resume_doc)
+        self.last_ts = None if resume is None else resume.cluster_time
+        #: The event a resume token names, until the stream has seen it (mongod: 280 when an
+        #: event after it comes first).
+        self.resume = resume
         #: The stream's start: no high-water mark before it (a new stream starts just after the
         #: newest entry, as mongod's does).
         self.floor = floor
@@ -187,7 +190,7 @@ class ChangeStreamRun(PipelineRun):
                 for ts, raw in entries:
                     entry = bson.decode(raw, CODEC)
                     for event in events_of(entry, self.scope, self.spec.show_expanded):
-                        if event.position > self.after:
+                        if event.position > self.after and self._past_resume_point(event):
                             self.pending.append(event)
                     self.scan_ts = ts
                 scanned += len(entries)
@@ -208,6 +211,25 @@ class ChangeStreamRun(PipelineRun):
                 self.exhausted = True
         return out, False
 
+    def _past_resume_point(self, event: Event) -> bool:
+        """Whether `event` is after the resumed token's event: the token's own event is passed
+        over (once seen); any other event at or past its place, before it was seen, means the
+        token names no event of this stream (280, naming that event, as mongod)."""
+        token = self.resume
+        if token is None:
+            return True
+        here = token.position
+        if event.position < here:
+            return False
+        if event.position == here and parse(event.doc["_id"], "resumeAfter") == token:
+            self.resume = None
+            self.after = event.position
+            return False
+        raise fatal(
+            "cannot resume stream; the resume token was not found. "
+            + render_value(event.doc["_id"])
+        )
+
     def _staged(self, doc: dict[str, Any], context: Context) -> list[dict[str, Any]]:
         docs: Iterator[dict[str, Any]] = iter((doc,))
         for stage in self.stages:
@@ -215,8 +237,7 @@ class ChangeStreamRun(PipelineRun):
         results = list(docs)
         for result in results:
             if result.get("_id") != doc["_id"]:
-                raise QueryError(
-                    "ChangeStreamFatalError",
+                raise fatal(
                     "Encountered an event whose _id field, which contains the resume token, was "
                     "modified by the pipeline. Modifying the _id field of an event makes it "
                     "impossible to resume the stream from that point. Only transformations that "
@@ -302,64 +323,42 @@ def _missing(which: str, doc: dict[str, Any]) -> QueryError:
 # -- opening ----------------------------------------------------------------------------------------
 
 
+def fatal(message: str) -> CommandError:
+    """A change stream's error that resuming cannot cure (mongod labels it so for drivers)."""
+    return CommandError(
+        ErrorCode.ChangeStreamFatalError, message, errorLabels=["NonResumableChangeStreamError"]
+    )
+
+
 @dataclass(frozen=True)
 class _Start:
     after: Position
     scan_ts: Timestamp
     floor: Timestamp
-    token: dict[str, Any] | None = None
 
 
-def _start(engine: Engine, scope: Scope, spec: StreamSpec, given: Any) -> _Start:
+def _start(engine: Engine, spec: StreamSpec, token: TokenData | None) -> _Start:
     """Where a new stream starts: the position events must come after, the oplog time to read
-    after, and the time before which it gives no high-water mark; a resume point must still be in
-    the oplog (286) and a resume token's event there (280)."""
+    after, and the time before which it gives no high-water mark. A resume point must still be
+    in the oplog (286)."""
     oplog = engine.oplog
-    token = spec.resume
     if token is None and spec.start_at is None:
+        # As mongod: one tick after the newest entry, so the stream does not return it.
         last = oplog.last_committed
         return _Start(_after_all_of(last), last, Timestamp(last.time, last.inc + 1))
     point = token.cluster_time if token is not None else spec.start_at
     assert point is not None
     first = oplog.first_ts()
     if first is None or point < first:
-        raise QueryError(
-            "ChangeStreamHistoryLost",
+        raise CommandError(
+            ErrorCode.ChangeStreamHistoryLost,
             "Resume of change stream was not possible, as the resume point may no longer be in "
             "the oplog.",
+            errorLabels=["NonResumableChangeStreamError"],
         )
-    if token is None or token.token_type == HIGH_WATER_MARK:  # events at that time and after
-        return _Start(Position(ts_key(point) - 1, 1 << 62, 1), _before(point), point)
-    _check_token_present(engine, scope, spec, token)
-    return _Start(token.position, _before(point), point, dict(given))
-
-
-def _check_token_present(engine: Engine, scope: Scope, spec: StreamSpec, token: TokenData) -> None:
-    """A resume token's event must be in the oplog (mongod: 280 when it is not, as for a token
-    of another deployment or another stream)."""
-    entries = engine.oplog.read_after(_before(token.cluster_time), 1)
-    if entries and entries[0][0] == token.cluster_time:
-        entry = bson.decode(entries[0][1], CODEC)
-        for event in events_of(entry, scope, spec.show_expanded):
-            if parse(event.doc["_id"], "resumeAfter") == _as_event(token):
-                return
-    raise QueryError(
-        "ChangeStreamFatalError",
-        "cannot resume stream; the resume token was not found. " + render(_token_doc(token)),
-    )
-
-
-def _as_event(token: TokenData) -> TokenData:
-    """An invalidate's token names the event that caused it."""
-    return TokenData(
-        token.cluster_time, token.token_type, token.txn_op_index, False, token.uuid, token.event_id
-    )
-
-
-def _token_doc(token: TokenData) -> dict[str, Any]:
-    from ebbdb.storage.aggregate.change_stream.tokens import encode
-
-    return encode(token)
+    # From a time (startAtOperationTime, a high-water mark): its events and those after; from an
+    # event's token: that event, which the run checks and passes over, and those after.
+    return _Start(Position(ts_key(point) - 1, 1 << 62, 1), _before(point), point)
 
 
 def _batch_size(cursor: Mapping[str, Any] | None) -> int:
@@ -384,19 +383,19 @@ async def open_stream(
 ) -> dict[str, Any]:
     """aggregate with $changeStream first: the stream's cursor and its first batch (what the
     oplog holds after the start point now; the first batch never waits)."""
-    if ctx.replica_set is None:
-        raise QueryError(
-            "Location40573", "The $changeStream stage is only supported on replica sets"
-        )
-    spec = parse_spec(pipeline[0]["$changeStream"])
     if len(pipeline[0]) != 1:
         raise QueryError(
             "Location40323", "A pipeline stage specification object must contain exactly one field."
         )
+    spec = parse_spec(pipeline[0]["$changeStream"])
+    if ctx.replica_set is None:
+        raise QueryError(
+            "Location40573", "The $changeStream stage is only supported on replica sets"
+        )
+    scope, token = legal(ctx.db, collection, spec)
     rest = list(pipeline[1:])
     check_after(rest)
     stages = parse_pipeline(rest).stages
-    scope = scope_of(ctx.db, collection, spec)
     if cursor is None:
         raise CommandError(
             ErrorCode.FailedToParse,
@@ -405,8 +404,8 @@ async def open_stream(
     first = _batch_size(cursor)
     engine = ctx.gateway.engine
     commit_watch(engine)
-    given = pipeline[0]["$changeStream"]
-    start = _start(engine, scope, spec, given.get("resumeAfter", given.get("startAfter")))
+    start = _start(engine, spec, token)
+    event_token = token if token is not None and token.token_type != HIGH_WATER_MARK else None
     run = ChangeStreamRun(
         engine,
         ctx.db,
@@ -416,8 +415,8 @@ async def open_stream(
         start.after,
         start.scan_ts,
         start.floor,
-        start.token,
-        None if start.token is None else start.floor,
+        event_token,
+        spec.resume_after or spec.start_after if event_token is not None else None,
     )
     docs = await run.fill(first, ctx.now()) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")

@@ -300,10 +300,29 @@ def test_bad_and_foreign_tokens_get_mongod_s_codes(db: Any) -> None:
         coll.insert_one({"_id": 2})
         token = s.next()["_id"]["_data"]
     foreign = token[:-30] + ("0" if token[-30] != "0" else "1") + token[-29:]
-    code, message = code_of(lambda: coll.watch(resume_after={"_data": foreign}))
-    assert code == 280 and message.startswith(
-        "cannot resume stream; the resume token was not found."
+    with pytest.raises(OperationFailure) as err:
+        coll.watch(resume_after={"_data": foreign})
+    # mongod names the event that came where the token's should have been.
+    assert err.value.code == 280
+    assert err.value.details is not None
+    assert err.value.details["errmsg"] == (
+        f'cannot resume stream; the resume token was not found. {{_data: "{token}"}}'
     )
+    assert err.value.has_error_label("NonResumableChangeStreamError")
+    # A token past the oplog's end: the stream waits for it; what comes before it is not its.
+    future = "82" + "7FFFFFFF00000001" + token[18:]
+    reply = db.command(
+        "aggregate",
+        "c",
+        pipeline=[{"$changeStream": {"resumeAfter": {"_data": future}}}],
+        cursor={},
+    )
+    assert reply["cursor"]["firstBatch"] == []
+    assert reply["cursor"]["postBatchResumeToken"] == {"_data": future}
+    coll.insert_one({"_id": 3})
+    more = db.command("getMore", reply["cursor"]["id"], collection="c", maxTimeMS=100)
+    assert more["cursor"]["nextBatch"] == []
+    db.command("killCursors", "c", cursors=[reply["cursor"]["id"]])
     # A point older than the oplog's first entry: 286 ChangeStreamHistoryLost.
     assert code_of(lambda: coll.watch(start_at_operation_time=Timestamp(1, 1)))[0] == 286
     old = "82" + "0000000100000001" + token[18:]

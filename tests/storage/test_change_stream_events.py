@@ -11,7 +11,7 @@ import pytest
 from bson import Binary, Int64, ObjectId, Timestamp
 
 from ebbdb.storage.aggregate.change_stream.events import apply_diff, events_of, update_description
-from ebbdb.storage.aggregate.change_stream.spec import Scope, check_after, parse_spec, scope_of
+from ebbdb.storage.aggregate.change_stream.spec import Scope, check_after, legal, parse_spec
 from ebbdb.storage.aggregate.change_stream.tokens import (
     HIGH_WATER_MARK,
     Position,
@@ -101,7 +101,7 @@ def test_high_water_mark_token() -> None:
         (
             {"_data": 1},
             "Location40647",
-            "Bad resume token: _data of missing or of wrong type. Expected string, got { _data: 1 }",
+            "Bad resume token: _data of missing or of wrong type. Expected string, got {_data: 1}",
         ),
         ({"_data": "zz"}, "FailedToParse", "resume token string was not a valid hex string"),
         ({"_data": "abc"}, "FailedToParse", "resume token string was not a valid hex string"),
@@ -132,7 +132,7 @@ def test_a_token_with_bytes_after_its_end_is_refused() -> None:
 
 def test_spec_defaults_and_errors() -> None:
     spec = parse_spec({})
-    assert (spec.full_document, spec.before_change, spec.resume, spec.start_at) == (
+    assert (spec.full_document, spec.before_change, spec.resume_after, spec.start_at) == (
         "default",
         "off",
         None,
@@ -147,29 +147,67 @@ def test_spec_defaults_and_errors() -> None:
         parse_spec({"bogus": 1})
     assert err.value.code_name == "Location40415"
     with pytest.raises(QueryError) as err:
-        parse_spec({"startAtOperationTime": TS, "resumeAfter": high_water_mark(TS)})
-    assert err.value.code_name == "Location40674"
-    with pytest.raises(QueryError) as err:
         parse_spec([])
     assert err.value.code_name == "Location50808"
+    with pytest.raises(QueryError) as err:
+        parse_spec({"showExpandedEvents": 1})
+    assert err.value.code_name == "TypeMismatch"
+
+
+def legal_error(db: str, coll: str | None, spec: dict) -> tuple[str, str]:
+    with pytest.raises(QueryError) as err:
+        legal(db, coll, parse_spec(spec))
+    return err.value.code_name, err.value.message
+
+
+def test_resume_options_in_mongod_s_order() -> None:
+    hwm = high_water_mark(TS)
+    assert legal_error("t", "c", {"startAtOperationTime": TS, "resumeAfter": hwm}) == (
+        "Location40674",
+        "Only one type of resume option is allowed, but multiple were found",
+    )
+    assert legal_error("t", "c", {"startAfter": hwm, "resumeAfter": hwm})[0] == "Location50865"
+    # The token's own errors come before 40674.
+    bad = {"startAtOperationTime": TS, "resumeAfter": {"_data": "zz"}}
+    assert legal_error("t", "c", bad)[0] == "FailedToParse"
+    no_uuid = encode(TokenData(TS, event_id={"operationType": "dropDatabase"}))
+    assert legal_error("t", "c", {"resumeAfter": no_uuid}) == (
+        "InvalidResumeToken",
+        "Attempted to resume a single-collection stream, but the resume token does not include "
+        "a UUID",
+    )
+    assert legal("t", None, parse_spec({"resumeAfter": no_uuid}))[1] is not None
 
 
 def test_resume_after_an_invalidate_is_260() -> None:
     token = encode(TokenData(TS, from_invalidate=True, uuid=UI, event_id={"operationType": "drop"}))
-    with pytest.raises(QueryError) as err:
-        parse_spec({"resumeAfter": token})
-    assert err.value.code_name == "InvalidResumeToken"
-    assert parse_spec({"startAfter": token}).start_after
+    assert legal_error("test", "c", {"resumeAfter": token}) == (
+        "InvalidResumeToken",
+        "Attempting to resume a change stream using 'resumeAfter' is not allowed from an "
+        "invalidate notification",
+    )
+    scope, data = legal("test", "c", parse_spec({"startAfter": token}))
+    assert data is not None and data.from_invalidate
 
 
 def test_scopes() -> None:
-    assert scope_of("test", "c", parse_spec({})) == Scope("test", "c")
-    assert scope_of("test", None, parse_spec({})) == Scope("test")
-    assert scope_of("admin", None, parse_spec({"allChangesForCluster": True})) == Scope(None)
-    for db, coll in (("admin", None), ("local", "x"), ("config", None), ("test", "system.js")):
-        with pytest.raises(QueryError) as err:
-            scope_of(db, coll, parse_spec({}))
-        assert err.value.code_name == "InvalidNamespace"
+    assert legal("test", "c", parse_spec({}))[0] == Scope("test", "c")
+    assert legal("test", None, parse_spec({}))[0] == Scope("test")
+    assert legal("admin", None, parse_spec({"allChangesForCluster": True}))[0] == Scope(None)
+    assert legal_error("admin", None, {}) == (
+        "InvalidNamespace",
+        "$changeStream may not be opened on the internal admin database",
+    )
+    assert legal_error("test", None, {"allChangesForCluster": True}) == (
+        "InvalidOptions",
+        "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' "
+        "database, and with no collection name; found test.$cmd.aggregate",
+    )
+    for db, coll in (("local", "x"), ("config", None), ("test", "system.js")):
+        assert legal_error(db, coll, {})[0] == "InvalidNamespace"
+    assert legal("config", "x", parse_spec({"allowToRunOnConfigDB": True}))[0] == Scope(
+        "config", "x"
+    )
     with pytest.raises(QueryError) as err:
         check_after([{"$match": {}}, {"$group": {"_id": 1}}])
     assert (err.value.code_name, err.value.message) == (

@@ -10,7 +10,12 @@ from typing import Any
 
 from bson import Timestamp
 
-from ebbdb.storage.aggregate.change_stream.tokens import TokenData, parse
+from ebbdb.storage.aggregate.change_stream.tokens import (
+    HIGH_WATER_MARK,
+    TokenData,
+    check_shape,
+    parse,
+)
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import type_name
 
@@ -28,6 +33,8 @@ _BOOLS = (
     "showExpandedEvents",
     "showSystemEvents",
     "showRawUpdateDescription",
+    "allowToRunOnConfigDB",
+    "allowToRunOnSystemNS",
 )
 _KNOWN = frozenset(
     (
@@ -36,10 +43,8 @@ _KNOWN = frozenset(
         "startAtOperationTime",
         "fullDocument",
         "fullDocumentBeforeChange",
-        "allowToRunOnConfigDB",
-        "allowToRunOnSystemNS",
-        *_BOOLS,
     )
+    + _BOOLS
 )
 
 
@@ -57,18 +62,28 @@ class Scope:
 
 @dataclass(frozen=True)
 class StreamSpec:
+    """The stage's specification as parsed (tokens checked for their shape only: `legal` decodes
+    them, after the checks mongod makes first)."""
+
     full_document: str = "default"
     before_change: str = "off"
-    #: The token to resume after (resumeAfter or startAfter) and which option gave it.
-    resume: TokenData | None = None
-    start_after: bool = False
+    resume_after: Mapping[str, Any] | None = None
+    start_after: Mapping[str, Any] | None = None
     start_at: Timestamp | None = None
-    all_changes_for_cluster: bool = False
-    show_expanded: bool = False
+    flags: frozenset[str] = frozenset()
+
+    @property
+    def show_expanded(self) -> bool:
+        return "showExpandedEvents" in self.flags
+
+    def flag(self, name: str) -> bool:
+        return name in self.flags
 
 
 def parse_spec(value: Any) -> StreamSpec:
-    """The `$changeStream` stage's argument, checked; raises QueryError with mongod's codes."""
+    """The `$changeStream` stage's argument as mongod's parser reads it: 50808 (not a document),
+    40415 (an unknown field), 14 (a wrong type), 2 (not one of an option's values), and a resume
+    token's shape (tokens.check_shape)."""
     if not isinstance(value, Mapping):
         raise QueryError("Location50808", "$changeStream stage expects a document as argument")
     for name in value:
@@ -76,45 +91,27 @@ def parse_spec(value: Any) -> StreamSpec:
             raise QueryError(
                 "Location40415", f"BSON field '$changeStream.{name}' is an unknown field."
             )
-    options: dict[str, Any] = {}
-    for name in _BOOLS:
-        if name in value:
-            options[name] = _bool(name, value[name])
+    flags = frozenset(name for name in _BOOLS if name in value and _bool(name, value[name]))
     full = _enum("fullDocument", value.get("fullDocument", "default"), FULL_DOCUMENT)
     before = _enum(
         "fullDocumentBeforeChange", value.get("fullDocumentBeforeChange", "off"), BEFORE_CHANGE
     )
-    given = [n for n in ("resumeAfter", "startAfter", "startAtOperationTime") if n in value]
-    if len(given) > 1:
+    start_at = value.get("startAtOperationTime")
+    if start_at is not None and not isinstance(start_at, Timestamp):
         raise QueryError(
-            "Location40674", "Only one type of resume option is allowed, but multiple were found."
+            "TypeMismatch",
+            "BSON field '$changeStream.startAtOperationTime' is the wrong type "
+            f"'{type_name(start_at)}', expected type 'timestamp'",
         )
-    resume: TokenData | None = None
-    start_at: Timestamp | None = None
-    if "startAtOperationTime" in value:
-        start_at = value["startAtOperationTime"]
-        if not isinstance(start_at, Timestamp):
-            raise QueryError(
-                "TypeMismatch",
-                "BSON field '$changeStream.startAtOperationTime' is the wrong type "
-                f"'{type_name(start_at)}', expected type 'timestamp'",
-            )
-    elif given:
-        resume = parse(value[given[0]], given[0])
-        if given[0] == "resumeAfter" and resume.from_invalidate:
-            raise QueryError(
-                "InvalidResumeToken",
-                "Attempting to resume a change stream using 'resumeAfter' is not allowed from an "
-                "invalidate notification.",
-            )
+    resume_after = value.get("resumeAfter")
+    start_after = value.get("startAfter")
     return StreamSpec(
         full_document=full,
         before_change=before,
-        resume=resume,
-        start_after=bool(given) and given[0] == "startAfter",
+        resume_after=None if resume_after is None else check_shape(resume_after, "resumeAfter"),
+        start_after=None if start_after is None else check_shape(start_after, "startAfter"),
         start_at=start_at,
-        all_changes_for_cluster=options.get("allChangesForCluster", False),
-        show_expanded=options.get("showExpandedEvents", False),
+        flags=flags,
     )
 
 
@@ -143,32 +140,71 @@ def _enum(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def scope_of(db: str, collection: str | None, spec: StreamSpec) -> Scope:
+def legal(db: str, collection: str | None, spec: StreamSpec) -> tuple[Scope, TokenData | None]:
     """What a stream opened by `aggregate` on `db` (`collection` None: `aggregate: 1`) watches,
-    with mongod's errors for a namespace no stream may watch."""
-    if spec.all_changes_for_cluster:
-        if db != "admin" or collection is not None:
-            raise QueryError(
-                "InvalidOptions",
-                "A $changeStream with 'allChangesForCluster:true' may only be opened on the "
-                "'admin' database, and with no collection name",
-            )
-        return Scope(None)
-    if db == "admin" and collection is None:
+    and the token it resumes after, with mongod's checks in mongod's order (after the replica
+    set's 40573): where it may be opened (72, 73), one resume option (50865, then the token's
+    own errors, 40674), and 260 for resuming after an invalidate or a single collection's stream
+    from a token without a UUID."""
+    cluster = spec.flag("allChangesForCluster")
+    if cluster and (db != "admin" or collection is not None):
+        ns = f"{db}.{collection if collection is not None else '$cmd.aggregate'}"
         raise QueryError(
-            "InvalidNamespace",
-            "$changeStream on the admin database requires {allChangesForCluster:true}",
+            "InvalidOptions",
+            "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' "
+            f"database, and with no collection name; found {ns}",
         )
-    if db in INTERNAL_DBS:
+    allowed = (
+        cluster
+        if db == "admin"
+        else db != "local" and (db != "config" or spec.flag("allowToRunOnConfigDB"))
+    )
+    if not allowed:
         raise QueryError(
             "InvalidNamespace", f"$changeStream may not be opened on the internal {db} database"
         )
-    if collection is not None and collection.startswith("system."):
+    if (
+        collection is not None
+        and collection.startswith("system.")
+        and not spec.flag("allowToRunOnSystemNS")
+    ):
         raise QueryError(
             "InvalidNamespace",
             f"$changeStream may not be opened on the internal {db}.{collection} collection",
         )
-    return Scope(db, collection)
+    if spec.resume_after is not None and spec.start_after is not None:
+        raise QueryError(
+            "Location50865",
+            "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage",
+        )
+    token: TokenData | None = None
+    if spec.resume_after is not None:
+        token = parse(spec.resume_after, "resumeAfter")
+    elif spec.start_after is not None:
+        token = parse(spec.start_after, "startAfter")
+    if spec.start_at is not None and token is not None:
+        raise QueryError(
+            "Location40674", "Only one type of resume option is allowed, but multiple were found"
+        )
+    if spec.resume_after is not None and token is not None and token.from_invalidate:
+        raise QueryError(
+            "InvalidResumeToken",
+            "Attempting to resume a change stream using 'resumeAfter' is not allowed from an "
+            "invalidate notification",
+        )
+    if (
+        token is not None
+        and collection is not None
+        and token.uuid is None
+        and token.token_type != HIGH_WATER_MARK
+    ):
+        raise QueryError(
+            "InvalidResumeToken",
+            "Attempted to resume a single-collection stream, but the resume token does not "
+            "include a UUID",
+        )
+    scope = Scope(None) if cluster else Scope(db, collection)
+    return scope, token
 
 
 def check_after(stages: list[Any]) -> None:

@@ -15,7 +15,7 @@ import bson
 from bson import Binary, ObjectId, Timestamp
 
 from ebbdb.storage.core.errors import QueryError
-from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, render
+from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, render_value
 
 #: Token types (ResumeTokenData::TokenType).
 EVENT_TOKEN, HIGH_WATER_MARK = 128, 0
@@ -191,10 +191,9 @@ def _generic(value: Any) -> int:
 # -- decoding ----------------------------------------------------------------------------------------
 
 
-def parse(token: Any, option: str) -> TokenData:
-    """The data of a token given as `$changeStream.<option>`; raises QueryError with mongod's
-    codes: 14 (not a document), 40647 (_data missing or not a string), 40648 (_typeBits of a wrong
-    type), 9 (not hex), 40649 (empty) and the format errors of a token that is not one."""
+def check_shape(token: Any, option: str) -> Mapping[str, Any]:
+    """A token given as `$changeStream.<option>`, checked as mongod's parser checks it: 14 (not
+    a document), 40647 (_data missing or not a string), 40648 (_typeBits of a wrong type)."""
     if not isinstance(token, Mapping):
         from ebbdb.storage.core.values import type_name
 
@@ -203,18 +202,26 @@ def parse(token: Any, option: str) -> TokenData:
             f"BSON field '$changeStream.{option}' is the wrong type '{type_name(token)}', "
             "expected type 'object'",
         )
-    data = token.get("_data")
-    if not isinstance(data, str):
+    if not isinstance(token.get("_data"), str):
         raise QueryError(
             "Location40647",
             "Bad resume token: _data of missing or of wrong type. Expected string, got "
-            + render(dict(token)),
+            + render_value(dict(token)),
         )
     type_bits = token.get("_typeBits")
     if type_bits is not None and not (isinstance(type_bits, bytes) and _subtype(type_bits) == 0):
         raise QueryError(
-            "Location40648", f"Bad resume token: _typeBits of wrong type {render(dict(token))}"
+            "Location40648",
+            f"Bad resume token: _typeBits of wrong type {render_value(dict(token))}",
         )
+    return token
+
+
+def parse(token: Any, option: str) -> TokenData:
+    """The data of a token given as `$changeStream.<option>`; raises QueryError with mongod's
+    codes: check_shape's, then 9 (not hex), 40649 (empty) and the format errors of a token that
+    is not one."""
+    data = check_shape(token, option)["_data"]
     try:
         raw = bytes.fromhex(data) if len(data) % 2 == 0 else None
     except ValueError:
