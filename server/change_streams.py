@@ -45,6 +45,7 @@ from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render, render_value
 from ebbdb.storage.engine.oplog import OpLog
 from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.execution import views as storage_views
 from ebbdb.storage.query.expressions import command_variables
 
 #: How long a getMore waits for an event when the driver gives no maxAwaitTimeMS (mongod's 1 s).
@@ -393,6 +394,11 @@ async def open_stream(
             "Location40573", "The $changeStream stage is only supported on replica sets"
         )
     scope, token = legal(ctx.db, collection, spec)
+    if collection is not None and storage_views.lookup(ctx.gateway.engine, ctx.db, collection):
+        raise CommandError(
+            ErrorCode.CommandNotSupportedOnView,
+            f"Namespace {ctx.ns(collection)} is a view, not a collection",
+        )
     rest = list(pipeline[1:])
     check_after(rest)
     stages = parse_pipeline(rest).stages

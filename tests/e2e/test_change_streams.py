@@ -328,6 +328,11 @@ def test_bad_and_foreign_tokens_get_mongod_s_codes(db: Any) -> None:
     old = "82" + "0000000100000001" + token[18:]
     assert code_of(lambda: coll.watch(resume_after={"_data": old}))[0] == 286
     assert code_of(lambda: coll.watch(full_document="nope"))[0] == 2
+    db.create_collection("v", viewOn="c", pipeline=[])
+    assert code_of(lambda: db.v.watch()) == (
+        166,
+        f"Namespace {db.name}.v is a view, not a collection",
+    )
     assert code_of(lambda: coll.watch([{"$group": {"_id": 1}}])) == (
         20,
         "$group is not permitted in a $changeStream pipeline",
