@@ -142,6 +142,7 @@ class ChangeStreamRun(PipelineRun):
         floor: Timestamp,
         resume: TokenData | None = None,
         resume_doc: Mapping[str, Any] | None = None,
+        anchored: bool = False,
     ) -> None:
         super().__init__(iter(()), lambda now_ms: None, lambda *a: None)
         self.engine = engine
@@ -151,6 +152,9 @@ class ChangeStreamRun(PipelineRun):
         self.stages = stages
         self.after = after
         self.scan_ts = scan_ts
+        #: `scan_ts` is an entry's time, read again with the next ones to know it is still
+        #: there: when the oplog has rolled over it, the events since are lost (286).
+        self.anchored = anchored
         self.pending: deque[Event] = deque()
         #: The token of the last event returned (or resumed after), and its time.
         self.last_token = None if resume_doc is None else dict(resume_doc)
@@ -185,7 +189,7 @@ class ChangeStreamRun(PipelineRun):
             if not self.pending:
                 if scanned >= _SCAN_BUDGET:
                     return out, True
-                entries = self.engine.oplog.read_after(self.scan_ts, _READ)
+                entries = self._next_entries()
                 if not entries:
                     break
                 for ts, raw in entries:
@@ -211,6 +215,24 @@ class ChangeStreamRun(PipelineRun):
             if event.ends:
                 self.exhausted = True
         return out, False
+
+    def _next_entries(self) -> list[tuple[Timestamp, bytes]]:
+        """The next oplog entries after `scan_ts`; 286 when the oplog no longer holds the
+        entry at `scan_ts` (it rolled over entries this stream had not read yet)."""
+        oplog = self.engine.oplog
+        if not self.anchored:
+            entries = oplog.read_after(self.scan_ts, _READ)
+            self.anchored = bool(entries)
+            return entries
+        entries = oplog.read_after(_before(self.scan_ts), _READ + 1)
+        if not entries or entries[0][0] != self.scan_ts:
+            raise CommandError(
+                ErrorCode.ChangeStreamHistoryLost,
+                "Resume of change stream was not possible, as the resume point may no longer be "
+                "in the oplog.",
+                errorLabels=["NonResumableChangeStreamError"],
+            )
+        return entries[1:]
 
     def _past_resume_point(self, event: Event) -> bool:
         """Whether `event` is after the resumed token's event: the token's own event is passed
@@ -423,6 +445,7 @@ async def open_stream(
         start.floor,
         event_token,
         spec.resume_after or spec.start_after if event_token is not None else None,
+        anchored=token is None and spec.start_at is None,
     )
     docs = await run.fill(first, ctx.now()) if first else []
     ns = ctx.ns(collection if collection is not None else "$cmd.aggregate")

@@ -547,3 +547,24 @@ def test_a_transaction_s_writes_are_one_event_each_with_its_session(
     # Resuming after an op of the transaction gives the ops after it.
     with db.c.watch(resume_after=events[0]["_id"]) as again:
         assert [again.next()["operationType"] for _ in range(2)] == ["update", "delete"]
+
+
+def test_a_stream_the_oplog_rolled_past_gets_286(tmp_path: Any) -> None:
+    srv = ServerThread(str(tmp_path / "d"), repl_set="rs0", oplog_size_mb=1).start()
+    try:
+        with MongoClient(srv.uri) as c:
+            reply = c.t.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={})
+            cid = reply["cursor"]["id"]
+            c.t.c.insert_one({"_id": 0})
+            first = c.t.command("getMore", cid, collection="c")["cursor"]["nextBatch"]
+            assert [e["documentKey"] for e in first] == [{"_id": 0}]
+            # More than the oplog holds, before the stream reads on.
+            c.t.c.insert_many([{"_id": i, "pad": "x" * 10_000} for i in range(1, 300)])
+            with pytest.raises(OperationFailure) as err:
+                c.t.command("getMore", cid, collection="c")
+            assert err.value.code == 286
+            assert err.value.has_error_label("NonResumableChangeStreamError")
+            token = first[0]["_id"]
+            assert code_of(lambda: c.t.c.watch(resume_after=token))[0] == 286
+    finally:
+        srv.stop()
