@@ -32,6 +32,7 @@ from ebbdb.server.profiler import Profiler
 from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
+from ebbdb.server.transactions import TransactionManager
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
 from ebbdb.storage.core import interrupt
@@ -177,11 +178,17 @@ class App:
                 ),
                 operations=self.operations,
                 replica_set=replica_set,
+                transactions=None
+                if replica_set is None
+                else TransactionManager(gateway, self.parameters),
             )
+            if self._services.transactions is not None:
+                self._services.transactions.serve(self._services.sessions)
             await auth_startup.prepare(config, self._services.users, gateway)
             await self._listen(Dispatcher(self._services))
             if replica_set is not None and self.address is not None:
                 replica_set.listening(self.address)
+                await gateway.write(replica_set.keep_config)
         except BaseException:
             await self._close_storage()
             self._remove_ephemeral()
@@ -202,7 +209,13 @@ class App:
             {"port": self.address[1], "ssl": "on" if config.tls.enabled else "off"},
             ctx="listener",
             text=f"ebbdb {EBBDB_VERSION} listening on {self.address[0]}:{self.address[1]}, "
-            f"dbpath {config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
+            f"dbpath {config.dbpath}"
+            + (" (ephemeral)" if config.ephemeral else "")
+            + (
+                f", replica set {config.repl_set}: primary, member {self.services.replica_set.host}"
+                if self.services.replica_set is not None
+                else ""
+            ),
         )
         self.log_ring.starting = False
 
@@ -232,6 +245,8 @@ class App:
         if self.stopped.is_set():
             return
         log.info("shutting down")
+        if self._services is not None and self._services.replica_set is not None:
+            self._services.replica_set.closing.set()  # awaitable hellos answer now
         for srv in self._servers:
             srv.close()
         for task in self._tasks:
@@ -260,6 +275,8 @@ class App:
         for srv in self._servers:
             with contextlib.suppress(Exception):
                 await srv.wait_closed()
+        if self._services is not None and self._services.transactions is not None:
+            self._services.transactions.close()  # open transactions end with their snapshots
         await self._close_storage()
         # Off the loop, as closing storage is: a large directory takes a while to delete.
         await asyncio.get_running_loop().run_in_executor(None, self._remove_ephemeral)

@@ -65,9 +65,16 @@ async def serve(config: Config) -> int:
     # at Python's default 5 ms, a ping needing a few handovers while a reader thread scans waits
     # 10-20 ms; at 1 ms the loop gets its turn within about a millisecond each time.
     sys.setswitchinterval(SWITCH_INTERVAL)
+    replica_set = app.services.replica_set
     print(
         f"ebbdb {EBBDB_VERSION} listening on {app.address[0]}:{app.address[1]} "
-        f"dbpath={app.config.dbpath}" + (" (ephemeral)" if config.ephemeral else ""),
+        f"dbpath={app.config.dbpath}"
+        + (" (ephemeral)" if config.ephemeral else "")
+        + (
+            ""
+            if replica_set is None
+            else f" replSet={replica_set.name} (primary, member {replica_set.host})"
+        ),
         flush=True,
     )
     await app.stop_requested.wait()  # a signal, or the shutdown command

@@ -39,6 +39,7 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
     "journalCommitInterval": ("integer", 1, 500),
     "syncdelay": ("number", 0, 9_999_999),
+    "transactionLifetimeLimitSeconds": ("integer", 1, None),
     "ttlMonitorEnabled": ("boolean", None, None),
     "ttlMonitorSleepSecs": ("integer", 1, None),
 }
@@ -61,6 +62,8 @@ PARAMETER_NOTES: dict[str, str] = {
     "(see Durability)",
     "syncdelay": "mongod's flush interval in seconds, also `--syncdelay`: the background sync "
     "runs every `journalCommitInterval`, or this if shorter (0: no bound of its own)",
+    "transactionLifetimeLimitSeconds": "a multi-document transaction (replica-set mode) open "
+    "longer than this many seconds is aborted",
     "ttlMonitorEnabled": "while false, no TTL pass runs (reads still hide expired documents)",
     "ttlMonitorSleepSecs": "seconds between TTL passes; a new value wakes the monitor at once",
 }

@@ -9,7 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ebbdb.server.config_file import MAX_VERBOSITY, PROFILE_MODES, ConfigFileError, read_config
+from ebbdb.server.config_file import (
+    MAX_VERBOSITY,
+    PROFILE_MODES,
+    ConfigFileError,
+    parse_host,
+    read_config,
+)
 from ebbdb.server.log import LOG_FORMATS, LogFormat
 from ebbdb.server.parameters import parse_startup
 from ebbdb.server.tls import TLS_MODES, TLSSettings
@@ -21,6 +27,10 @@ DEFAULT_DBPATH = "./ebbdb-data"
 DEFAULT_MAX_CONNECTIONS = 1_000_000
 #: mongod's operationProfiling.slowOpThresholdMs default.
 DEFAULT_SLOWMS = 100
+#: The oplog's size when --oplogSize is not given (mongod takes 5% of the disk; ebbdb a fixed size).
+DEFAULT_OPLOG_SIZE_MB = 192
+#: mongod's bound on --oplogSize: 1 PB.
+MAX_OPLOG_SIZE_MB = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,7 @@ class Config:
     #: standalone server, the default).
     repl_set: str | None = None
     #: --oplogSize / replication.oplogSizeMB: the capped size of local.oplog.rs, in megabytes.
-    oplog_size_mb: int = 192
+    oplog_size_mb: int = DEFAULT_OPLOG_SIZE_MB
     #: --replSetHost: the host:port the replica set's one member is known by (clients connect to
     #: it after discovery); None: the first --bind_ip address and the port listened on.
     repl_set_host: str | None = None
@@ -138,6 +148,13 @@ class Config:
         out["storage"] = {"dbPath": self.dbpath}
         if self.auth:
             out["security"] = {"authorization": "enabled"}
+        if self.repl_set is not None:
+            replication: dict[str, Any] = {"replSet": self.repl_set}
+            if self.oplog_size_mb != DEFAULT_OPLOG_SIZE_MB:
+                replication["oplogSizeMB"] = self.oplog_size_mb
+            if self.repl_set_host is not None:
+                replication["replSetHost"] = self.repl_set_host  # ebbdb's own
+            out["replication"] = replication
         if self.parameters:
             out["setParameter"] = {k: str(v) for k, v in self.parameters.items()}
         system_log: dict[str, Any] = {}
@@ -173,6 +190,30 @@ def _ranged(
 _port = _ranged("port", int, 0, 65535, "port must be between 0 and 65535")
 _positive = _ranged("count", int, 1, 2**31 - 1, "must be at least 1")
 _fraction = _ranged("fraction", float, 0, 1, "must be between 0 and 1")
+_oplog_size = _ranged("size", int, 1, MAX_OPLOG_SIZE_MB, "must be at least 1 (megabytes)")
+
+
+def _set_name(text: str) -> str:
+    """--replSet NAME. A seed list (`rs0/host:port,...`) is a legacy spelling of the same option:
+    the name is the part before the slash. An empty name is no replica set, as with mongod (so a
+    Compose file can pass `--replSet=${VARIABLE:-}`)."""
+    name = text.partition("/")[0]
+    if "/" in text and not name:
+        raise argparse.ArgumentTypeError("the replica set name must not be empty")
+    return name
+
+
+def _host(text: str) -> str:
+    if not text.strip():
+        return ""  # the default host
+    try:
+        parse_host(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
+
+
+_host.__name__ = "host"
 
 
 class _Verbosity(argparse.Action):
@@ -204,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help="read options from a mongod.conf YAML file (net, security, storage, systemLog, "
-        "operationProfiling, setParameter); flags override it",
+        "operationProfiling, replication, setParameter); flags override it",
     )
     p.add_argument(
         "--port",
@@ -270,6 +311,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="require clients to log in (SCRAM-SHA-256 or SCRAM-SHA-1) and check every command "
         "against the user's roles",
+    )
+    p.add_argument(
+        "--replSet",
+        type=_set_name,
+        metavar="NAME",
+        help="run as a one-member replica set of this name (initiated at start, primary at "
+        "once): sessions' transactions, retryable writes, change streams",
+    )
+    p.add_argument(
+        "--oplogSize",
+        type=_oplog_size,
+        metavar="MB",
+        help=f"with --replSet, the capped size of local.oplog.rs (default "
+        f"{DEFAULT_OPLOG_SIZE_MB} MB)",
+    )
+    p.add_argument(
+        "--replSetHost",
+        type=_host,
+        metavar="HOST:PORT",
+        help="with --replSet, the address the member is known by, which clients reconnect to "
+        "after discovery (default: the first --bind_ip address and the port listened on); for "
+        "a port published by Docker, the address and port clients reach it at",
     )
     p.add_argument(
         "--dbpath",
@@ -425,6 +488,10 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
     except ValueError as exc:
         parser.error(str(exc))
     auth = pick(ns.auth, "security.authorization", "disabled") in (True, "enabled")
+    # Without --replSet, --oplogSize and --replSetHost are accepted and unused (as mongod does
+    # with --oplogSize).
+    repl_set = pick(ns.replSet, "replication.replSetName", None) or None
+    repl_set_host = pick(ns.replSetHost, "replication.replSetHost", None) or None
     profile = ns.profile
     if profile is None:
         profile = PROFILE_MODES.get(opts.get("operationProfiling.mode", "off"), 0)
@@ -450,4 +517,7 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
         tls=tls,
         auth=auth or root_user is not None,
         root_user=root_user,
+        repl_set=repl_set,
+        oplog_size_mb=pick(ns.oplogSize, "replication.oplogSizeMB", DEFAULT_OPLOG_SIZE_MB),
+        repl_set_host=repl_set_host,
     )

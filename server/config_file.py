@@ -49,6 +49,34 @@ def _text(value: Any) -> str:
     return value
 
 
+def parse_host(text: str) -> tuple[str, int | None]:
+    """A `host:port`, `host`, `[v6]:port` or `[v6]` as --replSetHost takes it: the host and the
+    port (None: the port the server listens on). Raises ValueError."""
+    text = text.strip()
+    port: str | None = None
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"cannot parse {text!r} as host:port")
+        port = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:
+        host = text
+    if not host or (port is not None and not port.isdigit()):
+        raise ValueError(f"cannot parse {text!r} as host:port")
+    number = None if port is None else int(port)
+    if number is not None and not 1 <= number <= 65535:
+        raise ValueError(f"port must be between 1 and 65535, got {number}")
+    return host, number
+
+
+def _host(value: Any) -> str:
+    text = _text(value)
+    parse_host(text)
+    return text
+
+
 def _fraction(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ValueError("expected a number from 0 to 1")
@@ -96,6 +124,10 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "systemLog.logAppend": _boolean,
     "systemLog.quiet": _boolean,
     "systemLog.verbosity": _integer(0, MAX_VERBOSITY),
+    "replication.replSetName": _text,
+    "replication.oplogSizeMB": _integer(1, 1024 * 1024 * 1024),
+    # Not mongod's: --replSetHost, the address the one member is known by.
+    "replication.replSetHost": _host,
     "operationProfiling.mode": _profile_mode,
     "operationProfiling.slowOpThresholdMs": _integer(-_INT32_MAX - 1, _INT32_MAX),
     "operationProfiling.slowOpSampleRate": _fraction,

@@ -20,6 +20,7 @@ from ebbdb.server.profiler import Profiler
 from ebbdb.server.replication import ReplicaSet
 from ebbdb.server.sessions import Session, SessionCatalog
 from ebbdb.server.stats import ServerStats
+from ebbdb.server.transactions import TransactionManager
 from ebbdb.server.ttl_monitor import TTLMonitor
 from ebbdb.storage.catalog.info import CollectionInfo
 
@@ -71,6 +72,8 @@ class Services:
     operations: Operations = field(default_factory=Operations, kw_only=True)
     #: The users of admin.system.users, cached with their privileges.
     users: UserStore = field(default_factory=UserStore, kw_only=True)
+    #: Multi-document transactions (server/transactions.py): replica-set mode only.
+    transactions: TransactionManager | None = field(default=None, kw_only=True)
     #: The logical sessions clients use (server/sessions.py).
     sessions: SessionCatalog = field(default_factory=SessionCatalog, kw_only=True)
     #: The replica set this server is (--replSet); None for a standalone server.

@@ -14,7 +14,7 @@ from typing import Any
 import bson
 
 from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
-from ebbdb.server import view_guard, write_concern
+from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
@@ -24,7 +24,7 @@ from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
-from ebbdb.server.transactions import refuse_transaction_fields
+from ebbdb.server.transactions import Statement, in_transaction, refuse_transaction_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.core.interrupt import current as current_op
@@ -156,6 +156,7 @@ class Dispatcher:
         body's BSON length when known (a short body cannot nest too deep: not walked)."""
         name = next(iter(body), "")
         started = time.perf_counter_ns()
+        statement: Statement | None = None
         client.op_run = None
         db: Any = body.get("$db")
         try:
@@ -187,6 +188,10 @@ class Dispatcher:
                 refuse_transaction_fields(body)
             lsid = body.get("lsid")
             client.session = None if lsid is None else self.services.sessions.touch(lsid)
+            if self.services.transactions is not None and in_transaction(body):
+                statement = await self.services.transactions.enter(
+                    client.session, cmd.name, db, body
+                )
             limit = body.get("maxTimeMS")
             max_time_ms = 0 if limit is None else parse_max_time_ms(limit)
             action: Action | None = None
@@ -198,9 +203,17 @@ class Dispatcher:
             params: Any = None
             if refused is None:
                 params = (extract_lenient if cmd.lenient else extract)(cmd.params, name, body)
+            replica_set = self.services.replica_set
             concern = write_concern.parse(
-                name, body.get("writeConcern"), cmd.takes_write_concern(body)
+                name,
+                body.get("writeConcern"),
+                cmd.takes_write_concern(body),
+                replica_set is not None,
             )
+            read = None
+            if replica_set is not None and "readConcern" in body and "autocommit" not in body:
+                # (A transaction's statements follow the transaction's rules.)
+                read = read_concern.parse(cmd.name, body["readConcern"])
             self.services.stats.count_command(cmd.name)
             ctx = client.contexts.get((db, name))
             if ctx is None:
@@ -210,12 +223,17 @@ class Dispatcher:
             op = client.op = self._operations.start(client, db, cmd.name, body, max_time_ms)
             token = current_op.set(op)
             try:
+                if read is not None and replica_set is not None:
+                    await replica_set.before_read(read, self.services.gateway)
                 if refused is not None:
                     reply = refused  # a write command on a view: its write errors
                 elif cmd.name == "hello" and client.metadata is None:
                     reply = await cmd.handler(ctx, params)
                     if client.metadata is not None:
                         _log_client_metadata(client)
+                elif statement is not None:
+                    # A statement of a multi-document transaction (server/transactions.py).
+                    reply = await statement.run(lambda: cmd.handler(ctx, params))
                 else:
                     reply = await cmd.handler(ctx, params)
             finally:
@@ -226,10 +244,18 @@ class Dispatcher:
                 if cmd.writes and db == "admin":
                     # A write to admin may have changed admin.system.users by hand.
                     self.services.users.invalidate()
-            if concern.journal:
+            if replica_set is not None and (concern.journal or concern.unsatisfiable):
+                # A replica set's: majority within wtimeout, and what one member cannot satisfy
+                # answered after the write, as mongod does.
+                failed = await replica_set.wait_for(concern, self.services.gateway)
+                if failed is not None:
+                    reply["writeConcernError"] = failed
+            elif concern.journal:
                 # j, fsync or majority: answer once a sync covers this write (shared with every
                 # other waiter of that sync).
                 await self.services.gateway.wait_durable()
+            if read is not None and replica_set is not None:
+                replica_set.after_read(read, reply)
             if action is not None:
                 reply = action.finish(reply)
         except CloseConnection:
@@ -251,8 +277,14 @@ class Dispatcher:
         else:
             if "ok" not in reply:
                 reply["ok"] = 1.0
+        if statement is not None and not reply.get("ok"):
+            statement.failed(reply)  # the transaction's rules for a failed statement
+        if self.services.replica_set is not None:
+            self.services.replica_set.stamp(reply, name)
         seconds = (time.perf_counter_ns() - started) / 1e9
-        if seconds > self._profiler.threshold:
+        # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
+        awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body
+        if seconds > self._profiler.threshold and not awaited_hello:
             self._profiler.finished(
                 Finished(
                     db if isinstance(db, str) else "",

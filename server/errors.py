@@ -51,12 +51,24 @@ class ErrorCode(enum.IntEnum):
     ImmutableField = 66
     CannotCreateIndex = 67
     InvalidOptions = 72
+    # A replica set's (server/replication.py, read and write concerns).
+    AlreadyInitialized = 23
+    WriteConcernFailed = 64
+    NoReplicationEnabled = 76
+    UnknownReplWriteConcern = 79
+    UnsatisfiableWriteConcern = 100
+    NotAReplicaSet = 123
+    SnapshotTooOld = 239
+    ExceededTimeLimit = 262
     InvalidNamespace = 73
     IndexOptionsConflict = 85
     IndexKeySpecsConflict = 86
     DBPathInUse = 98
     CannotIndexParallelArrays = 171
     NotExactValueField = 111
+    CommandFailed = 125
+    WriteConflict = 112
+    ConflictingOperationInProgress = 117
     DocumentValidationFailure = 121
     CursorInUse = 143
     ExceededMemoryLimit = 146
@@ -75,6 +87,11 @@ class ErrorCode(enum.IntEnum):
     ChangeStreamHistoryLost = 286
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
+    TransactionTooOld = 225
+    NoSuchTransaction = 251
+    TransactionCommitted = 256
+    TransactionTooLarge = 257
+    OperationNotSupportedInTransaction = 263
     ConversionFailure = 241
     NoQueryExecutionPlans = 291
     QueryExceededMemoryLimitNoDiskUseAllowed = 292

@@ -10,6 +10,7 @@ one sync shared by every waiter that arrived before it started."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import threading
@@ -23,6 +24,7 @@ from ebbdb.server.inserts import InsertWatch
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.engine.writer import TRANSACTION
 
 T = TypeVar("T")
 log = logging.getLogger("ebbdb.storage")
@@ -75,6 +77,8 @@ class Gateway:
         self._clock = clock
         self._sync_interval_ms = sync_interval_ms
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-reader")
+        #: Where the writes and long reads of multi-document transactions' statements run.
+        self._transactions = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-txn")
         self._jobs: deque[_Job] = deque()
         self._cond = threading.Condition(threading.Lock())
         self._closing = False
@@ -95,7 +99,17 @@ class Gateway:
         """Run a storage write (a function calling the engine's write methods; it may be run again
         if its group has to be redone) on the writer thread; returns once it is committed."""
         job = functools.partial(fn, *args, **kwargs) if args or kwargs else fn
+        if TRANSACTION.get() is not None:
+            return await self._in_transaction(job)
         return await self._queue(job)
+
+    async def _in_transaction(self, job: Callable[[], T]) -> T:
+        """A statement of a multi-document transaction: its storage work goes to its overlay
+        (storage/engine/overlay.py), not to the writer, on a thread of its own (the statement's
+        context, which names the transaction, goes with it)."""
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        return await loop.run_in_executor(self._transactions, ctx.run, _carrying_token(job))
 
     async def write_small(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A write the caller knows is small and bounded (a few documents found by `_id`): when
@@ -106,6 +120,8 @@ class Gateway:
         def stamped() -> T:
             return fn(*args, now_ms=self._clock(), **kwargs)
 
+        if TRANSACTION.get() is not None:
+            return await self._in_transaction(stamped)
         if not self._jobs and not self._locks and not self._closing:
             outcome = self.engine.try_run(stamped)
             if outcome is not None:
@@ -133,6 +149,8 @@ class Gateway:
         def stamped() -> T:
             return fn(*args, now_ms=self._clock(), **kwargs)
 
+        if TRANSACTION.get() is not None:
+            return await self._in_transaction(stamped)
         return await self._queue(stamped)
 
     def _write_loop(self) -> None:
@@ -264,6 +282,8 @@ class Gateway:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a long read-only computation on a reader thread."""
+        if TRANSACTION.get() is not None:
+            return await self._in_transaction(functools.partial(fn, *args))
         loop = asyncio.get_running_loop()
         job = _carrying_token(functools.partial(fn, *args))
         return await loop.run_in_executor(self._readers, job)
@@ -279,3 +299,4 @@ class Gateway:
         self._sync_wanted.set()
         self._syncer.join()
         self._readers.shutdown(wait=True)
+        self._transactions.shutdown(wait=True)

@@ -101,6 +101,8 @@ PARAMETERS: dict[str, ParameterDef] = {
             lambda v: Int64(_positive_int(v)),
         ),
         ParameterDef("allowDiskUseByDefault", True, _parse_bool, _bool),
+        # A multi-document transaction open longer than this is aborted (replica-set mode).
+        ParameterDef("transactionLifetimeLimitSeconds", 60, int, _positive_int),
         ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),

@@ -11,6 +11,9 @@ is the user's guide; in short:
 - `--ebbdb-uri URI`: the same fixtures against a running server (a real MongoDB, say); `ebbdb_clock`
   then skips the tests that use it unless that server is ebbdb with test commands on.
 - `--ebbdb-dbpath PATH`: the data stays in PATH, and so do the databases of a test that failed.
+- `--ebbdb-replset`: the session's server is a one-member replica set (rs0): transactions, change
+  streams. Without it, a test marked `@pytest.mark.ebbdb_replset` gets its clients from a replica
+  set of its own (one per session, started when first asked for: `ebbdb_replset_server`).
 
 Only pytest is imported up front: the server and pymongo load when a test first asks for them, so
 a session that never does pays nothing.
@@ -42,6 +45,10 @@ Document = dict[str, Any]
 SERVER_PARAMETERS: dict[str, Any] = {"enableTestCommands": True}
 #: Databases every server has; the clean-up never drops them.
 SYSTEM_DATABASES = frozenset({"admin", "config", "local"})
+#: The name of the replica set the plugin starts (--ebbdb-replset, the ebbdb_replset marker).
+REPLSET_NAME = "rs0"
+#: The marker that gives a test's clients a replica set.
+REPLSET_MARKER = "ebbdb_replset"
 #: How long to wait for an --ebbdb-uri server before giving up, in milliseconds.
 CONNECT_TIMEOUT_MS = 10_000
 _COMMAND_NOT_FOUND = 59
@@ -68,9 +75,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="keep the session server's data in PATH (empty or new; PATH/<worker> under "
         "pytest-xdist), with the databases of failed tests left in place for a post-mortem",
     )
+    group.addoption(
+        "--ebbdb-replset",
+        action="store_true",
+        default=False,
+        help=f"start the session's server as a one-member replica set ({REPLSET_NAME}) for "
+        "transactions and change streams; its URI then names the set",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{REPLSET_MARKER}: the test's ebbdb clients (mongo_client, mongo_db, async_mongo_client, "
+        "async_mongo_db) talk to a one-member replica set (transactions, change streams)",
+    )
     uri, dbpath = _uri_option(config), _dbpath_option(config)
     if uri is not None and dbpath is not None:
         raise pytest.UsageError(
@@ -109,6 +128,10 @@ def _dbpath_option(config: pytest.Config) -> str | None:
     return str(value) if value else None
 
 
+def _replset_option(config: pytest.Config) -> bool:
+    return bool(config.getoption("ebbdb_replset", False))
+
+
 def _xdist_worker() -> str | None:
     """This process's pytest-xdist worker name (gw0, gw1, ...), or None outside xdist."""
     return os.environ.get("PYTEST_XDIST_WORKER") or None
@@ -134,6 +157,8 @@ class EbbdbServer:
     uri: str
     dbpath: str | None = None
     embedded: ServerThread | None = None
+    #: The replica set's name, when the server is a replica set's member (None: standalone).
+    replica_set: str | None = None
 
     @property
     def external(self) -> bool:
@@ -149,11 +174,8 @@ def ebbdb_server(
     --ebbdb-uri, that server instead, once it answers a ping."""
     uri = _uri_option(request.config)
     if uri is not None:
-        _ping(uri)
-        yield EbbdbServer(uri)
+        yield EbbdbServer(uri, replica_set=_ping(uri))
         return
-    from ebbdb.server.embedded import ServerThread
-
     kept = _dbpath_option(request.config)
     if kept is None:
         path = tmp_path_factory.mktemp("ebbdb") / "data"
@@ -161,14 +183,50 @@ def ebbdb_server(
         worker = _xdist_worker()
         path = Path(kept, worker) if worker else Path(kept)
         path.mkdir(parents=True, exist_ok=True)
-    srv = ServerThread(str(path), SERVER_PARAMETERS).start()
+    repl_set = REPLSET_NAME if _replset_option(request.config) else None
+    yield from _embedded(path, repl_set)
+
+
+def _embedded(path: Path, repl_set: str | None) -> Iterator[EbbdbServer]:
+    from ebbdb.server.embedded import ServerThread
+
+    srv = ServerThread(str(path), SERVER_PARAMETERS, repl_set=repl_set).start()
     try:
-        yield EbbdbServer(srv.uri, str(path), srv)
+        yield EbbdbServer(srv.uri, str(path), srv, repl_set)
     finally:
         srv.stop()
 
 
-def _ping(uri: str) -> None:
+@pytest.fixture(scope="session")
+def ebbdb_replset_server(
+    request: pytest.FixtureRequest,
+    ebbdb_server: EbbdbServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[EbbdbServer]:
+    """A one-member replica set for the session (`.uri` names the set: drivers find its
+    primary): the session's server itself when it is one (--ebbdb-replset, or an --ebbdb-uri
+    server that is a replica set's member), else one started when first asked for, beside it, on
+    a temporary data path. Against an --ebbdb-uri server that is not a replica set, the tests
+    that need one are skipped, saying why."""
+    if ebbdb_server.replica_set is not None:
+        yield ebbdb_server
+        return
+    if ebbdb_server.external:
+        pytest.skip(
+            f"the server at {redact(ebbdb_server.uri)} is not a replica set's member, and this "
+            "test needs one (transactions, change streams): give --ebbdb-uri a replica set's URI"
+        )
+    yield from _embedded(tmp_path_factory.mktemp("ebbdb-replset") / "data", REPLSET_NAME)
+
+
+@pytest.fixture(scope="session")
+def ebbdb_replset_uri(ebbdb_replset_server: EbbdbServer) -> str:
+    """The replica set's URI (`mongodb://127.0.0.1:PORT/?replicaSet=rs0`)."""
+    return ebbdb_replset_server.uri
+
+
+def _ping(uri: str) -> str | None:
+    """Check that the server at `uri` answers; the name of its replica set (None: none)."""
     from pymongo import MongoClient
     from pymongo.errors import PyMongoError
 
@@ -178,29 +236,61 @@ def _ping(uri: str) -> None:
         timeout["serverSelectionTimeoutMS"] = CONNECT_TIMEOUT_MS
     client: MongoClient[Document] = MongoClient(uri, **timeout)
     try:
-        client.admin.command("ping")
+        hello = client.admin.command("hello")
     except PyMongoError as exc:
         pytest.fail(f"--ebbdb-uri {redact(uri)} does not answer: {exc}", pytrace=False)
     finally:
         client.close()
+    name = hello.get("setName")
+    return name if isinstance(name, str) else None
 
 
 @pytest.fixture(scope="session")
 def ebbdb_uri(ebbdb_server: EbbdbServer) -> str:
-    """The URI of the session's server (`mongodb://127.0.0.1:PORT/?directConnection=true`)."""
+    """The URI of the session's server (`mongodb://127.0.0.1:PORT/?directConnection=true`, or
+    with --ebbdb-replset `?replicaSet=rs0`)."""
     return ebbdb_server.uri
+
+
+def _admin_client(uri: str) -> MongoClient[Document]:
+    from pymongo import MongoClient
+
+    return MongoClient(uri, serverSelectionTimeoutMS=CONNECT_TIMEOUT_MS)
 
 
 @pytest.fixture(scope="session")
 def _ebbdb_admin(ebbdb_uri: str) -> Iterator[MongoClient[Document]]:
     """The plugin's own client, for clean-up and the clock."""
-    from pymongo import MongoClient
-
-    client: MongoClient[Document] = MongoClient(
-        ebbdb_uri, serverSelectionTimeoutMS=CONNECT_TIMEOUT_MS
-    )
+    client = _admin_client(ebbdb_uri)
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def _ebbdb_replset_admin(ebbdb_replset_server: EbbdbServer) -> Iterator[MongoClient[Document]]:
+    """The plugin's own client of the replica set, for clean-up."""
+    client = _admin_client(ebbdb_replset_server.uri)
+    yield client
+    client.close()
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The server a test's clients talk to, and the plugin's admin client of it."""
+
+    server: EbbdbServer
+    admin: MongoClient[Document]
+
+
+@pytest.fixture
+def _ebbdb_target(request: pytest.FixtureRequest) -> _Target:
+    """The session's server, or for a test marked ebbdb_replset the replica set."""
+    if request.node.get_closest_marker(REPLSET_MARKER) is not None:
+        return _Target(
+            request.getfixturevalue("ebbdb_replset_server"),
+            request.getfixturevalue("_ebbdb_replset_admin"),
+        )
+    return _Target(request.getfixturevalue("ebbdb_server"), request.getfixturevalue("_ebbdb_admin"))
 
 
 # -- isolation --------------------------------------------------------------------------------------
@@ -220,36 +310,36 @@ def _database_names(admin: MongoClient[Document]) -> set[str]:
 
 
 @pytest.fixture
-def ebbdb_cleanup(
-    request: pytest.FixtureRequest, ebbdb_server: EbbdbServer, _ebbdb_admin: MongoClient[Document]
-) -> Iterator[None]:
+def ebbdb_cleanup(request: pytest.FixtureRequest, _ebbdb_target: _Target) -> Iterator[None]:
     """After the test, drop every database that appeared during it (the test's own `mongo_db`
     among them). Databases that were there before it (seeded by a session fixture, say) are left
     as they are. Exceptions: with --ebbdb-dbpath, a failed test's databases stay for a
     post-mortem; with --ebbdb-uri under pytest-xdist, the workers share that server and a database
     that appeared may be another worker's, so only the test's own database is dropped."""
+    ebbdb_server, admin = _ebbdb_target.server, _ebbdb_target.admin
     own = database_name(request)
     shared = ebbdb_server.external and _xdist_worker() is not None
-    before = set() if shared else _database_names(_ebbdb_admin)
+    before = set() if shared else _database_names(admin)
     yield
     if request.node.stash.get(_failed, False) and _dbpath_option(request.config) is not None:
         return
     # Not shared, the test's own database is among those that appeared, if it was made at all.
-    created = {own} if shared else _database_names(_ebbdb_admin) - before
+    created = {own} if shared else _database_names(admin) - before
     for name in sorted(created - SYSTEM_DATABASES):
-        _ebbdb_admin.drop_database(name)
+        admin.drop_database(name)
 
 
 # -- clients ----------------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def mongo_client(ebbdb_uri: str, ebbdb_cleanup: None) -> Iterator[MongoClient[Document]]:
-    """A pymongo MongoClient connected to the session's server, closed after the test; the
-    databases the test created are dropped then (see ebbdb_cleanup)."""
+def mongo_client(_ebbdb_target: _Target, ebbdb_cleanup: None) -> Iterator[MongoClient[Document]]:
+    """A pymongo MongoClient connected to the session's server (the replica set, for a test
+    marked ebbdb_replset), closed after the test; the databases the test created are dropped
+    then (see ebbdb_cleanup)."""
     from pymongo import MongoClient
 
-    client: MongoClient[Document] = MongoClient(ebbdb_uri)
+    client: MongoClient[Document] = MongoClient(_ebbdb_target.server.uri)
     yield client
     client.close()
 
@@ -278,13 +368,14 @@ def _async_fixture(fn: Callable[..., Any]) -> Any:
 
 @_async_fixture
 async def async_mongo_client(
-    ebbdb_uri: str, ebbdb_cleanup: None
+    _ebbdb_target: _Target, ebbdb_cleanup: None
 ) -> AsyncIterator[AsyncMongoClient[Document]]:
-    """A pymongo AsyncMongoClient connected to the session's server, on the test's event loop
-    (pytest-asyncio), closed after the test; the databases the test created are dropped then."""
+    """A pymongo AsyncMongoClient connected to the session's server (the replica set, for a test
+    marked ebbdb_replset), on the test's event loop (pytest-asyncio), closed after the test; the
+    databases the test created are dropped then."""
     from pymongo import AsyncMongoClient
 
-    client: AsyncMongoClient[Document] = AsyncMongoClient(ebbdb_uri)
+    client: AsyncMongoClient[Document] = AsyncMongoClient(_ebbdb_target.server.uri)
     yield client
     await client.close()
 

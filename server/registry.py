@@ -65,6 +65,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lifecycle": ("shutdown",),
     "reads": ("count", "distinct", "explain", "find", "getMore", "killCursors"),
     "rename": ("renameCollection",),
+    "replication": ("replSetGetConfig", "replSetGetStatus", "replSetInitiate", "replSetStepDown"),
     "stats": ("collStats", "collstats", "dbStats", "dbstats"),
     "testing": ("configureFailPoint", "ttlClock", "ttlMonitorPass"),
     "transactions": ("abortTransaction", "commitTransaction"),

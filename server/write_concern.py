@@ -1,14 +1,16 @@
 """Write concerns as a standalone MongoDB 7.0 server parses and honours them: the typed WriteConcern,
 MongoDB's parse errors (9 FailedToParse, 14 TypeMismatch), and its refusals for what a standalone
-cannot satisfy (2 BadValue for `w` above 1 or a tag). `j: true`, `fsync: true` and "majority" wait
-for a sync that covers the write (the dispatcher awaits it); everything else is acknowledged after
-the commit."""
+cannot satisfy (2 BadValue for `w` above 1 or a tag). A one-member replica set's (--replSet) takes
+them and answers after the write, as mongod does, with a writeConcernError (100
+UnsatisfiableWriteConcern for more members than the one, 79 UnknownReplWriteConcern for a mode its
+config does not name). `j: true`, `fsync: true` and "majority" (the one member) wait for a sync that
+covers the write (the dispatcher awaits it); everything else is acknowledged after the commit."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ebbdb.server.arguments import Kind, type_mismatch
@@ -24,9 +26,25 @@ class WriteConcern:
     """`w` is a number of nodes or a mode ("majority"); `journal` says the reply waits for a sync
     (j, fsync, or majority, which implies the journal on MongoDB 7)."""
 
-    w: int | str = 1
+    w: int | str | dict[str, Any] = 1
     journal: bool = False
     wtimeout: int = 0
+    #: Why a replica set cannot satisfy it (the code and message of the reply's
+    #: writeConcernError, the write itself being done); None: it can.
+    unsatisfiable: tuple[ErrorCode, str] | None = None
+    #: The writeConcern document as the command gave it (what a writeConcernError shows).
+    given: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def error_document(self, code: ErrorCode, message: str, **info: Any) -> dict[str, Any]:
+        """The writeConcernError a reply carries when this concern failed with `code` and
+        `message` (`info`: more of errInfo, mongod's `wtimeout: true`)."""
+        concern = {**self.given, "provenance": "clientSupplied"}
+        return {
+            "code": int(code),
+            "codeName": code.name,
+            "errmsg": message,
+            "errInfo": {**info, "writeConcern": concern},
+        }
 
 
 DEFAULT = WriteConcern()
@@ -42,7 +60,7 @@ def _flag(name: str, value: Any) -> bool:
     raise type_mismatch(f"writeConcern.{name}", value, Kind.BOOL)
 
 
-def _w(value: Any) -> int | str | None:
+def _w(value: Any, replicated: bool) -> int | str | dict[str, Any] | None:
     if is_number(value):
         f = to_float(value)
         if math.isnan(f):
@@ -70,6 +88,8 @@ def _w(value: Any) -> int | str | None:
                     "tags must be a single level document with only number values; "
                     f"found: {k}: {v!r}",
                 )
+        if replicated:
+            return dict(value)
         # A tag set names replica-set members: nothing a standalone can satisfy.
         raise CommandError(
             ErrorCode.BadValue,
@@ -81,10 +101,11 @@ def _w(value: Any) -> int | str | None:
     raise CommandError(ErrorCode.FailedToParse, "w has to be a number or string")
 
 
-def parse(command: str, value: Any, supported: bool) -> WriteConcern:
+def parse(command: str, value: Any, supported: bool, replicated: bool = False) -> WriteConcern:
     """The write concern a command carries (`value`: its `writeConcern` field, or None).
-    Raises CommandError as a standalone MongoDB 7.0 does: 72 for a command that takes none,
-    14/9 for a malformed one, 2 BadValue for one a standalone cannot satisfy."""
+    Raises CommandError as MongoDB 7.0 does: 72 for a command that takes none, 14/9 for a
+    malformed one, and on a standalone server (`replicated` False) 2 BadValue for one it cannot
+    satisfy; a replica set's one member notes that in `unsatisfiable` instead."""
     if value is None:
         return DEFAULT
     if not isinstance(value, Mapping):
@@ -93,7 +114,7 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
         raise CommandError(ErrorCode.InvalidOptions, "Command does not support writeConcern")
     if not value:
         return DEFAULT
-    w = _w(value["w"]) if "w" in value else None
+    w = _w(value["w"], replicated) if "w" in value else None
     j = _flag("j", value["j"]) if "j" in value else False
     fsync = _flag("fsync", value["fsync"]) if "fsync" in value else False
     wtimeout = value.get("wtimeout", 0)
@@ -101,9 +122,12 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
         raise type_mismatch("writeConcern.wtimeout", wtimeout, Kind.NUMBER)
     if j and fsync:
         raise CommandError(ErrorCode.FailedToParse, "fsync and j options cannot be used together")
-    if isinstance(w, int) and w > 1:
+    unsatisfiable = None
+    if replicated:
+        unsatisfiable = _unsatisfiable(w)
+    elif isinstance(w, int) and w > 1:
         raise CommandError(ErrorCode.BadValue, "cannot use 'w' > 1 when a host is not replicated")
-    if isinstance(w, str) and w != "majority":
+    elif isinstance(w, str) and w != "majority":
         raise CommandError(
             ErrorCode.BadValue,
             f"cannot use non-majority 'w' mode {w} when a host is not a member of a replica set",
@@ -115,4 +139,22 @@ def parse(command: str, value: Any, supported: bool) -> WriteConcern:
         if math.isfinite(to_float(wtimeout))
         else 0
     )
-    return WriteConcern(1 if w is None else w, j or fsync or w == "majority", millis)
+    return WriteConcern(
+        1 if w is None else w, j or fsync or w == "majority", millis, unsatisfiable, dict(value)
+    )
+
+
+def _unsatisfiable(w: int | str | dict[str, Any] | None) -> tuple[ErrorCode, str] | None:
+    """Why the one member cannot satisfy `w` (mongod's checkIfWriteConcernCanBeSatisfied), or
+    None: a number of members past the one, a mode other than majority (the config names no
+    getLastErrorModes), a tag set (the member has no tags)."""
+    if isinstance(w, int) and w > 1:
+        return ErrorCode.UnsatisfiableWriteConcern, "Not enough data-bearing nodes"
+    if isinstance(w, str) and w != "majority":
+        return (
+            ErrorCode.UnknownReplWriteConcern,
+            f"No write concern mode named '{w}' found in replica set configuration",
+        )
+    if isinstance(w, dict):
+        return ErrorCode.UnsatisfiableWriteConcern, "Not enough nodes match write concern tags"
+    return None

@@ -554,13 +554,39 @@ def test_compose_command_starts_with_parameters_from_the_environment(
         assert server.terminate() == 0, server.stderr
     finally:
         server.kill()
-    # The defaults start too (test commands off).
+    # The defaults start too (test commands off, a standalone server).
     defaults = [interpolate(str(a), {}) for a in service["command"]]
     server = start_like_the_image(image_venv, defaults, tmp_path / "defaults")
     try:
         with server.client() as client:
             got = client.admin.command("getParameter", 1, ttlMonitorSleepSecs=1)
             assert got["ttlMonitorSleepSecs"] == 60
+            assert "setName" not in client.admin.command("hello")
+        assert server.terminate() == 0, server.stderr
+    finally:
+        server.kill()
+
+
+def test_compose_command_starts_a_replica_set_from_the_environment(
+    image_venv: Venv, tmp_path: Path
+) -> None:
+    """EBBDB_REPLSET=rs0 makes the service a one-member replica set, known by
+    EBBDB_REPLSET_HOST (here the address without a port: the port listened on), which a
+    driver given ?replicaSet=rs0 reconnects to."""
+    service = compose_service()
+    env = {"EBBDB_REPLSET": "rs0", "EBBDB_REPLSET_HOST": "127.0.0.1"}
+    command = [interpolate(str(a), env) for a in service["command"]]
+    assert "--replSet=rs0" in command and "--replSetHost=127.0.0.1" in command
+    server = start_like_the_image(image_venv, command, tmp_path)
+    try:
+        uri = f"mongodb://127.0.0.1:{server.port}/?replicaSet=rs0"
+        with MongoClient(uri, serverSelectionTimeoutMS=5000) as client:
+            hello = client.admin.command("hello")
+            assert hello["setName"] == "rs0"
+            assert hello["hosts"] == [f"127.0.0.1:{server.port}"]
+            client.app.items.insert_one({"_id": 1})
+            assert client.local["oplog.rs"].count_documents({"ns": "app.items"}) == 1
+        assert run_health_check(image_venv, read_image().health_cmd, server) == 0
         assert server.terminate() == 0, server.stderr
     finally:
         server.kill()

@@ -94,6 +94,12 @@ COMMANDS: dict[str, str] = {
     "hostInfo": CLUSTER_MONITOR,
     "currentOp": CLUSTER_MONITOR,  # MongoDB's inprog action
     "killOp": CLUSTER_ADMIN,  # MongoDB's killop action (hostManager, in clusterAdmin)
+    # the replica set: MongoDB's replSetGetStatus and replSetGetConfig actions (clusterMonitor),
+    # replSetConfigure and replSetStateChange (clusterManager, in clusterAdmin)
+    "replSetGetStatus": CLUSTER_MONITOR,
+    "replSetGetConfig": CLUSTER_MONITOR,
+    "replSetInitiate": CLUSTER_ADMIN,
+    "replSetStepDown": CLUSTER_ADMIN,
     "setParameter": CLUSTER_ADMIN,
     "shutdown": CLUSTER_ADMIN,
     "fsync": CLUSTER_ADMIN,

@@ -200,6 +200,8 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
             "persistent": True,
             "mapSize": Int64(engine.map_size),
         },
+        # A replica set's member: its part of the set, as mongod's section (server/replication.py).
+        **({} if ctx.replica_set is None else {"repl": ctx.replica_set.server_status()}),
         "metrics": {
             "cursor": {"open": {"total": Int64(len(ctx.cursors))}},
             "ttl": {

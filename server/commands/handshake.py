@@ -11,6 +11,7 @@ from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server import version
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
 from ebbdb.server.context import CommandContext
+from ebbdb.server.errors import CodedError
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
 
@@ -23,6 +24,10 @@ class HelloParams:
     hello_ok: bool = arg("helloOk", Kind.BOOL, False)
     speculative: dict[str, Any] | None = arg("speculativeAuthenticate", Kind.DOC)
     sasl_supported_mechs: str | None = arg("saslSupportedMechs", Kind.STRING)
+    #: An awaitable hello (drivers' streaming monitor): with the server's current topologyVersion,
+    #: the reply waits up to maxAwaitTimeMS for a change.
+    topology_version: dict[str, Any] | None = arg("topologyVersion", Kind.DOC)
+    max_await_ms: int | None = arg("maxAwaitTimeMS", Kind.INT)
 
 
 @REGISTRY.command("hello", "isMaster", "ismaster", params=HelloParams, lenient=True)
@@ -31,16 +36,38 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     if p.client is not None and ctx.client.metadata is None:
         ctx.client.metadata = dict(p.client)
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
+    replica_set = ctx.replica_set
+    if p.max_await_ms is not None and p.max_await_ms < 0:
+        raise CodedError(31373, "Location31373", "maxAwaitTimeMS must be a non-negative integer")
+    if (p.topology_version is None) != (p.max_await_ms is None):
+        raise CodedError(
+            51760,
+            "Location51760",
+            "A request with a 'topologyVersion' must include 'maxAwaitTimeMS'"
+            if p.topology_version is not None
+            else "A request with 'maxAwaitTimeMS' must include a 'topologyVersion'",
+        )
+    if (
+        replica_set is not None
+        and p.max_await_ms is not None
+        and replica_set.same_topology(p.topology_version)
+    ):
+        await replica_set.await_change(p.max_await_ms)
     login: dict[str, Any] = {}
     if p.speculative is not None or p.sasl_supported_mechs is not None:
         # The login commands' module (and SCRAM) only for a client that logs in.
         from ebbdb.server.commands.auth import hello_fields
 
         login = await hello_fields(ctx, p.speculative, p.sasl_supported_mechs)
-    replica_set = {} if ctx.replica_set is None else ctx.replica_set.hello_fields()
+    reply: dict[str, Any] = {}
+    if replica_set is not None:
+        for key, value in replica_set.hello_fields().items():
+            # isMaster's spelling of isWritablePrimary, in its place.
+            reply[primary_field if key == "isWritablePrimary" else key] = value
+    else:
+        reply[primary_field] = True
     return {
-        primary_field: True,
-        **replica_set,
+        **reply,
         "helloOk": True,
         "maxBsonObjectSize": MAX_DOCUMENT_SIZE,
         "maxMessageSizeBytes": MAX_MESSAGE_SIZE,

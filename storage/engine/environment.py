@@ -36,6 +36,8 @@ Database: TypeAlias = "lmdb._Database"
 #: The map a fresh environment starts with (smaller where the data file is as large as the map).
 INITIAL_MAP_SIZE = portability.INITIAL_MAP_SIZE
 LOCK_FILE = "ebbdb.lock"
+#: LMDB reader slots (64 bytes each in lock.mdb).
+MAX_READERS = 1024
 #: Grow the map before a write when less than this share of it is free, so that a write rarely
 #: meets a full map (which costs re-running the whole group of writes).
 _MIN_FREE_SHARE = 0.25
@@ -102,6 +104,9 @@ class Environment:
         self.space = DataFileSpace(os.path.join(path, "data.mdb"))
         self._sync_lock = threading.Lock()
         self._closed = False
+        #: Called before the map grows (with no write open): open multi-document transactions
+        #: release their snapshots, as LMDB resizes only with no transaction open.
+        self.before_grow: list[Callable[[], None]] = []
 
     @classmethod
     def open(cls, path: str, map_size: int = INITIAL_MAP_SIZE) -> Environment:
@@ -119,7 +124,17 @@ class Environment:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
             # sync=False is MDB_NOSYNC (see the module docstring); writemap stays False.
-            env = lmdb.open(path, map_size=map_size, max_dbs=8, subdir=True, lock=True, sync=False)
+            # max_readers: each open multi-document transaction holds a reader slot for its
+            # snapshot (storage/engine/overlay.py), besides the short reads (LMDB's default: 126).
+            env = lmdb.open(
+                path,
+                map_size=map_size,
+                max_dbs=8,
+                max_readers=MAX_READERS,
+                subdir=True,
+                lock=True,
+                sync=False,
+            )
             if env.info()["map_size"] < map_size:
                 env.set_mapsize(map_size)
             opened = cls(path, env, fd)
@@ -148,6 +163,8 @@ class Environment:
     def grow(self) -> None:
         """Double the map (waits until no reader is inside; call with no write open)."""
         size = self.map_size
+        for release in self.before_grow:
+            release()
         self.gate.resize(lambda: self.env.set_mapsize(size * 2))
 
     def _used(self) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from ebbdb.storage.core.errors import DuplicateKey, QueryError
 from ebbdb.storage.engine import capped, layout
 from ebbdb.storage.engine.environment import Database, Environment, Txn
 from ebbdb.storage.engine.oplog import OpLog, update_diff, wants_pre_images
+from ebbdb.storage.engine.overlay import Overlay, committed
 from ebbdb.storage.engine.writer import CatalogChanges
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.expiry.date_strings import DateStringNotices
@@ -49,6 +50,9 @@ class Records:
         #: Date-like strings met in TTL fields, for the TTL monitor's warning (storage/expiry/date_strings.py).
         self.date_strings = DateStringNotices()
         self._on_insert = on_insert
+        #: The highest record id open transactions took, by collection (storage/engine/overlay.py):
+        #: new records go past them, so that a transaction's inserts commit without colliding.
+        self.rid_floor: dict[int, int] = {}
         #: The oplog (storage/engine/oplog.py), set by the engine: every change to a document
         #: is recorded there in the same transaction (a standalone's is never enabled).
         self.oplog: OpLog | None = None
@@ -283,6 +287,16 @@ class Records:
         return capped.make_room(txn, self.env, info, bounds, just_inserted, pending, delete)
 
     def last_rid(self, txn: Txn, coll_id: int) -> int:
+        """The highest record id the collection has, or any open transaction took for it. In a
+        transaction, records committed since its snapshot count too (its records must not take
+        their ids)."""
+        rid = max(self._last_in(txn, coll_id), self.rid_floor.get(coll_id, 0))
+        if isinstance(txn, Overlay):
+            with committed(self.env) as now:
+                rid = max(rid, self._last_in(now, coll_id))
+        return rid
+
+    def _last_in(self, txn: Txn, coll_id: int) -> int:
         cur = txn.cursor(db=self.env.records)
         positioned = cur.set_range(layout.collection_end(coll_id))
         ok = cur.prev() if positioned else cur.last()

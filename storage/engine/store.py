@@ -36,11 +36,12 @@ from ebbdb.storage.engine.oplog import (
     OpLog,
     oplog_options,
 )
+from ebbdb.storage.engine.overlay import KeyTable
 from ebbdb.storage.engine.reader import Reader
 from ebbdb.storage.engine.records import CollectionWrites, Records
 from ebbdb.storage.engine.sizes import CollectionSizes, collection_sizes
 from ebbdb.storage.engine.usage import Usage
-from ebbdb.storage.engine.writer import CatalogChanges, Outcome, Writer
+from ebbdb.storage.engine.writer import CatalogChanges, Outcome, Transaction, Writer
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.entries import index_bodies
 
@@ -80,6 +81,11 @@ class Engine:
         self.usage = Usage(catalog.values())
         self._writer = Writer(env, catalog, self.usage.published)
         self._records = Records(env, self._writer.note_insert)
+        #: The keys and record ids open multi-document transactions hold.
+        self.transaction_keys = KeyTable()
+        self._records.rid_floor = self.transaction_keys.rid_floor
+        #: See Writer.begin_transaction and commit_transaction.
+        self.commit_transaction = self._writer.commit_transaction
         #: The oplog of a replica set (enabled by enable_oplog; a standalone writes none).
         self.oplog = OpLog(env, self._records, self._writer.lookup)
         self._records.oplog = self.oplog
@@ -150,6 +156,11 @@ class Engine:
         """A short read transaction; on the writer thread inside a group of writes, a view of the
         group's write transaction (a write sees the writes before it)."""
         return Reader(self.env, self._writer.current_txn())
+
+    def begin_transaction(self, owner: int) -> Transaction:
+        """A multi-document transaction's storage (storage/engine/overlay.py): statements run
+        with `transaction.use()` in their context read its snapshot and write its overlay."""
+        return self._writer.begin_transaction(self.transaction_keys, owner)
 
     def run_batch(
         self, jobs: Sequence[Callable[[], Any]], budget_seconds: float | None = None

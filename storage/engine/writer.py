@@ -15,12 +15,17 @@ refused with OutOfDiskSpace if it grew the trees; deletes and drops go on and fr
 
 Readers see an immutable catalog (a dict never changed after it is published), replaced after each
 commit. The writer thread, inside a group, sees that catalog with the group's changes on top.
-A multi-document transaction can later commit as one job; several processes could later share the
-environment, since LMDB's own writer lock already serializes their write transactions.
+A multi-document transaction (storage/engine/overlay.py) runs its statements against a snapshot
+with an overlay of its own writes, outside any group: with TRANSACTION set in the statement's
+context, this writer hands the engine's code the overlay as its transaction and the snapshot's
+catalog with the transaction's changes. Its commit is one job like any other write. Several
+processes could later share the environment, since LMDB's own writer lock already serializes
+their write transactions.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +37,7 @@ import lmdb
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.errors import OutOfDiskSpace
 from ebbdb.storage.engine.environment import Environment, Txn
+from ebbdb.storage.engine.overlay import KeyTable, Overlay, commit_overlay
 from ebbdb.storage.engine.space import SPACE_ERRNOS
 
 T = TypeVar("T")
@@ -68,6 +74,37 @@ class _Group:
     layers: list[CatalogChanges] = field(default_factory=lambda: [{}])
     #: Ids of the collections this group inserted into (told to the insert listeners).
     inserted: set[int] = field(default_factory=set)
+    #: A multi-document transaction's group: `txns` is its overlay, `layers[0]` its catalog
+    #: changes so far, `base` the catalog at its snapshot.
+    base: dict[CatalogKey, CollectionInfo] | None = None
+
+
+#: The multi-document transaction whose statement runs in this context (the server sets it
+#: around the statement): the engine's writes and reads then go to its overlay
+#: (storage/engine/overlay.py), on whatever thread the statement runs.
+TRANSACTION: contextvars.ContextVar[_Group | None] = contextvars.ContextVar(
+    "ebbdb_transaction", default=None
+)
+
+
+class Transaction:
+    """A multi-document transaction's storage: its overlay and catalog view (see
+    Writer.begin_transaction). `use()` makes it the context's transaction."""
+
+    def __init__(self, group: _Group, overlay: Overlay) -> None:
+        self.group = group
+        self.overlay = overlay
+
+    def use(self) -> contextvars.Token[_Group | None]:
+        return TRANSACTION.set(self.group)
+
+    @property
+    def catalog_changes(self) -> CatalogChanges:
+        return self.group.layers[0]
+
+    def end(self) -> None:
+        """Release the snapshot and the keys held (after a commit or an abort)."""
+        self.overlay.end()
 
 
 class Writer:
@@ -94,6 +131,9 @@ class Writer:
     # -- the catalog ---------------------------------------------------------------------------
 
     def _active(self) -> _Group | None:
+        txn_group = TRANSACTION.get()
+        if txn_group is not None:
+            return txn_group
         group = self._group
         if group is not None and threading.get_ident() == self._thread:
             return group
@@ -105,6 +145,8 @@ class Writer:
             for layer in reversed(group.layers):
                 if key in layer:
                     return layer[key]
+            if group.base is not None:
+                return group.base.get(key)
         return self._published.get(key)
 
     def catalog(self) -> dict[CatalogKey, CollectionInfo]:
@@ -112,7 +154,7 @@ class Writer:
         group = self._active()
         if group is None:
             return self._published
-        merged = dict(self._published)
+        merged = dict(self._published if group.base is None else group.base)
         for layer in group.layers:
             for key, info in layer.items():
                 if info is None:
@@ -138,6 +180,38 @@ class Writer:
         group = self._active()
         return None if group is None else group.txns[-1]
 
+    # -- multi-document transactions -------------------------------------------------------------
+
+    def begin_transaction(self, table: KeyTable, owner: int) -> Transaction:
+        """A new transaction's storage: a snapshot of the committed data and the catalog that goes
+        with it (taken between two commits), and an empty overlay."""
+        with self._lock:
+            self._env.gate.enter()
+            try:
+                snapshot = self._env.env.begin()
+            finally:
+                self._env.gate.leave()
+            base = self._published
+        overlay = Overlay(self._env, snapshot, table, owner)
+        return Transaction(_Group([overlay], False, base=base), overlay)  # type: ignore[list-item]
+
+    def commit_transaction(
+        self, transaction: Transaction, also: Callable[[Txn], None] | None = None
+    ) -> None:
+        """Apply a transaction's writes and catalog changes as one storage write (and `also`, in
+        the same LMDB transaction: its oplog entry); WriteConflict, with nothing applied, if
+        anything it wrote changed since its snapshot. Call outside the transaction's context."""
+        overlay = transaction.overlay
+        overlay.release_snapshot()
+
+        def run(txn: Txn, changes: CatalogChanges) -> None:
+            commit_overlay(self._env, txn, overlay)
+            changes.update(transaction.catalog_changes)
+            if also is not None:
+                also(txn)
+
+        self.write(run)
+
     # -- writing -------------------------------------------------------------------------------
 
     def write(self, fn: Callable[[Txn, CatalogChanges], T]) -> T:
@@ -152,6 +226,10 @@ class Writer:
             if not ok:
                 raise value
             return value  # type: ignore[no-any-return]
+        if group.base is not None:
+            # A transaction's statement: no savepoints (an error aborts the whole transaction,
+            # as in mongod), and the overlay is memory: it is never full.
+            return fn(group.txns[-1], group.layers[-1])
         if not group.savepoints:
             try:
                 return fn(group.txns[-1], group.layers[-1])
