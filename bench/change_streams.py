@@ -2,7 +2,7 @@
 
     python bench/change_streams.py [--writes 1000] [--rounds 3] [--quick] [URI]
 
-Without a URI, starts ebbdb as a one-member replica set (its own process, a temporary dbpath,
+Without a URI, starts `python -m ebbdb --replSet rs0` (its own process, a temporary dbpath,
 set name rs0) and stops it at the end; with one, measures that server (a replica set's URI).
 
 Each round opens `collection.watch()` in a thread with its own MongoClient (its getMores wait on
@@ -28,19 +28,22 @@ from pymongo import MongoClient
 
 P50_TARGET_MS, P99_TARGET_MS = 5.0, 20.0
 
-#: A replica-set server in its own process, printing the line common._start waits for.
-_SERVE = """
-import sys, threading
-from ebbdb.server.embedded import ServerThread
-srv = ServerThread(sys.argv[1], {"enableTestCommands": 1}, repl_set="rs0").start()
-print(f"listening on 127.0.0.1:{srv.port}", flush=True)
-threading.Event().wait()
-"""
-
 
 def spawn_replset(stack: contextlib.ExitStack) -> str:
+    """`python -m ebbdb --replSet rs0` on a free port and a temporary dbpath."""
     workdir = common._workdir(stack, "ebbdb-bench-streams-")
-    cmd = [sys.executable, "-c", _SERVE, str(workdir / "db")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ebbdb",
+        "--port",
+        "0",
+        "--dbpath",
+        str(workdir / "db"),
+        "--quiet",
+        "--replSet",
+        "rs0",
+    ]
     spawned, m = common._start("ebbdb", cmd, workdir, common._EBBDB_LISTENING, 60.0, stack)
     uri = f"mongodb://{m['host']}:{m['port']}/?replicaSet=rs0"
     print(f"  started ebbdb --replSet rs0: pid {spawned.proc.pid}, {uri}")
