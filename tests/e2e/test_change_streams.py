@@ -507,17 +507,6 @@ def test_async_mongo_client_and_motor(replset: ServerThread) -> None:
     assert asyncio.run(main()) == [{"_id": 1}, {"_id": 2}]
 
 
-def _transactions_merged() -> bool:
-    from ebbdb.server import transactions
-
-    return hasattr(transactions, "TransactionManager")
-
-
-@pytest.mark.xfail(
-    not _transactions_merged(),
-    strict=True,
-    reason="multi-document transactions are the TXN branch's (this branch alone refuses them)",
-)
 def test_a_transaction_s_writes_are_one_event_each_with_its_session(
     client: Client, db: Any
 ) -> None:
