@@ -40,7 +40,7 @@ from ebbdb.storage.aggregate.change_stream.tokens import (
     ts_key,
 )
 from ebbdb.storage.aggregate.stage import Context, Read, Stage
-from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.values import render, render_value
 from ebbdb.storage.engine.oplog import OpLog
@@ -204,6 +204,13 @@ class ChangeStreamRun(PipelineRun):
             doc = self._complete(event, now_ms)
             for result in self._staged(doc, context):
                 raw = bson.encode(result, codec_options=CODEC)
+                if len(raw) > MAX_DOCUMENT_SIZE:  # mongod: an event must fit in one document
+                    raise QueryError(
+                        "BSONObjectTooLarge",
+                        f"BSONObj size: {len(raw)} (0x{len(raw):X}) is invalid. Size must be "
+                        f"between 0 and {MAX_DOCUMENT_SIZE}(16MB) First element: _id: "
+                        + render(result.get("_id")),
+                    )
                 if out and size + len(raw) > MAX_BATCH_BYTES:
                     return out, False  # the event stays pending for the next batch
                 out.append(raw)

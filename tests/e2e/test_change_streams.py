@@ -557,3 +557,16 @@ def test_a_stream_the_oplog_rolled_past_gets_286(tmp_path: Any) -> None:
             assert code_of(lambda: c.t.c.watch(resume_after=token))[0] == 286
     finally:
         srv.stop()
+
+
+def test_an_event_past_16_mb_is_10334(db: Any) -> None:
+    db.create_collection("big", changeStreamPreAndPostImages={"enabled": True})
+    db.big.insert_one({"_id": 1, "pad": "x" * (9 * 1024 * 1024), "n": 0})
+    with db.big.watch(
+        full_document="updateLookup", full_document_before_change="required"
+    ) as stream:
+        db.big.update_one({"_id": 1}, {"$inc": {"n": 1}})
+        with pytest.raises(OperationFailure) as err:
+            stream.next()
+    assert err.value.code == 10334
+    assert str(err.value).startswith("BSONObj size: ")
