@@ -570,3 +570,16 @@ def test_an_event_past_16_mb_is_10334(db: Any) -> None:
             stream.next()
     assert err.value.code == 10334
     assert str(err.value).startswith("BSONObj size: ")
+
+
+def test_drivers_resume_on_their_own_after_a_lost_cursor(client: Client, db: Any) -> None:
+    coll = db.c
+    with coll.watch(max_await_time_ms=100) as stream:
+        coll.insert_one({"_id": 1})
+        assert stream.next()["documentKey"] == {"_id": 1}
+        cid = stream._cursor.cursor_id  # the server cursor behind the stream
+        db.command("killCursors", "c", cursors=[cid])
+        coll.insert_one({"_id": 2})
+        # getMore: 43 CursorNotFound, a resumable error: pymongo resumes from its token.
+        assert stream.next()["documentKey"] == {"_id": 2}
+        assert stream._cursor.cursor_id != cid
