@@ -278,24 +278,31 @@ class ChangeStreamRun(PipelineRun):
     # -- look-ups ------------------------------------------------------------------------------
 
     def _complete(self, event: Event, now_ms: int) -> dict[str, Any]:
-        """The event with what its stream asks to be looked up: the document now (updateLookup),
-        the post-image (whenAvailable, required) and the pre-image (fullDocumentBeforeChange)."""
+        """The event with what its stream asks to be looked up, in mongod's order: the pre-image
+        (fullDocumentBeforeChange), then for an update the document now (updateLookup) or the
+        post-image (whenAvailable, required: the pre-image with the update's diff applied)."""
         doc = dict(event.doc)
         spec = self.spec
+        pre: dict[str, Any] | None = None
+        looked = False
+        if spec.before_change != "off" and event.op in ("update", "replace", "delete"):
+            pre, looked = self._pre_image(event, now_ms), True
+            if pre is None and spec.before_change == "required":
+                raise _missing(
+                    "a pre-image for all update, delete and replace events, but the pre-image",
+                    doc,
+                )
+            doc["fullDocumentBeforeChange"] = pre
         if event.op == "update" and spec.full_document != "default":
             if spec.full_document == "updateLookup":
                 post = self._lookup(event, now_ms)
             else:
-                pre = self._pre_image(event, now_ms)
+                if not looked:
+                    pre = self._pre_image(event, now_ms)
                 post = apply_diff(pre, event.diff or {}) if pre is not None else None
                 if post is None and spec.full_document == "required":
-                    raise _missing("post", doc)
+                    raise _missing("a post-image for all update events, but the post-image", doc)
             doc = _with_full_document(doc, post)
-        if spec.before_change != "off" and event.op in ("update", "replace", "delete"):
-            pre = self._pre_image(event, now_ms)
-            if pre is None and spec.before_change == "required":
-                raise _missing("pre", doc)
-            doc["fullDocumentBeforeChange"] = pre
         return doc
 
     def _lookup(self, event: Event, now_ms: int) -> dict[str, Any] | None:
@@ -342,11 +349,13 @@ def _with_full_document(doc: dict[str, Any], value: dict[str, Any] | None) -> di
     return out
 
 
-def _missing(which: str, doc: dict[str, Any]) -> QueryError:
+def _missing(what: str, doc: dict[str, Any]) -> QueryError:
+    """47 NoMatchingDocument for a required image not found, naming the event as mongod does."""
+    named = {k: doc[k] for k in ("operationType", "ns", "clusterTime", "txnNumber") if k in doc}
     return QueryError(
         "NoMatchingDocument",
-        f"Change stream was configured to require a {which}-image for all update, delete and "
-        f"replace events, but the {which}-image was not found for event: {render(doc)}",
+        f"Change stream was configured to require {what} was not found for event: "
+        + render_value(named),
     )
 
 

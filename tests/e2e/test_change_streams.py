@@ -400,14 +400,30 @@ def test_full_document_modes(db: Any) -> None:
         db.q.watch(full_document="updateLookup") as look,
         db.q.watch(full_document_before_change="whenAvailable") as when,
         db.q.watch(full_document="required") as req,
+        db.q.watch(full_document_before_change="required") as req_pre,
     ):
         db.q.update_one({"_id": 1}, {"$inc": {"n": 1}})
         assert look.next()["fullDocument"] == {"_id": 1, "n": 1}
-        assert when.next()["fullDocumentBeforeChange"] is None
+        event = when.next()
+        assert event["fullDocumentBeforeChange"] is None
+        named = (
+            f'{{operationType: "update", ns: {{db: "{db.name}", coll: "q"}}, '
+            f"clusterTime: Timestamp({event['clusterTime'].time}, {event['clusterTime'].inc})}}"
+        )
         with pytest.raises(OperationFailure) as err:
             req.next()
-        assert err.value.code == 47
-        assert "but the post-image was not found for event" in str(err.value)
+        assert (err.value.code, err.value.details and err.value.details["errmsg"]) == (
+            47,
+            "Change stream was configured to require a post-image for all update events, but "
+            f"the post-image was not found for event: {named}",
+        )
+        with pytest.raises(OperationFailure) as err:
+            req_pre.next()
+        assert (err.value.code, err.value.details and err.value.details["errmsg"]) == (
+            47,
+            "Change stream was configured to require a pre-image for all update, delete and "
+            f"replace events, but the pre-image was not found for event: {named}",
+        )
 
 
 def test_match_and_project(db: Any) -> None:
