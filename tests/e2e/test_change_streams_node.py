@@ -1,4 +1,4 @@
-"""Change streams through the Node.js driver (npm `mongodb`, pinned in .ci/node): watch with a
+"""Change streams through the Node.js driver and mongosh (npm `mongodb`, `mongosh`, pinned in .ci/node): watch with a
 $match and updateLookup, resumeAfter, the driver's 'change' events up to the invalidate that closes
 the stream, and mongod's code for a bad token (tests/e2e/js/change_streams.js)."""
 
@@ -66,4 +66,34 @@ def test_node_driver_watch(replset: ServerThread) -> None:
         "resumed": ["update", "delete"],
         "listened": ["insert", "drop", "invalidate"],
         "badToken": 9,
+    }
+
+
+MONGOSH_WATCH = """
+const coll = db.getSiblingDB('shwatch').c;
+const stream = coll.watch([], { fullDocument: 'updateLookup' });
+stream.tryNext();
+coll.insertOne({ _id: 1, a: 1 });
+coll.updateOne({ _id: 1 }, { $set: { a: 2 } });
+const seen = [];
+while (seen.length < 2) {
+  const change = stream.tryNext();
+  if (change !== null) seen.push({ op: change.operationType, doc: change.fullDocument });
+}
+stream.close();
+const standalone = db.getSiblingDB('admin').runCommand({ hello: 1 }).setName;
+print(JSON.stringify({ seen, setName: standalone }));
+"""
+
+
+def test_mongosh_watch(replset: ServerThread, tmp_path: Any) -> None:
+    from tests.e2e.node_tools import run_mongosh
+
+    out = json.loads(run_mongosh(replset.uri, MONGOSH_WATCH, tmp_path / "home")[-1])
+    assert out == {
+        "seen": [
+            {"op": "insert", "doc": {"_id": 1, "a": 1}},
+            {"op": "update", "doc": {"_id": 1, "a": 2}},
+        ],
+        "setName": "rs0",
     }
