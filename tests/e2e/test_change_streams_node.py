@@ -1,6 +1,6 @@
-"""Change streams through the Node.js driver and mongosh (npm `mongodb`, `mongosh`, pinned in .ci/node): watch with a
-$match and updateLookup, resumeAfter, the driver's 'change' events up to the invalidate that closes
-the stream, and mongod's code for a bad token (tests/e2e/js/change_streams.js)."""
+"""Change streams through the Node.js driver and mongosh (pinned in .ci/node): watch with a $match
+and updateLookup, resumeAfter, the driver's 'change' events up to the invalidate that closes the
+stream, mongod's code for a bad token (tests/e2e/js/change_streams.js); mongosh's watch."""
 
 from __future__ import annotations
 
