@@ -20,7 +20,7 @@ from bson import Timestamp
 from bson.raw_bson import RawBSONDocument
 
 from ebbdb.server.context import CommandContext
-from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Cursor, PipelineRun, Tailing
+from ebbdb.server.cursors import MAX_BATCH_BYTES, Cursor, PipelineRun, Tailing
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.aggregate import EngineSource, parse_pipeline
 from ebbdb.storage.aggregate.change_stream.events import Event, apply_diff, events_of
@@ -400,28 +400,14 @@ def _start(engine: Engine, spec: StreamSpec, token: TokenData | None) -> _Start:
     return _Start(Position(ts_key(point) - 1, 1 << 62, 1), _before(point), point)
 
 
-def _batch_size(cursor: Mapping[str, Any] | None) -> int:
-    size = DEFAULT_FIRST_BATCH if cursor is None else cursor.get("batchSize", DEFAULT_FIRST_BATCH)
-    if isinstance(size, bool) or not isinstance(size, int | float):
-        raise CommandError(
-            ErrorCode.TypeMismatch,
-            "BSON field 'aggregate.cursor.batchSize' is the wrong type, expected type 'int'",
-        )
-    if size < 0:
-        raise CommandError(
-            ErrorCode.BadValue, f"BatchSize value must be non-negative, but received: {size}"
-        )
-    return int(size)
-
-
 async def open_stream(
     ctx: CommandContext,
     collection: str | None,
     pipeline: list[Any],
-    cursor: Mapping[str, Any] | None,
+    first: int,
 ) -> dict[str, Any]:
-    """aggregate with $changeStream first: the stream's cursor and its first batch (what the
-    oplog holds after the start point now; the first batch never waits)."""
+    """aggregate with $changeStream first: the stream's cursor and its first batch of at most
+    `first` events (what the oplog holds after the start point now; it never waits)."""
     if len(pipeline[0]) != 1:
         raise QueryError(
             "Location40323", "A pipeline stage specification object must contain exactly one field."
@@ -440,12 +426,6 @@ async def open_stream(
     rest = list(pipeline[1:])
     check_after(rest)
     stages = parse_pipeline(rest).stages
-    if cursor is None:
-        raise CommandError(
-            ErrorCode.FailedToParse,
-            "The 'cursor' option is required, except for aggregate with the explain argument",
-        )
-    first = _batch_size(cursor)
     engine = ctx.gateway.engine
     commit_watch(engine)
     start = _start(engine, spec, token)

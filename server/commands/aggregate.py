@@ -73,8 +73,6 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     if p.explain:
         return await explain_aggregate(ctx, p, "queryPlanner", _command(p))
     collection = collection_of(p.target)
-    if change_streams.opens_stream(p.pipeline):
-        return await change_streams.open_stream(ctx, collection, p.pipeline, p.cursor)
     if collection is not None:
         validate_collection_name(ctx.db, collection)
         await ctx.profiler.settle(collection)
@@ -84,6 +82,8 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
             "The 'cursor' option is required, except for aggregate with the explain argument",
         )
     first = _batch_size(p.cursor)
+    if change_streams.opens_stream(p.pipeline):
+        return await change_streams.open_stream(ctx, collection, p.pipeline, first)
     now = ctx.now()
     variables = command_variables(p.let, now)
     stages = p.pipeline
