@@ -170,6 +170,17 @@ def test_rename_invalidates_the_source_s_stream(db: Any) -> None:
         assert [whole.next()["operationType"] for _ in range(2)] == ["rename", "insert"]
 
 
+def test_a_rename_onto_a_watched_collection_ends_its_stream(db: Any) -> None:
+    db.a.insert_one({"_id": 1})
+    db.b.insert_one({"_id": 2})
+    with db.b.watch() as stream:
+        db.a.rename("b", dropTarget=True)
+        rename, invalidate = stream.next(), stream.next()
+    assert plain(rename)["ns"] == {"db": db.name, "coll": "a"}
+    assert plain(rename)["to"] == {"db": db.name, "coll": "b"}
+    assert invalidate["operationType"] == "invalidate"
+
+
 def test_database_stream_and_drop_database(db: Any) -> None:
     db.x.insert_one({"_id": 0})
     with db.watch() as stream:

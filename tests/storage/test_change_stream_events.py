@@ -331,6 +331,10 @@ def test_rename_and_drop_database() -> None:
         "operationDescription": {"to": {"db": "test", "coll": "d"}},
     }
     assert inv["operationType"] == "invalidate"
+    # A rename onto the watched namespace ends its stream too.
+    onto, onto_inv = docs(rename, Scope("test", "d"))
+    assert (onto["operationType"], onto_inv["operationType"]) == ("rename", "invalidate")
+    assert docs(rename, Scope("test", "e")) == []
     [db_ev] = docs(rename, Scope("test"), expanded=True)
     assert db_ev["operationDescription"] == {"to": {"db": "test", "coll": "d"}}
     assert list(db_ev)[4] == "collectionUUID"

@@ -123,9 +123,7 @@ def _events(
     doc.update(after)
     event = Event(Position.of(ts, index), doc, kind, ui=ui if isinstance(ui, Binary) else None)
     yield event
-    if kind in _INVALIDATES[scope.kind] and (
-        kind != "rename" or _sees(scope, *_split(str(o["renameCollection"])))
-    ):
+    if kind in _INVALIDATES[scope.kind]:
         yield invalidate(event)
 
 
@@ -145,8 +143,9 @@ def _ddl_of(o: Mapping[str, Any], o2: Any, db: str, scope: Scope, expanded: bool
     if command == "renameCollection":
         from_db, from_coll = _split(str(target))
         to_db, to_coll = _split(str(o.get("to", "")))
-        sees_to = scope.coll is None and _sees(scope, to_db, to_coll)
-        if not (_sees(scope, from_db, from_coll) or sees_to):
+        # A collection's stream sees a rename of its collection, and one onto its namespace
+        # (which replaces what it watched): both end it, as mongod's.
+        if not (_sees(scope, from_db, from_coll) or _sees(scope, to_db, to_coll)):
             return None
         to = {"db": to_db, "coll": to_coll}
         # mongod's: the entry's fields but the source and stayTemp, `to` as a namespace; its
