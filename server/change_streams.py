@@ -8,6 +8,7 @@ post-images) and the stages after `$changeStream`."""
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -51,9 +52,9 @@ from ebbdb.storage.query.expressions import command_variables
 #: How long a getMore waits for an event when the driver gives no maxAwaitTimeMS (mongod's 1 s).
 DEFAULT_AWAIT_MS = 1000
 #: Oplog entries read at a time (one short read transaction each).
-_READ = 256
-#: Entries a batch scans on the loop before it lets other clients in.
-_SCAN_BUDGET = 512
+_READ = 64
+#: How long a batch works on the loop before it lets other clients in (seconds).
+_SLICE = 0.001
 
 
 def opens_stream(pipeline: list[Any]) -> bool:
@@ -179,16 +180,17 @@ class ChangeStreamRun(PipelineRun):
 
     def pull(self, max_docs: int, now_ms: int) -> tuple[list[bytes], bool]:
         """Up to `max_docs` events (as BSON) from what the oplog holds now; the flag says whether
-        the scan stopped short of the oplog's end (its budget ran out: call again)."""
+        it stopped short of the oplog's end because its slice of the loop's time was up (call
+        again, after letting other clients in)."""
         out: list[bytes] = []
         size = 0
-        scanned = 0
+        began = time.perf_counter()
         source = EngineSource(self.engine, self.db, now_ms)
         context = Context(source, command_variables(None, now_ms), None, None)
         while len(out) < max_docs and not self.exhausted:
+            if time.perf_counter() - began > _SLICE:
+                return out, True
             if not self.pending:
-                if scanned >= _SCAN_BUDGET:
-                    return out, True
                 entries = self._next_entries()
                 if not entries:
                     break
@@ -198,7 +200,6 @@ class ChangeStreamRun(PipelineRun):
                         if event.position > self.after and self._past_resume_point(event):
                             self.pending.append(event)
                     self.scan_ts = ts
-                scanned += len(entries)
                 continue
             event = self.pending[0]
             doc = self._complete(event, now_ms)
