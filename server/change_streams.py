@@ -478,8 +478,6 @@ async def get_more(
     1 s without) is up, then answer an empty batch with a high-water mark."""
     run = cursor.run
     assert isinstance(run, ChangeStreamRun)
-    if ctx.client.op is not None:
-        ctx.client.op.deadline = None  # maxTimeMS here is how long to wait, not a time limit
     cursor.in_use = True
     ctx.client.op_run = run
     watch = commit_watch(run.engine)

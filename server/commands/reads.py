@@ -190,14 +190,14 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
-    if isinstance(cursor.run, change_streams.ChangeStreamRun):
-        return await change_streams.get_more(ctx, cursor, p.batch_size or None, p.max_time_ms)
     op = ctx.client.op
     if op is not None:
         if cursor.tail is not None:
             op.deadline = None  # an awaitData getMore's maxTimeMS is how long it waits
         elif cursor.time_left is not None:
             op.deadline = time.monotonic() + cursor.time_left
+    if isinstance(cursor.run, change_streams.ChangeStreamRun):
+        return await change_streams.get_more(ctx, cursor, p.batch_size or None, p.max_time_ms)
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
