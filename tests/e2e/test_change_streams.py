@@ -459,37 +459,44 @@ def test_match_and_project(db: Any) -> None:
 
 def test_await_data_waits_without_holding_the_loop(client: Client, db: Any) -> None:
     coll = db.c
-    reply = db.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={})
-    cid = reply["cursor"]["id"]
-    # An idle getMore takes its maxTimeMS, then answers an empty batch.
-    t0 = time.perf_counter()
-    empty = db.command("getMore", cid, collection="c", maxTimeMS=300)["cursor"]
-    assert empty["nextBatch"] == [] and 0.25 < time.perf_counter() - t0 < 2
-    # Meanwhile other clients are served, and a write wakes the waiting getMore at once.
-    got: list[Any] = []
-    waiter = threading.Thread(
-        target=lambda: got.append(
-            (
-                db.command("getMore", cid, collection="c", maxTimeMS=5000)["cursor"],
-                time.perf_counter(),
+    # One session for the stream's commands: its cursor is the session's (mongod: 50738 for a
+    # getMore in another).
+    with client.start_session() as session:
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return db.command(*args, session=session, **kwargs)
+
+        reply = run("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={})
+        cid = reply["cursor"]["id"]
+        # An idle getMore takes its maxTimeMS, then answers an empty batch.
+        t0 = time.perf_counter()
+        empty = run("getMore", cid, collection="c", maxTimeMS=300)["cursor"]
+        assert empty["nextBatch"] == [] and 0.25 < time.perf_counter() - t0 < 2
+        # Meanwhile other clients are served, and a write wakes the waiting getMore at once.
+        got: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: got.append(
+                (
+                    run("getMore", cid, collection="c", maxTimeMS=5000)["cursor"],
+                    time.perf_counter(),
+                )
             )
         )
-    )
-    waiter.start()
-    time.sleep(0.2)
-    t1 = time.perf_counter()
-    assert client.admin.command("ping")["ok"] == 1.0
-    assert time.perf_counter() - t1 < 0.2
-    coll.insert_one({"_id": 1})
-    written = time.perf_counter()
-    waiter.join(5)
-    (batch, at) = got[0]
-    assert [d["documentKey"] for d in batch["nextBatch"]] == [{"_id": 1}]
-    assert at - written < 0.5
-    # The stream's own default wait is mongod's 1 s.
-    t0 = time.perf_counter()
-    db.command("getMore", cid, collection="c")
-    assert 0.9 < time.perf_counter() - t0 < 3
+        waiter.start()
+        time.sleep(0.2)
+        t1 = time.perf_counter()
+        assert client.admin.command("ping")["ok"] == 1.0
+        assert time.perf_counter() - t1 < 0.2
+        coll.insert_one({"_id": 1})
+        written = time.perf_counter()
+        waiter.join(5)
+        (batch, at) = got[0]
+        assert [d["documentKey"] for d in batch["nextBatch"]] == [{"_id": 1}]
+        assert at - written < 0.5
+        # The stream's own default wait is mongod's 1 s.
+        t0 = time.perf_counter()
+        run("getMore", cid, collection="c")
+        assert 0.9 < time.perf_counter() - t0 < 3
 
 
 def test_ttl_deletions_are_delete_events(db: Any) -> None:
