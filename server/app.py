@@ -30,6 +30,7 @@ from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
 from ebbdb.server.replication import ReplicaSet
+from ebbdb.server.sessions import SessionCatalog, operations_killer
 from ebbdb.server.stats import ServerStats
 from ebbdb.server.tls import server_context
 from ebbdb.server.transactions import TransactionManager
@@ -177,11 +178,14 @@ class App:
                     log_all=config.verbosity >= 1,
                 ),
                 operations=self.operations,
+                sessions=SessionCatalog(self.clock.now_ms),
                 replica_set=replica_set,
                 transactions=None
                 if replica_set is None
                 else TransactionManager(gateway, self.parameters),
             )
+            self._services.sessions.kill_cursors = self.cursors.close_all
+            self._services.sessions.kill_operations = operations_killer(self.operations)
             if self._services.transactions is not None:
                 self._services.transactions.serve(self._services.sessions)
             await auth_startup.prepare(config, self._services.users, gateway)
@@ -196,6 +200,7 @@ class App:
             raise
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._reap_cursors()))
+        self._tasks.append(loop.create_task(self._refresh_sessions()))
         # The TTL monitor's purges carry a token of their own, which shutdown interrupts too.
         ttl_context = contextvars.copy_context()
         ttl_context.run(interrupt.current.set, self.operations.internal_token())
@@ -314,6 +319,15 @@ class App:
             n = self.cursors.reap(idle)
             if n:
                 log.info("closed %d idle cursors", n)
+
+    async def _refresh_sessions(self) -> None:
+        """The logical session cache's periodic refresh (server/session_cache.py), loaded with
+        its first run rather than at start."""
+        await asyncio.sleep(int(self.parameters.get("logicalSessionRefreshMillis")) / 1000)
+        from ebbdb.server import session_cache
+
+        services = self.services
+        await session_cache.run(services.sessions, services.gateway, self.parameters, first=True)
 
     # -- connections -----------------------------------------------------------------------------
 

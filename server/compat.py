@@ -38,6 +38,8 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "enableTestCommands": ("boolean", None, None),
     "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
     "journalCommitInterval": ("integer", 1, 500),
+    "localLogicalSessionTimeoutMinutes": ("integer", 1, None),
+    "logicalSessionRefreshMillis": ("integer", 1, None),
     "syncdelay": ("number", 0, 9_999_999),
     "transactionLifetimeLimitSeconds": ("integer", 1, None),
     "ttlMonitorEnabled": ("boolean", None, None),
@@ -54,12 +56,18 @@ PARAMETER_NOTES: dict[str, str] = {
     "internalQueryMaxBlockingSortMemoryUsageBytes": "bytes a blocking sort (find, `$sort`) "
     "may hold before spilling to disk, or failing with 292 without disk use (see Limits)",
     "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
-    "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to live)",
+    "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to "
+    "live), and the test commands of fail points and sessions",
     "incomingMessageTimeoutSecs": "ebbdb's own: a client's message must arrive whole within "
     "this many seconds of its first byte, or the connection is closed (slow or truncated "
     "messages cannot hold memory for ever)",
     "journalCommitInterval": "commits are synced to disk at least this often, in milliseconds "
     "(see Durability)",
+    "localLogicalSessionTimeoutMinutes": "a logical session unused this many minutes ends with "
+    "its cursors and transaction; hello's `logicalSessionTimeoutMinutes` and the TTL index of "
+    "`config.system.sessions` follow it (see Transactions and change streams)",
+    "logicalSessionRefreshMillis": "how often sessions in use are written to "
+    "`config.system.sessions`, ended ones removed and idle ones timed out",
     "syncdelay": "mongod's flush interval in seconds, also `--syncdelay`: the background sync "
     "runs every `journalCommitInterval`, or this if shorter (0: no bound of its own)",
     "transactionLifetimeLimitSeconds": "a multi-document transaction (replica-set mode) open "

@@ -7,7 +7,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ import bson
 import bson.errors
 
 from ebbdb.server.gateway import Gateway
+from ebbdb.server.sessions import CURRENT_SESSION, Session
 from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE
 from ebbdb.storage.core.errors import QueryError
 
@@ -110,6 +111,8 @@ class Cursor:
     waiting: asyncio.Future[None] | None = None
     #: Seconds of the opening command's maxTimeMS its getMores may still use (None: no limit).
     time_left: float | None = None
+    #: The logical session that opened it (the cursor dies with the session).
+    session: Session | None = None
 
 
 class CursorManager:
@@ -134,6 +137,10 @@ class CursorManager:
                 break
         cursor = Cursor(cid, ns, run, no_timeout, tail=tail)
         self._cursors[cid] = cursor
+        session = CURRENT_SESSION.get()
+        if session is not None:
+            cursor.session = session
+            session.cursors.add(cid)
         return cursor
 
     def get(self, cid: int) -> Cursor | None:
@@ -147,6 +154,8 @@ class CursorManager:
         cursor = self._cursors.pop(cid, None)
         if cursor is None:
             return False
+        if cursor.session is not None:
+            cursor.session.cursors.discard(cid)
         cursor.killed = True
         if cursor.waiting is not None and not cursor.waiting.done():
             cursor.waiting.set_result(None)
@@ -161,8 +170,15 @@ class CursorManager:
             if not c.no_timeout and not c.in_use and t - c.last_used > idle_seconds
         ]
         for cid in stale:
-            del self._cursors[cid]
+            cursor = self._cursors.pop(cid)
+            if cursor.session is not None:
+                cursor.session.cursors.discard(cid)
         return len(stale)
+
+    def close_all(self, ids: Iterable[int]) -> None:
+        """Close the cursors of a session that ended, was killed or timed out."""
+        for cid in list(ids):
+            self.close(cid)
 
 
 async def _next_chunk(

@@ -24,6 +24,7 @@ from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts
 from ebbdb.server.registry import REGISTRY, Registry
+from ebbdb.server.sessions import CURRENT_SESSION, label_reply, txn_fields
 from ebbdb.server.transactions import Statement, in_transaction, refuse_transaction_fields
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
@@ -186,8 +187,13 @@ class Dispatcher:
                 )
             if self.services.replica_set is None:
                 refuse_transaction_fields(body)
+            elif "txnNumber" in body:
+                txn_fields(body)  # a retryable write's, or a transaction's, checked as mongod
+            # The command's logical session (mongod checks the lsid of every command).
             lsid = body.get("lsid")
-            client.session = None if lsid is None else self.services.sessions.touch(lsid)
+            client.session = (
+                None if lsid is None else self.services.sessions.touch_for(client, lsid)
+            )
             if self.services.transactions is not None and in_transaction(body):
                 statement = await self.services.transactions.enter(
                     client.session, cmd.name, db, body
@@ -222,6 +228,7 @@ class Dispatcher:
             # token is the current one for every storage loop the handler drives.
             op = client.op = self._operations.start(client, db, cmd.name, body, max_time_ms)
             token = current_op.set(op)
+            session_token = CURRENT_SESSION.set(client.session)
             try:
                 if read is not None and replica_set is not None:
                     await replica_set.before_read(read, self.services.gateway)
@@ -237,6 +244,7 @@ class Dispatcher:
                 else:
                     reply = await cmd.handler(ctx, params)
             finally:
+                CURRENT_SESSION.reset(session_token)
                 current_op.reset(token)
                 self._operations.finish(op)
                 client.op = None
@@ -281,6 +289,8 @@ class Dispatcher:
             statement.failed(reply)  # the transaction's rules for a failed statement
         if self.services.replica_set is not None:
             self.services.replica_set.stamp(reply, name)
+            # RetryableWriteError and topologyVersion, for a driver's retry
+            label_reply(reply, body, self.services.replica_set.topology_version)
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body

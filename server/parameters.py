@@ -101,6 +101,10 @@ PARAMETERS: dict[str, ParameterDef] = {
             lambda v: Int64(_positive_int(v)),
         ),
         ParameterDef("allowDiskUseByDefault", True, _parse_bool, _bool),
+        # Logical sessions (server/session_cache.py): how long an idle session lives, and how
+        # often the session cache writes config.system.sessions (both startup only, as mongod's).
+        ParameterDef("localLogicalSessionTimeoutMinutes", 30, int, _positive_int, runtime=False),
+        ParameterDef("logicalSessionRefreshMillis", 300_000, int, _positive_int, runtime=False),
         # A multi-document transaction open longer than this is aborted (replica-set mode).
         ParameterDef("transactionLifetimeLimitSeconds", 60, int, _positive_int),
         ParameterDef(

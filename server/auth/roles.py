@@ -83,6 +83,12 @@ COMMANDS: dict[str, str] = {
     "grantRolesToUser": USER_ADMIN,
     "revokeRolesFromUser": USER_ADMIN,
     # sessions and transactions: the user's own
+    "startSession": AUTHENTICATED,
+    "refreshSessions": AUTHENTICATED,
+    "killSessions": AUTHENTICATED,
+    # any user's sessions (MongoDB's killAnySession action, in hostManager and clusterAdmin)
+    "killAllSessions": CLUSTER_ADMIN,
+    "killAllSessionsByPattern": CLUSTER_ADMIN,
     "commitTransaction": AUTHENTICATED,
     "abortTransaction": AUTHENTICATED,
     "listDatabases": AUTHENTICATED,  # lists only the databases the user has a role on
@@ -108,6 +114,8 @@ COMMANDS: dict[str, str] = {
     "ttlClock": CLUSTER_ADMIN,
     "ttlMonitorPass": CLUSTER_ADMIN,
     "configureFailPoint": CLUSTER_ADMIN,
+    "refreshLogicalSessionCacheNow": CLUSTER_ADMIN,
+    "reapLogicalSessionCacheNow": CLUSTER_ADMIN,
     # refused for everyone (server-side JavaScript), after the check a read would pass
     "mapReduce": READ,
 }
@@ -254,10 +262,27 @@ def required(name: str, db: str, body: Mapping[str, Any]) -> list[tuple[str, str
             (source_db, _on_auth_schema(source_db, DDL, source)),
             (target_db, _on_auth_schema(target_db, DDL, target)),
         ]
+    if name == "aggregate" and (listing := _session_listing(body.get("pipeline"))) is not None:
+        return [(db, listing)]
     needs = [(db, _on_auth_schema(db, action, _collection(name, body)))]
     if name == "aggregate":
         needs += _pipeline_needs(db, body.get("pipeline"))
     return needs
+
+
+def _session_listing(pipeline: Any) -> str | None:
+    """What a pipeline that lists sessions needs, as MongoDB's $listLocalSessions and
+    $listSessions: nothing but a login for the user's own, the cluster's listSessions action
+    (clusterMonitor) for every user's or named users' (None: not such a pipeline)."""
+    if not isinstance(pipeline, list) or not pipeline or not isinstance(pipeline[0], Mapping):
+        return None
+    stage = next(iter(pipeline[0]), "")
+    if stage not in ("$listLocalSessions", "$listSessions"):
+        return None
+    spec = pipeline[0][stage]
+    if isinstance(spec, Mapping) and (spec.get("allUsers") or spec.get("users")):
+        return CLUSTER_MONITOR
+    return AUTHENTICATED
 
 
 def _pipeline_needs(db: str, pipeline: Any) -> list[tuple[str, str]]:

@@ -87,8 +87,13 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
     now = ctx.now()
     variables = command_variables(p.let, now)
     stages = p.pipeline
-    if stages and isinstance(stages[0], Mapping) and next(iter(stages[0]), "") == "$currentOp":
+    first_stage = next(iter(stages[0]), "") if stages and isinstance(stages[0], Mapping) else ""
+    if first_stage == "$currentOp":
         stages = current_op_pipeline(ctx, collection, stages)
+    elif first_stage in ("$listLocalSessions", "$listSessions"):
+        from ebbdb.server.commands.sessions import list_sessions_pipeline
+
+        stages = list_sessions_pipeline(ctx, collection, stages)
     pipeline = parse_pipeline(stages, defined=frozenset(p.let or {}))
     coll = ctx.collection(collection) if collection is not None else None
     if coll is None and not p.collation:

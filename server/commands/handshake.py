@@ -1,5 +1,5 @@
 """What drivers and shells send on connect: hello/isMaster, ping, buildInfo, whatsmyuri,
-connectionStatus, endSessions."""
+connectionStatus."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CodedError
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
-
-LOGICAL_SESSION_TIMEOUT_MINUTES = 30
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
         "maxMessageSizeBytes": MAX_MESSAGE_SIZE,
         "maxWriteBatchSize": MAX_WRITE_BATCH_SIZE,
         "localTime": datetime.datetime.now(datetime.UTC),
-        "logicalSessionTimeoutMinutes": LOGICAL_SESSION_TIMEOUT_MINUTES,
+        "logicalSessionTimeoutMinutes": ctx.parameters.get("localLogicalSessionTimeoutMinutes"),
         "connectionId": ctx.client.id,
         "minWireVersion": version.MIN_WIRE_VERSION,
         "maxWireVersion": version.MAX_WIRE_VERSION,
@@ -138,9 +136,3 @@ async def connection_status(ctx: CommandContext, p: ConnectionStatusParams) -> d
         privileges = await client_privileges(ctx.users, ctx.gateway, ctx.client.auth)
         auth["authenticatedUserPrivileges"] = privilege_documents(privileges)
     return {"authInfo": auth, "ok": 1.0}
-
-
-@REGISTRY.command("endSessions", lenient=True)
-async def end_sessions(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
-    """Accept the driver's list of ended sessions (ebbdb keeps no session state)."""
-    return {"ok": 1.0}

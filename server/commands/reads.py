@@ -29,6 +29,7 @@ from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.memory import memory_limits
 from ebbdb.server.registry import REGISTRY
+from ebbdb.server.sessions import check_get_more
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.documents import CODEC
@@ -190,6 +191,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
         raise CommandError(
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
+    check_get_more(cursor.id, cursor.session, ctx.client.session)  # as mongod, once pinned
     op = ctx.client.op
     if op is not None:
         if cursor.tail is not None:

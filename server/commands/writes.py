@@ -4,14 +4,17 @@ documents are never matched), and per-statement failures go back in `writeErrors
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from ebbdb.server import retryable_writes
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
+from ebbdb.server.retryable_writes import Retry
 from ebbdb.storage.aggregate.updates import parse_pipeline_update
 from ebbdb.storage.catalog import timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
@@ -68,15 +71,24 @@ async def _run_statements(
     ordered: bool,
     counts: Callable[[], dict[str, Any]],
     run: Callable[[dict[str, Any], int, F, int], None],
+    retry: Retry | None = None,
+    recorded: Callable[[F], bool] = lambda s: True,
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
     bounded write when the batch is small, see Gateway.write_small) and reply: the counts, which
     `run(reply, i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again),
-    then writeErrors for the statements that failed, then ok."""
+    then writeErrors for the statements that failed, then ok. A retryable write (`retry`) skips
+    the statements it executed before and records those it executes (`recorded` says which
+    may be: one on many documents may not)."""
+    each = run if retry is None else retry.wrap(run, recorded)
 
     def job(now_ms: int) -> dict[str, Any]:
+        if retry is not None:
+            retry.start()
         reply = counts()
-        errors = _each_statement(batch.statements, ordered, lambda i, s: run(reply, i, s, now_ms))
+        errors = _each_statement(batch.statements, ordered, lambda i, s: each(reply, i, s, now_ms))
+        if retry is not None:
+            retry.record(now_ms)
         if errors:
             reply["writeErrors"] = errors
         reply["ok"] = 1.0
@@ -246,6 +258,14 @@ class InsertParams:
 @REGISTRY.command("insert", params=InsertParams, writes=True)
 async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     """Insert documents; per-document failures are reported in writeErrors."""
+    if retryable_writes.applies(ctx):
+        return await retryable_writes.run(ctx, lambda retry: _insert(ctx, p, retry))
+    return await _insert(ctx, p, None)
+
+
+async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> dict[str, Any]:
+    if retry is not None:
+        return await _insert_retryable(ctx, p, retry)
     gateway = ctx.gateway
     small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
     result = await (gateway.write_small if small else gateway.write_stamped)(
@@ -260,6 +280,48 @@ async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     reply: dict[str, Any] = {"n": result.inserted}
     if result.errors:
         reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+    reply["ok"] = 1.0
+    return reply
+
+
+async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
+    """A retryable insert: each document is a statement (its stmtId: its index), recorded when
+    inserted; the documents a first try inserted are not inserted again, the others are, in
+    runs of consecutive statements."""
+    engine = ctx.gateway.engine
+
+    def job(now_ms: int) -> tuple[int, list[dict[str, Any]]]:
+        retry.start()
+        errors: list[dict[str, Any]] = []
+        reached = len(p.documents)  # an ordered insert stops at its first failure
+        for start, stop in retry.unexecuted(len(p.documents)):
+            retry.begin_statement(start)  # the documents are statements start, start + 1, ...
+            result = engine.insert(
+                ctx.db,
+                p.collection,
+                p.documents[start:stop],
+                p.ordered,
+                now_ms=now_ms,
+                bypass=p.bypass_document_validation,
+            )
+            failed = {start + i for i, _ in result.errors}
+            errors += [write_error(start + i, exc) for i, exc in result.errors]
+            if failed and p.ordered:
+                reached = min(failed)
+            for i in range(start, min(stop, reached)):
+                if i not in failed:
+                    retry.done(i, retryable_writes.Executed(n=1))
+            if reached < len(p.documents):
+                break
+        replayed = sum(1 for i in range(reached) if retry.executed(i) is not None)
+        retry.record(now_ms)
+        return replayed + len(retry.pending), errors
+
+    n, errors = await ctx.gateway.write_stamped(job)
+    ctx.stats.count_documents("insert", n)
+    reply: dict[str, Any] = {"n": n}
+    if errors:
+        reply["writeErrors"] = errors
     reply["ok"] = 1.0
     return reply
 
@@ -291,6 +353,12 @@ class UpdateParams(StatementsParams):
 @REGISTRY.command("update", params=UpdateParams, writes=True)
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
+    if retryable_writes.applies(ctx):
+        return await retryable_writes.run(ctx, lambda retry: _update(ctx, p, retry))
+    return await _update(ctx, p, None)
+
+
+async def _update(ctx: CommandContext, p: UpdateParams, retry: Retry | None) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     for s in p.updates:
         _check_update_argument(s.u)
@@ -327,7 +395,9 @@ async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
             reply["n"] += 1
             reply.setdefault("upserted", []).append({"index": i, "_id": result.upserted_id})
 
-    reply = await _run_statements(ctx, batch, p.ordered, lambda: {"n": 0, "nModified": 0}, run)
+    reply = await _run_statements(
+        ctx, batch, p.ordered, lambda: {"n": 0, "nModified": 0}, run, retry, lambda s: not s.multi
+    )
     ctx.stats.count_documents("update", reply["nModified"] + len(reply.get("upserted", ())))
     return reply
 
@@ -359,6 +429,12 @@ class DeleteParams(StatementsParams):
 @REGISTRY.command("delete", params=DeleteParams, writes=True)
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
+    if retryable_writes.applies(ctx):
+        return await retryable_writes.run(ctx, lambda retry: _delete(ctx, p, retry))
+    return await _delete(ctx, p, None)
+
+
+async def _delete(ctx: CommandContext, p: DeleteParams, retry: Retry | None) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     batch = _batch(ctx, p, p.deletes, all(s.limit == 1 for s in p.deletes))
     engine = ctx.gateway.engine
@@ -369,7 +445,9 @@ async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
             engine, ctx.db, p.collection, spec, s.limit == 1, now_ms
         ).deleted
 
-    reply = await _run_statements(ctx, batch, p.ordered, lambda: {"n": 0}, run)
+    reply = await _run_statements(
+        ctx, batch, p.ordered, lambda: {"n": 0}, run, retry, lambda s: s.limit == 1
+    )
     ctx.stats.count_documents("delete", reply["n"])
     return reply
 
@@ -418,6 +496,14 @@ def _check_find_and_modify(p: FindAndModifyParams) -> None:
 @REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams, writes=True)
 async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[str, Any]:
     """Update or remove one document and return it (before, or with `new` after, the change)."""
+    if retryable_writes.applies(ctx):
+        return await retryable_writes.run(ctx, lambda retry: _find_and_modify(ctx, p, retry))
+    return await _find_and_modify(ctx, p, None)
+
+
+async def _find_and_modify(
+    ctx: CommandContext, p: FindAndModifyParams, retry: Retry | None
+) -> dict[str, Any]:
     validate_collection_name(ctx.db, p.collection)
     _check_find_and_modify(p)
     if not p.remove and timeseries.is_timeseries(ctx.collection(p.collection)):
@@ -433,7 +519,7 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
     change = None if p.remove else _parse_change(p.update, p.array_filters, False, variables)
     fields = parse_projection(p.fields, filter=spec.query) if p.fields else None
     gateway = ctx.gateway
-    result = await (gateway.write_small if by_id(spec) else gateway.write_stamped)(
+    modify = functools.partial(
         writes.find_and_modify,
         gateway.engine,
         ctx.db,
@@ -446,9 +532,40 @@ async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[s
         fields=fields,
         bypass=p.bypass_document_validation,
     )
+    if retry is not None:
+        return await gateway.write_stamped(_retryable_modify, retry, modify, p.new, p.remove)
+    result = await (gateway.write_small if by_id(spec) else gateway.write_stamped)(modify)
+    return _find_and_modify_reply(result, p.remove)
+
+
+def _find_and_modify_reply(result: writes.FindAndModifyResult, remove: bool) -> dict[str, Any]:
     last: dict[str, Any] = {"n": result.matched}
-    if not p.remove:
+    if not remove:
         last["updatedExisting"] = result.updated_existing
         if result.upserted_id is not MISSING:
             last["upserted"] = result.upserted_id
     return {"lastErrorObject": last, "value": result.value, "ok": 1.0}
+
+
+def _retryable_modify(
+    retry: Retry,
+    modify: Callable[..., writes.FindAndModifyResult],
+    new: bool,
+    remove: bool,
+    now_ms: int,
+) -> dict[str, Any]:
+    """A retryable findAndModify's job: its first reply if it ran before (statement 0), else
+    run, recorded with the document it returned (mongod's retry image) when it wrote."""
+    retry.start()
+    done = retry.executed(0)
+    if done is not None and done.reply is not None:
+        return {**done.reply, "ok": 1.0}
+    retry.begin_statement(0)
+    result = modify(now_ms=now_ms)
+    reply = _find_and_modify_reply(result, remove)
+    if result.matched:
+        # A copy: the dispatcher may add to the reply it sends (a fail point's write concern
+        # error), never to the one a retry gets.
+        retry.done(0, retryable_writes.Executed(reply=dict(reply)))
+        retry.record(now_ms, ("postImage" if new else "preImage", reply["value"]))
+    return reply

@@ -86,7 +86,12 @@ PREIMAGES_DB, PREIMAGES_NAME = "config", "system.preimages"
 #: bookkeeping (mongod logs neither).
 _UNLOGGED_DBS = frozenset({"local"})
 _UNLOGGED_NS = frozenset(
-    {"config.system.sessions", "config.transactions", "config.system.preimages"}
+    {
+        "config.system.sessions",
+        "config.transactions",
+        "config.image_collection",
+        "config.system.preimages",
+    }
 )
 ZERO = Timestamp(0, 0)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from bson import Int64
 from pymongo import AsyncMongoClient, MongoClient, monitoring
+from pymongo.client_session import ClientSession
 from pymongo.errors import OperationFailure
 
 from tests.e2e.ttl_helpers import error_code
@@ -215,49 +216,59 @@ class _Sent(monitoring.CommandListener):
         pass
 
 
-def _get_more_in_thread(client: Client, uri: str) -> tuple[Any, dict[str, Any], threading.Thread]:
-    """Open a cursor over 100 slow documents, then start a getMore of 30 of them (seconds of
-    work) on another connection; return once it has been sent and the server has had a moment
-    to start on it. Returns the cursor id, the getMore's outcome ("reply" or "code", filled in
-    when it ends) and its thread."""
+def _get_more_in_thread(
+    client: Client, uri: str
+) -> tuple[Any, dict[str, Any], threading.Thread, Client, ClientSession]:
+    """Open a cursor over 100 slow documents in a session of a client of its own, then start a
+    getMore of 30 of them (seconds of work) in that session on another thread; return once it
+    has been sent and the server has had a moment to start on it. Returns the cursor id, the
+    getMore's outcome ("reply" or "code", filled in when it ends), its thread, and the client
+    and session (a getMore must be in its cursor's session, as mongod checks)."""
     client.shop.slow.insert_many([{"_id": i} for i in range(100)])
-    first = client.shop.command("aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1})
+    listener = _Sent()
+    owner: Client = MongoClient(uri, event_listeners=[listener])
+    session = owner.start_session()
+    first = owner.shop.command(
+        "aggregate", "slow", pipeline=SLOW, cursor={"batchSize": 1}, session=session
+    )
     cid = first["cursor"]["id"]
     out: dict[str, Any] = {}
-    listener = _Sent()
 
     def run() -> None:
-        with MongoClient(uri, event_listeners=[listener]) as c:
-            try:
-                out["reply"] = c.shop.command("getMore", cid, collection="slow", batchSize=30)
-            except OperationFailure as exc:
-                out["code"] = exc.code
+        try:
+            out["reply"] = owner.shop.command(
+                "getMore", cid, collection="slow", batchSize=30, session=session
+            )
+        except OperationFailure as exc:
+            out["code"] = exc.code
 
     t = threading.Thread(target=run)
     t.start()
     assert listener.sent.wait(10)
     time.sleep(0.3)
-    return cid, out, t
+    return cid, out, t, owner, session
 
 
 def test_concurrent_get_more_is_refused(client: Client, uri: str) -> None:
-    cid, out, t = _get_more_in_thread(client, uri)
-    with pytest.raises(OperationFailure) as info:
-        client.shop.command("getMore", cid, collection="slow", batchSize=1)
-    assert info.value.code == 143
-    t.join(60)
-    assert len(out["reply"]["cursor"]["nextBatch"]) == 30
+    cid, out, t, owner, session = _get_more_in_thread(client, uri)
+    with owner, session:
+        with pytest.raises(OperationFailure) as info:
+            owner.shop.command("getMore", cid, collection="slow", batchSize=1, session=session)
+        assert info.value.code == 143
+        t.join(60)
+        assert len(out["reply"]["cursor"]["nextBatch"]) == 30
 
 
 def test_kill_during_get_more(client: Client, uri: str) -> None:
-    cid, out, t = _get_more_in_thread(client, uri)
-    killed = client.shop.command("killCursors", "slow", cursors=[cid])
-    assert killed["cursorsKilled"] == [cid]
-    t.join(60)
-    assert out.get("code") == 237
-    with pytest.raises(OperationFailure) as info:
-        client.shop.command("getMore", cid, collection="slow")
-    assert info.value.code == 43
+    cid, out, t, owner, session = _get_more_in_thread(client, uri)
+    with owner, session:
+        killed = client.shop.command("killCursors", "slow", cursors=[cid])
+        assert killed["cursorsKilled"] == [cid]
+        t.join(60)
+        assert out.get("code") == 237
+        with pytest.raises(OperationFailure) as info:
+            owner.shop.command("getMore", cid, collection="slow", session=session)
+        assert info.value.code == 43
 
 
 def test_result_past_64_bits_is_an_overflow_error(client: Client) -> None:

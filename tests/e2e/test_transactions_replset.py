@@ -368,11 +368,6 @@ def test_map_growth_ends_open_snapshots_with_a_transient_error(
     assert sorted(d["_id"] for d in coll.find()) == [0, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="endSessions is the SESSIONS branch's: it calls the catalog's abort_transaction hook, "
-    "which TransactionManager.serve sets (passes once that branch is merged)",
-)
 def test_ending_a_session_aborts_its_transaction(client: MongoClient[Doc]) -> None:
     with client.start_session() as s:
         s.start_transaction()
