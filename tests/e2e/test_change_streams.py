@@ -617,3 +617,15 @@ def test_drivers_resume_on_their_own_after_a_lost_cursor(client: Client, db: Any
         # getMore: 43 CursorNotFound, a resumable error: pymongo resumes from its token.
         assert stream.next()["documentKey"] == {"_id": 2}
         assert stream._cursor.cursor_id != cid
+
+
+def test_a_stream_s_cursor_dies_with_its_session(client: Client, db: Any) -> None:
+    with client.start_session() as session:
+        reply = db.command(
+            "aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={}, session=session
+        )
+        cid = reply["cursor"]["id"]
+        client.admin.command("killSessions", [session.session_id])
+        with pytest.raises(OperationFailure) as err:
+            db.command("getMore", cid, collection="c", session=session)
+    assert err.value.code == 43
