@@ -344,6 +344,7 @@ def test_bad_and_foreign_tokens_get_mongod_s_codes(db: Any) -> None:
         166,
         f"Namespace {db.name}.v is a view, not a collection",
     )
+    assert code_of(lambda: coll.watch([{"$changeStreamSplitLargeEvent": {}}]))[0] == 238
     assert code_of(lambda: coll.watch([{"$group": {"_id": 1}}])) == (
         20,
         "$group is not permitted in a $changeStream pipeline",
