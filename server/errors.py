@@ -80,6 +80,11 @@ class ErrorCode(enum.IntEnum):
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197
     CursorKilled = 237
+    # Change streams (server/change_streams.py).
+    NoMatchingDocument = 47
+    InvalidResumeToken = 260
+    ChangeStreamFatalError = 280
+    ChangeStreamHistoryLost = 286
     NotImplemented = 238
     QueryFeatureNotAllowed = 224
     TransactionTooOld = 225

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ebbdb.server import views
+from ebbdb.server import change_streams, views
 from ebbdb.server.arguments import COMMAND_VALUE, Kind, arg
 from ebbdb.server.commands.aggregate_explain import Explained, explain_pipeline
 from ebbdb.server.commands.current_op import current_op_pipeline
@@ -82,6 +82,8 @@ async def aggregate(ctx: CommandContext, p: AggregateParams) -> dict[str, Any]:
             "The 'cursor' option is required, except for aggregate with the explain argument",
         )
     first = _batch_size(p.cursor)
+    if change_streams.opens_stream(p.pipeline):
+        return await change_streams.open_stream(ctx, collection, p.pipeline, first)
     now = ctx.now()
     variables = command_variables(p.let, now)
     stages = p.pipeline

@@ -12,7 +12,7 @@ from typing import Any
 import bson
 from bson import Int64
 
-from ebbdb.server import tailable, views
+from ebbdb.server import change_streams, tailable, views
 from ebbdb.server.arguments import (
     COMMAND_VALUE,
     TERSE_MISMATCH,
@@ -198,6 +198,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             op.deadline = None  # an awaitData getMore's maxTimeMS is how long it waits
         elif cursor.time_left is not None:
             op.deadline = time.monotonic() + cursor.time_left
+    if isinstance(cursor.run, change_streams.ChangeStreamRun):
+        return await change_streams.get_more(ctx, cursor, p.batch_size or None, p.max_time_ms)
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:

@@ -27,6 +27,7 @@ from ebbdb.storage.aggregate import (  # noqa: F401  (importing a family registe
     subpipelines,
     windows,
 )
+from ebbdb.storage.aggregate.change_stream import stage as _change_stream  # noqa: F401
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_pipeline, run_pipeline
 from ebbdb.storage.aggregate.source import READ_CHUNK, EngineSource, ServerFacts
 from ebbdb.storage.aggregate.stage import Source, Stage

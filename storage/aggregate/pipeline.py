@@ -30,7 +30,6 @@ from ebbdb.storage.core.interrupt import current
 
 # Stages MongoDB has and ebbdb does not run, with where MongoDB allows them: a pipeline that puts
 # one in a wrong place gets MongoDB's position error, not NotImplemented.
-STAGES.unsupported(Placement(first=True, in_facet=False, in_subpipeline=False), "$changeStream")
 STAGES.unsupported(
     Placement(first=True, in_facet=False),
     *"$search $searchMeta $vectorSearch $planCacheStats".split(),
