@@ -139,9 +139,11 @@ def update_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         was = old[k]
         if _same(was, v):
             continue
-        if type(was) is dict and type(v) is dict and was and v:
+        # A sub-document or array that is still one, and not emptied, gets a diff of its own
+        # (an emptied one is set whole, as `$set: {a: {}}` logs it).
+        if type(was) is dict and type(v) is dict and v:
             nested["s" + k] = update_diff(was, v)
-        elif type(was) is list and type(v) is list and was and v:
+        elif type(was) is list and type(v) is list and v:
             nested["s" + k] = _array_diff(was, v)
         else:
             updated[k] = v
@@ -165,7 +167,7 @@ def _array_diff(old: list[Any], new: list[Any]) -> dict[str, Any]:
             was = old[i]
             if _same(was, v):
                 continue
-            if type(was) is dict and type(v) is dict and was and v:
+            if type(was) is dict and type(v) is dict and v:
                 out[f"s{i}"] = update_diff(was, v)
                 continue
         out[f"u{i}"] = v
