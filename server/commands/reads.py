@@ -54,6 +54,8 @@ class FindParams:
     limit: int = arg("limit", Kind.INT, 0)
     single_batch: bool = arg("singleBatch", Kind.BOOL, False)
     no_cursor_timeout: bool = arg("noCursorTimeout", Kind.BOOL, False)
+    #: Taken and ignored, as mongod 4.4+ does (oplog tailers still send it).
+    oplog_replay: bool = arg("oplogReplay", Kind.BOOL, False)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
     allow_disk_use: bool | None = arg("allowDiskUse", Kind.BOOL)  # None: allowDiskUseByDefault
     let: dict[str, Any] | None = arg("let", Kind.DOC)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import bson
+from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.documents import CODEC
@@ -117,6 +118,9 @@ class CappedDdl:
             doc: dict[str, Any] = bson.decode(raw, CODEC)
             modified = ttl.read_meta(value).modified
             info = self._records.insert_one(txn, info, rid, modified, raw, doc)
+            oplog = self._records.oplog
+            if oplog is not None:  # the copy's documents are inserts, as mongod logs them
+                oplog.op(txn, "i", info, RawBSONDocument(raw), {"_id": doc.get("_id")})
             count += 1
             data += len(raw)
             gone, freed = self._records.make_room(txn, info, rid, (count, data))

@@ -204,6 +204,7 @@ class Ddl:
             info = self._writer.lookup((db, name))
             if info is None:
                 raise NamespaceNotFound(f"ns does not exist: {db}.{name}")
+            self._log_contents_deleted(txn, info)
             self._delete_contents(txn, info)
             indexes = tuple(replace(ix, multikey=False, long_keys=False) for ix in info.indexes)
             info = changes[(db, name)] = info.with_indexes(indexes)
@@ -211,6 +212,28 @@ class Ddl:
             return info
 
         return self._writer.write(run)
+
+    def _log_contents_deleted(self, txn: Txn, info: CollectionInfo) -> None:
+        """Record the deletion of every document of a collection that is emptied, not dropped
+        ($out's replacement of its target): the oplog goes on matching the data."""
+        oplog = self._records.oplog
+        if oplog is None or not oplog.enabled:
+            return
+        prefix = layout.collection_prefix(info.id)
+        cur = txn.cursor(db=self._env.records)
+        values: list[bytes] = []
+        if cur.set_range(prefix):
+            for key, value in cur.iternext():
+                if not layout.in_collection(key, prefix):
+                    break
+                values.append(value)
+        for value in values:
+            self._records.log_delete(txn, info, value)
+
+    def _refuse_oplog_write(self, db: str, name: str) -> None:
+        oplog = self._records.oplog
+        if oplog is not None:
+            oplog.refuse_write(db, name)
 
     def _keep_live_oplog(self, db: str, name: str, verb: str) -> None:
         """A replica set's oplog is not dropped or renamed (IllegalOperation, as mongod)."""
@@ -250,6 +273,7 @@ class Ddl:
         a unique build that meets a duplicate raises DuplicateKey and leaves nothing behind.
         Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes."""
         validate_collection_name(db, name)
+        self._refuse_oplog_write(db, name)
 
         def run(txn: Txn, changes: CatalogChanges) -> CreateIndexesResult:
             info = self._writer.lookup((db, name))

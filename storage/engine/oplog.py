@@ -21,6 +21,7 @@ from bson.timestamp import Timestamp
 
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.engine import capped, layout
 from ebbdb.storage.engine.environment import Environment, Txn
 from ebbdb.storage.expiry import ttl
@@ -123,11 +124,20 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def keeps_order(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a diff can turn `old` into `new` with its fields in order: applying one keeps the
+    fields that stay where they were and puts added fields last."""
+    kept = [k for k in old if k in new]
+    added = [k for k in new if k not in old]
+    return list(new) == kept + added
+
+
 def update_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """MongoDB's oplog update diff (`$v: 2`) from one version of a document to the next: `d`
     removed fields, `u` changed values, `i` added fields, `s<field>` a sub-document's or an
     array's own diff (an array's has `a: true`, `l` its new length when it shrank, `u<index>`
-    and `s<index>`)."""
+    and `s<index>`). The caller checks `keeps_order(old, new)` first: a diff cannot reorder a
+    document's fields (a sub-document whose fields moved is set whole)."""
     removed = {k: False for k in old if k not in new}
     updated: dict[str, Any] = {}
     inserted: dict[str, Any] = {}
@@ -141,7 +151,7 @@ def update_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             continue
         # A sub-document or array that is still one, and not emptied, gets a diff of its own
         # (an emptied one is set whole, as `$set: {a: {}}` logs it).
-        if type(was) is dict and type(v) is dict and v:
+        if type(was) is dict and type(v) is dict and v and keeps_order(was, v):
             nested["s" + k] = update_diff(was, v)
         elif type(was) is list and type(v) is list and v:
             nested["s" + k] = _array_diff(was, v)
@@ -167,7 +177,7 @@ def _array_diff(old: list[Any], new: list[Any]) -> dict[str, Any]:
             was = old[i]
             if _same(was, v):
                 continue
-            if type(was) is dict and type(v) is dict and v:
+            if type(was) is dict and type(v) is dict and v and keeps_order(was, v):
                 out[f"s{i}"] = update_diff(was, v)
                 continue
         out[f"u{i}"] = v
@@ -209,12 +219,23 @@ class OpLog:
             last = self._records.last_rid(txn, info.id)
             if last:
                 raw = txn.get(layout.record_key(info.id, last), db=self._env.records)
-                if raw is not None:
-                    self._last = bson.decode(ttl.body(raw), CODEC)["ts"]
+                ts = None if raw is None else bson.decode(ttl.body(raw), CODEC).get("ts")
+                if isinstance(ts, Timestamp):
+                    self._last = ts
         self.last_committed = self._last
         if self._last == ZERO:
             self._last = Timestamp(int(time.time()), 0)
         self.enabled = True
+
+    def refuse_write(self, db: str, name: str) -> None:
+        """Clients do not write a replica set's oplog (73 InvalidNamespace, as mongod since 4.4):
+        only the server appends to it."""
+        if self.enabled and db == OPLOG_DB and name == OPLOG_NAME:
+            raise QueryError(
+                "InvalidNamespace",
+                f"cannot write to '{OPLOG_DB}.{OPLOG_NAME}': a replica set member's oplog is "
+                "written by the server only",
+            )
 
     def inserted(self, coll_ids: frozenset[int]) -> None:
         """The writer's insert listener: a commit that wrote entries moves the cluster time."""
@@ -289,7 +310,9 @@ class OpLog:
                 entry["$preImage"] = pre_image
             session.collect.append(entry)
             return
-        ts = self.append(txn, entry, session)
+        # A command entry (an implicit create before a retryable insert) names no session, as
+        # mongod's: the session's chain of entries is its writes'.
+        ts = self.append(txn, entry, None if op == "c" else session)
         if pre_image is not None and ui is not None:
             self._store_pre_image(txn, ui, ts, 0, pre_image)
 
@@ -421,8 +444,8 @@ class OpLog:
                     if not layout.in_collection(k, prefix) or len(out) >= limit:
                         break
                     raw = bytes(ttl.body(v))
-                    ts = bson.decode(raw, CODEC)["ts"]
-                    if after is None or ts > after:
+                    ts = bson.decode(raw, CODEC).get("ts")
+                    if isinstance(ts, Timestamp) and (after is None or ts > after):
                         out.append((ts, raw))
         finally:
             self._env.gate.leave()

@@ -20,7 +20,7 @@ from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_docum
 from ebbdb.storage.core.errors import DuplicateKey, QueryError
 from ebbdb.storage.engine import capped, layout
 from ebbdb.storage.engine.environment import Database, Environment, Txn
-from ebbdb.storage.engine.oplog import OpLog, update_diff, wants_pre_images
+from ebbdb.storage.engine.oplog import OpLog, keeps_order, update_diff, wants_pre_images
 from ebbdb.storage.engine.overlay import Overlay, committed
 from ebbdb.storage.engine.writer import CatalogChanges
 from ebbdb.storage.expiry import ttl
@@ -282,6 +282,8 @@ class Records:
             return 0, 0
 
         def delete(rid: int, value: bytes) -> int:
+            # Logged as deletes, as mongod's primary does since 5.0 (the oplog's own are not).
+            self.log_delete(txn, info, value)
             return self.delete_record(txn, info, rid, value)
 
         return capped.make_room(txn, self.env, info, bounds, just_inserted, pending, delete)
@@ -371,16 +373,18 @@ class CollectionWrites:
             if old_doc is None:
                 old_doc = bson.decode(ttl.body(value), CODEC)
             schema.check(self.info, doc, old_doc, self.bypass)
+        info = self._records.replace_record(
+            self._txn, self.info, rid, value, raw, doc, self.now_ms, old_doc
+        )
+        # Logged once the write went in: a DuplicateKey above leaves no entry.
         oplog = self._records.oplog
         if oplog is not None and oplog.enabled:
             if old_doc is None:
                 old_doc = bson.decode(ttl.body(value), CODEC)
-            o = doc if replacement else {"$v": 2, "diff": update_diff(old_doc, doc)}
+            whole = replacement or not keeps_order(old_doc, doc)
+            o = doc if whole else {"$v": 2, "diff": update_diff(old_doc, doc)}
             pre = old_doc if wants_pre_images(self.info) else None
             oplog.op(self._txn, "u", self.info, o, {"_id": doc.get("_id")}, pre_image=pre)
-        info = self._records.replace_record(
-            self._txn, self.info, rid, value, raw, doc, self.now_ms, old_doc
-        )
         self._size += len(raw) - (len(value) - ttl.body_offset(value))
         self._set_info(info)
 

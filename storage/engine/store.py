@@ -246,6 +246,7 @@ class Engine:
         Each document is checked against the collection's validator (storage/catalog/schema.py) unless
         `bypass`."""
         validate_collection_name(db, name)
+        self.oplog.refuse_write(db, name)
         stamp = _now_ms() if now_ms is None else now_ms
 
         def run(txn: Txn, changes: CatalogChanges) -> InsertResult:
@@ -308,6 +309,7 @@ class Engine:
         when `fn` returns (and abandoned if it raises). The view's writes are stamped `now_ms`;
         with `bypass` they skip the collection's validator."""
         validate_collection_name(db, name)
+        self.oplog.refuse_write(db, name)
 
         def run(txn: Txn, changes: CatalogChanges) -> T:
             view = CollectionWrites(

@@ -340,3 +340,99 @@ def test_the_first_entry_initiates_the_set(tmp_path: Any) -> None:
                 ]
         finally:
             srv.stop()
+
+
+def replayed(client: MongoClient[Doc], ns: str) -> dict[Any, Doc]:
+    """The documents of `ns` that replaying the oplog from its start builds."""
+    docs: dict[Any, Doc] = {}
+
+    def apply_diff(doc: Doc, diff: Doc) -> None:
+        for key in diff.get("d", {}):
+            doc.pop(key, None)
+        doc.update(diff.get("u", {}))
+        doc.update(diff.get("i", {}))
+        for key, sub in diff.items():
+            if len(key) > 1 and key[0] == "s":
+                if sub.get("a") is True:
+                    items = list(doc[key[1:]])
+                    if "l" in sub:
+                        del items[sub["l"] :]
+                    for k, v in sub.items():
+                        if k[0] == "u":
+                            items.extend([None] * (int(k[1:]) + 1 - len(items)))
+                            items[int(k[1:])] = v
+                        elif k[0] == "s" and k != "s":
+                            apply_diff(items[int(k[1:])], v)
+                    doc[key[1:]] = items
+                else:
+                    apply_diff(doc[key[1:]], sub)
+
+    db, _, name = ns.partition(".")
+    for e in entries(client):
+        if e["op"] == "c" and e["ns"] == f"{db}.$cmd" and e["o"].get("drop") == name:
+            docs.clear()
+        elif e["ns"] != ns:
+            continue
+        elif e["op"] == "i":
+            docs[e["o"]["_id"]] = e["o"]
+        elif e["op"] == "d":
+            docs.pop(e["o"]["_id"])
+        elif e["op"] == "u" and "$v" in e["o"]:
+            apply_diff(docs[e["o2"]["_id"]], e["o"]["diff"])
+        elif e["op"] == "u":
+            docs[e["o2"]["_id"]] = e["o"]
+    return docs
+
+
+def held(client: MongoClient[Doc], ns: str) -> dict[Any, Doc]:
+    db, _, name = ns.partition(".")
+    return {d["_id"]: d for d in client[db][name].find()}
+
+
+def test_the_oplog_matches_the_data_through_every_write_path(client: MongoClient[Doc]) -> None:
+    from bson.son import SON
+
+    db = client.m
+    db.a.create_index("u", unique=True)
+    db.a.insert_many([{"_id": i, "u": i} for i in range(3)])
+    with pytest.raises(WriteError):  # fails on _id 1: no entry for it
+        db.a.update_many({}, {"$set": {"u": 7}})
+    with pytest.raises(WriteError):
+        db.a.replace_one({"_id": 2}, {"u": 7})
+    db.a.insert_one(SON([("_id", 10), ("s", SON([("x", 1), ("y", 2)]))]))
+    db.a.update_one({"_id": 10}, {"$set": {"s": SON([("y", 2), ("x", 1)])}})  # reordered
+    db.a.update_one({"_id": 10}, [{"$replaceWith": {"s": "$s", "_id": "$_id"}}])
+    db.create_collection("cap", capped=True, size=4096, max=2)
+    for i in range(4):
+        db.cap.insert_one({"_id": i})
+    db.src.insert_many([{"_id": i} for i in range(5)])
+    list(db.src.aggregate([{"$out": "outc"}]))
+    list(db.src.aggregate([{"$match": {"_id": {"$lt": 2}}}, {"$out": "outc"}]))
+    db.command("cloneCollectionAsCapped", "src", toCollection="cl", size=100_000)
+    db.command("convertToCapped", "src", size=100_000)
+    for name in ("a", "cap", "outc", "cl", "src"):
+        assert replayed(client, f"m.{name}") == held(client, f"m.{name}"), name
+    assert held(client, "m.cap") == {2: {"_id": 2}, 3: {"_id": 3}}
+    assert list(held(client, "m.outc")) == [0, 1]
+
+
+def test_clients_do_not_write_the_oplog(client: MongoClient[Doc]) -> None:
+    oplog = client.local["oplog.rs"]
+    before = entries(client)
+    for call in (
+        lambda: oplog.insert_one({"x": 1}),
+        lambda: oplog.update_one({}, {"$set": {"x": 1}}),
+        lambda: oplog.delete_many({}),
+        lambda: oplog.create_index("x"),
+    ):
+        with pytest.raises(OperationFailure) as err:
+            call()
+        assert err.value.code == 73, err.value.details
+    assert entries(client) == before
+
+
+def test_oplog_replay_is_taken_and_ignored(client: MongoClient[Doc]) -> None:
+    client.test.r.insert_one({"_id": 1})
+    last = entries(client)[-1]["ts"]
+    found = list(client.local["oplog.rs"].find({"ts": {"$gte": last}}, oplog_replay=True))
+    assert [e["o"] for e in found] == [{"_id": 1}]
