@@ -29,27 +29,6 @@ from pymongo import MongoClient
 P50_TARGET_MS, P99_TARGET_MS = 5.0, 20.0
 
 
-def spawn_replset(stack: contextlib.ExitStack) -> str:
-    """`python -m ebbdb --replSet rs0` on a free port and a temporary dbpath."""
-    workdir = common._workdir(stack, "ebbdb-bench-streams-")
-    cmd = [
-        sys.executable,
-        "-m",
-        "ebbdb",
-        "--port",
-        "0",
-        "--dbpath",
-        str(workdir / "db"),
-        "--quiet",
-        "--replSet",
-        "rs0",
-    ]
-    spawned, m = common._start("ebbdb", cmd, workdir, common._EBBDB_LISTENING, 60.0, stack)
-    uri = f"mongodb://{m['host']}:{m['port']}/?replicaSet=rs0"
-    print(f"  started ebbdb --replSet rs0: pid {spawned.proc.pid}, {uri}")
-    return uri
-
-
 def one_round(uri: str, writes: int, round_no: int) -> tuple[list[float], list[float]]:
     """(write-to-event ms, insert round trip ms) of `writes` inserts."""
     arrived: dict[int, float] = {}
@@ -115,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     writes, rounds = (200, 1) if args.quick else (args.writes, args.rounds)
     print(f"change streams, write to event: {common.versions()}")
     with contextlib.ExitStack() as stack:
-        uri = args.uri or spawn_replset(stack)
+        uri = args.uri or common.spawn_ebbdb(stack, repl_set="rs0", test_commands=False).uri
         all_lat: list[float] = []
         all_rtt: list[float] = []
         rows = []

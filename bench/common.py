@@ -389,11 +389,14 @@ def spawn_ebbdb(
     *,
     quiet: bool = True,
     unread_stderr: bool = False,
+    repl_set: str | None = None,
+    test_commands: bool = True,
 ) -> Spawned:
     """ebbdb from this checkout on a free port, a temporary dbpath and the test commands on,
     stopped (and its files removed) when `stack` closes. `quiet` (the default) leaves connection
     events out of its log; with `unread_stderr` the log goes to a pipe nobody reads (its writer
-    is stuck once the pipe is full) instead of a file."""
+    is stuck once the pipe is full) instead of a file. With `repl_set`, a one-member replica set
+    of that name (`--replSet`), and a URI that names it; `test_commands=False` leaves them off."""
     workdir = _workdir(stack, "ebbdb-bench-")
     cmd = [
         sys.executable,
@@ -404,11 +407,13 @@ def spawn_ebbdb(
         "--dbpath",
         str(workdir / "db"),
         *(["--quiet"] if quiet else []),
-        "--setParameter",
-        "enableTestCommands=1",
+        *(["--setParameter", "enableTestCommands=1"] if test_commands else []),
+        *(["--replSet", repl_set] if repl_set else []),
     ]
     spawned, m = _start("ebbdb", cmd, workdir, _EBBDB_LISTENING, timeout, stack, unread_stderr)
     spawned.uri = f"mongodb://{m['host']}:{m['port']}"
+    if repl_set:
+        spawned.uri += f"/?replicaSet={repl_set}"
     how = (" (not --quiet)" if not quiet else "") + (
         ", stderr to a pipe nobody reads" if unread_stderr else ""
     )

@@ -7,7 +7,8 @@ one would be: the plugin drops the databases the test created, and `server` rest
 parameters, the TTL clock, open cursors and fsync locks. A test that needs particular start-up
 parameters, a restart or a data path of its own starts its servers with `start_server` (a module
 may override `server` with one of those, and its clients follow). `watched` is a client whose
-commands and replies the `recorder` (tests.helpers.Recorder) sees."""
+commands and replies the `recorder` (tests.helpers.Recorder) sees. `replset` is a one-member
+replica set (set name rs0) shared by one module's tests."""
 
 from __future__ import annotations
 
@@ -54,6 +55,19 @@ def start_server(dbpath: str) -> Iterator[Callable[..., ServerThread]]:
     yield start
     for srv in started:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def replset(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerThread]:
+    """A one-member replica set, set name rs0, on a data path of its own, shared by the module's
+    tests; started with the module's REPLSET_PARAMETERS, enableTestCommands=1 when it has none."""
+    parameters = getattr(request.module, "REPLSET_PARAMETERS", {"enableTestCommands": 1})
+    path = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]) / "data"
+    srv = ServerThread(str(path), parameters, repl_set="rs0").start()
+    yield srv
+    srv.stop()
 
 
 @pytest.fixture

@@ -119,12 +119,12 @@ def run_mongosh(uri: str, script: str, home: Path, timeout: float = 60) -> list[
     return done.stdout.splitlines()
 
 
-def run_node(uri: str, scenario: str, timeout: float = 60) -> Any:
-    """Run one scenario of tests/e2e/js/node_driver.js against `uri` and return the JSON (relaxed
-    Extended JSON) it printed as its last line."""
+def run_js(script: str, *args: str, timeout: float = 60) -> Any:
+    """Run `node tests/e2e/js/SCRIPT ARGS...` and return the JSON (relaxed Extended JSON) it printed
+    as its last line; a non-zero exit fails the test with node's output."""
     node = node_tools()
     done = subprocess.run(
-        [node, str(JS_DIR / "node_driver.js"), uri, scenario],
+        [node, str(JS_DIR / script), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "NODE_PATH": str(MODULES)},
@@ -133,6 +133,11 @@ def run_node(uri: str, scenario: str, timeout: float = 60) -> Any:
     )
     assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def run_node(uri: str, scenario: str, timeout: float = 60) -> Any:
+    """Run one scenario of tests/e2e/js/node_driver.js against `uri` (see run_js)."""
+    return run_js("node_driver.js", uri, scenario, timeout=timeout)
 
 
 def mongosh_bytes(n: int) -> str:

@@ -24,14 +24,6 @@ Doc = dict[str, Any]
 Client = MongoClient[Doc]
 
 
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = tmp_path_factory.mktemp("streams") / "data"
-    srv = ServerThread(str(path), {"enableTestCommands": 1}, repl_set="rs0").start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
 def client(replset: ServerThread) -> Iterator[Client]:
     with MongoClient(replset.uri, serverSelectionTimeoutMS=5000) as c:

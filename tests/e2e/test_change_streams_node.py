@@ -5,36 +5,23 @@ stream, mongod's code for a bad token (tests/e2e/js/change_streams.js); mongosh'
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ebbdb.server.embedded import ServerThread
-from tests.e2e.node_tools import JS_DIR, MODULES, node_tools
+from tests.e2e.node_tools import run_js
 
 
 @pytest.fixture
-def replset(tmp_path: Any) -> Iterator[ServerThread]:
-    srv = ServerThread(str(tmp_path / "data"), repl_set="rs0").start()
-    yield srv
-    srv.stop()
+def replset(start_server: Callable[..., ServerThread]) -> ServerThread:
+    """A one-member replica set of the test's own."""
+    return start_server(repl_set="rs0")
 
 
 def test_node_driver_watch(replset: ServerThread) -> None:
-    node = node_tools()
-    done = subprocess.run(
-        [node, str(JS_DIR / "change_streams.js"), replset.uri],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NODE_PATH": str(MODULES)},
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
-    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = run_js("change_streams.js", replset.uri)
     ns = {"db": "nodestreams", "coll": "c"}
     assert out == {
         "events": [

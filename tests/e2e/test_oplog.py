@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,10 +22,9 @@ Doc = dict[str, Any]
 
 
 @pytest.fixture
-def replset(tmp_path: Any) -> Iterator[ServerThread]:
-    srv = ServerThread(str(tmp_path / "data"), {"enableTestCommands": 1}, repl_set="rs0").start()
-    yield srv
-    srv.stop()
+def replset(start_server: Callable[..., ServerThread]) -> ServerThread:
+    """A one-member replica set of the test's own, so a fresh oplog for each test."""
+    return start_server({"enableTestCommands": 1}, repl_set="rs0")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pymongo import MongoClient
@@ -25,6 +26,10 @@ README = ROOT / "README.md"
 README_URI = "mongodb://127.0.0.1:27017/?replicaSet=rs0"
 RUN_TIMEOUT = 60
 
+#: The shared `replset` fixture starts this module's set without the test commands, as a user
+#: starts it (`python -m ebbdb --replSet rs0`).
+REPLSET_PARAMETERS: dict[str, Any] = {}
+
 
 def example(name: str) -> str:
     """The code block that follows README's `<!-- README example: name` comment."""
@@ -37,14 +42,6 @@ def example(name: str) -> str:
     if name in ("pymongo", "node"):
         assert README_URI in code, f"the {name} example names no {README_URI}"
     return code
-
-
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = tmp_path_factory.mktemp("readme-replset") / "data"
-    srv = ServerThread(str(path), repl_set="rs0").start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

@@ -28,14 +28,6 @@ Doc = dict[str, Any]
 ZERO_SIGNATURE = {"hash": bytes(20), "keyId": Int64(0)}
 
 
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = tmp_path_factory.mktemp("replset") / "data"
-    srv = ServerThread(str(path), {"enableTestCommands": 1}, repl_set="rs0").start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
 def rs(replset: ServerThread) -> Iterator[MongoClient[Doc]]:
     """A client that found the set's primary through `?replicaSet=rs0`."""

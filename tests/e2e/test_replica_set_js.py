@@ -5,9 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,37 +12,22 @@ import pytest
 
 from ebbdb.server.embedded import ServerThread
 from tests.e2e.node_tools import (
-    JS_DIR,
-    MODULES,
     MONGOSH,
     Terminal,
     mongosh_env,
     node_tools,
+    run_js,
     run_mongosh,
 )
 
-
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = tmp_path_factory.mktemp("replset-js") / "data"
-    srv = ServerThread(str(path), repl_set="rs0").start()
-    yield srv
-    srv.stop()
+#: The shared `replset` fixture starts this module's set without the test commands, as an
+#: application's server is.
+REPLSET_PARAMETERS: dict[str, Any] = {}
 
 
-def run_node(uri: str, scenario: str, timeout: float = 60) -> Any:
+def run_node(uri: str, scenario: str) -> Any:
     """One scenario of tests/e2e/js/node_replica_set.js: the JSON it printed last."""
-    node = node_tools()
-    done = subprocess.run(
-        [node, str(JS_DIR / "node_replica_set.js"), uri, scenario],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NODE_PATH": str(MODULES)},
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_js("node_replica_set.js", uri, scenario)
 
 
 def test_node_driver_discovers_the_primary(replset: ServerThread) -> None:

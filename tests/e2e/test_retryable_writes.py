@@ -7,9 +7,6 @@ after the write) apply each write exactly once; a retryable read is retried."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +19,7 @@ from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
 from tests.e2e import rawwire
-from tests.e2e.node_tools import JS_DIR, MODULES, node_tools
+from tests.e2e.node_tools import run_js
 
 Client = MongoClient[dict[str, Any]]
 
@@ -349,17 +346,7 @@ def test_a_retryable_read_is_retried(client: Client) -> None:
 
 
 def test_the_node_driver_retries_each_write_once(srv: ServerThread) -> None:
-    node = node_tools()
-    done = subprocess.run(
-        [node, str(JS_DIR / "retryable_writes.js"), srv.uri],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NODE_PATH": str(MODULES)},
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = run_js("retryable_writes.js", srv.uri, timeout=120)
     for how in ("closeConnection", "errorLabels", "writeConcernError"):
         assert out[how] == {
             "insertOne": 1,

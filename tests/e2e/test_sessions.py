@@ -17,6 +17,7 @@ from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
 from bson.int64 import Int64
 from pymongo import CursorType, MongoClient, monitoring
+from pymongo.client_session import ClientSession
 from pymongo.errors import OperationFailure
 
 from ebbdb.server.embedded import ServerThread
@@ -50,20 +51,12 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def serve(mode: str, tmp_path: Any) -> Iterator[Callable[[dict[str, Any]], ServerThread]]:
+def serve(
+    mode: str, start_server: Callable[..., ServerThread]
+) -> Callable[[dict[str, Any]], ServerThread]:
     """Start a server of the test's mode with these parameters (stopped at the end)."""
-    started: list[ServerThread] = []
-
-    def start(parameters: dict[str, Any]) -> ServerThread:
-        path = tmp_path / f"data{len(started)}"
-        repl_set = "rs0" if mode == "replset" else None
-        srv = ServerThread(str(path), parameters, repl_set=repl_set).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+    repl_set = "rs0" if mode == "replset" else None
+    return lambda parameters: start_server(parameters, repl_set=repl_set)
 
 
 @pytest.fixture
@@ -85,6 +78,12 @@ def _raw(client: MongoClient[dict[str, Any]]) -> Any:
 
 def _local(client: MongoClient[dict[str, Any]], **spec: Any) -> list[dict[str, Any]]:
     return list(client.admin.aggregate([{"$listLocalSessions": spec}, {"$sort": {"lastUse": 1}}]))
+
+
+def _ten_in_batches_of_two(client: MongoClient[dict[str, Any]], s: ClientSession) -> Any:
+    """Ten documents in t.c, and a cursor of session `s` on them in batches of two."""
+    client.t.c.insert_many([{"_id": i} for i in range(10)])
+    return client.t.c.find(session=s, batch_size=2)
 
 
 def test_start_session_replies_with_an_id_and_the_timeout(
@@ -116,9 +115,8 @@ def test_list_local_sessions_shows_used_sessions(client: MongoClient[dict[str, A
 def test_end_sessions_forgets_the_session_and_kills_its_cursor(
     client: MongoClient[dict[str, Any]],
 ) -> None:
-    client.t.c.insert_many([{"_id": i} for i in range(10)])
     s = client.start_session()
-    cursor = client.t.c.find(session=s, batch_size=2)
+    cursor = _ten_in_batches_of_two(client, s)
     assert len([next(cursor), next(cursor)]) == 2
     client.admin.command("endSessions", [s.session_id])
     assert not [d for d in _local(client) if d["_id"]["id"] == s.session_id["id"]]
@@ -142,9 +140,8 @@ def test_end_sessions_forgets_the_session_and_kills_its_cursor(
     ids=["killSessions", "own", "killAll", "killAllUser", "pattern", "patternLsid", "patternUid"],
 )
 def test_a_killed_sessions_cursor_dies(client: MongoClient[dict[str, Any]], kill: Any) -> None:
-    client.t.c.insert_many([{"_id": i} for i in range(10)])
     with client.start_session() as s:
-        cursor = client.t.c.find(session=s, batch_size=2)
+        cursor = _ten_in_batches_of_two(client, s)
         next(cursor)
         kill(client, s)
         with pytest.raises(OperationFailure) as info:
@@ -157,9 +154,8 @@ def test_a_killed_sessions_cursor_dies(client: MongoClient[dict[str, Any]], kill
 def test_kill_patterns_that_match_nothing_leave_cursors(
     client: MongoClient[dict[str, Any]],
 ) -> None:
-    client.t.c.insert_many([{"_id": i} for i in range(10)])
     with client.start_session() as s:
-        cursor = client.t.c.find(session=s, batch_size=2)
+        cursor = _ten_in_batches_of_two(client, s)
         next(cursor)
         client.admin.command("killAllSessions", [{"user": "nobody", "db": "admin"}])
         client.admin.command(
@@ -223,9 +219,8 @@ def test_refresh_sessions_keeps_a_session_alive(client: MongoClient[dict[str, An
 def test_an_idle_session_times_out_and_its_cursor_dies(
     client: MongoClient[dict[str, Any]],
 ) -> None:
-    client.t.c.insert_many([{"_id": i} for i in range(10)])
     with client.start_session() as s:
-        cursor = client.t.c.find(session=s, batch_size=2)
+        cursor = _ten_in_batches_of_two(client, s)
         next(cursor)
         client.admin.command("ttlClock", advanceSeconds=29 * 60)
         client.admin.command("reapLogicalSessionCacheNow")

@@ -5,9 +5,8 @@ mongosh (`session.withTransaction`); and a commit whose connection is cut, which
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,17 +16,9 @@ from motor.motor_asyncio import AsyncIOMotorClient
 from pymongo import AsyncMongoClient, MongoClient
 
 from ebbdb.server.embedded import ServerThread
-from tests.e2e.node_tools import JS_DIR, MODULES, node_tools, run_mongosh
+from tests.e2e.node_tools import run_js, run_mongosh
 
 Doc = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = str(tmp_path_factory.mktemp("txnclients") / "data")
-    srv = ServerThread(path, {"enableTestCommands": 1}, repl_set="rs0").start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
@@ -36,6 +27,16 @@ def client(replset: ServerThread) -> Iterator[MongoClient[Doc]]:
         c.drop_database("bank")
         c.bank.accounts.insert_many([{"_id": "a", "balance": 100}, {"_id": "b", "balance": 0}])
         yield c
+
+
+@contextlib.contextmanager
+def _failing_once(client: MongoClient[Doc], **data: Any) -> Iterator[None]:
+    """The failCommand fail point set to act once with `data`, and turned off after the block."""
+    client.admin.command("configureFailPoint", "failCommand", mode={"times": 1}, data=data)
+    try:
+        yield
+    finally:
+        client.admin.command("configureFailPoint", "failCommand", mode="off")
 
 
 def _balances(client: MongoClient[Doc]) -> dict[str, int]:
@@ -78,17 +79,7 @@ async def test_motor_with_transaction(replset: ServerThread, client: MongoClient
 
 
 def test_node_driver_with_transaction(replset: ServerThread, client: MongoClient[Doc]) -> None:
-    node = node_tools()
-    done = subprocess.run(
-        [node, str(JS_DIR / "node_transactions.js"), replset.uri],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NODE_PATH": str(MODULES)},
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
-    assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = run_js("node_transactions.js", replset.uri)
     assert out == {
         "result": "moved",
         "inside": [{"_id": "a", "balance": 60}, {"_id": "b", "balance": 40}],
@@ -120,24 +111,14 @@ def test_mongosh_session_with_transaction(
 def test_a_commit_whose_connection_is_cut_is_retried_and_applied_once(
     client: MongoClient[Doc],
 ) -> None:
-    client.admin.command(
-        "configureFailPoint",
-        "failCommand",
-        mode={"times": 1},
-        data={"failCommands": ["commitTransaction"], "closeConnection": True},
-    )
-    try:
 
-        def transfer(session: Any) -> None:
-            client.bank.accounts.update_one(
-                {"_id": "a"}, {"$inc": {"balance": -1}}, session=session
-            )
-            client.bank.log.insert_one({"moved": 1}, session=session)
+    def transfer(session: Any) -> None:
+        client.bank.accounts.update_one({"_id": "a"}, {"$inc": {"balance": -1}}, session=session)
+        client.bank.log.insert_one({"moved": 1}, session=session)
 
+    with _failing_once(client, failCommands=["commitTransaction"], closeConnection=True):
         with client.start_session() as s:
             s.with_transaction(transfer)
-    finally:
-        client.admin.command("configureFailPoint", "failCommand", mode="off")
     assert _balances(client) == {"a": 99, "b": 0}
     assert client.bank.log.count_documents({}) == 1
 
@@ -145,26 +126,16 @@ def test_a_commit_whose_connection_is_cut_is_retried_and_applied_once(
 def test_a_failed_statement_gets_the_transient_label_and_is_retried(
     client: MongoClient[Doc],
 ) -> None:
-    client.admin.command(
-        "configureFailPoint",
-        "failCommand",
-        mode={"times": 1},
-        data={"failCommands": ["insert"], "errorCode": 112},
-    )
     attempts = []
-    try:
 
-        def body(session: Any) -> None:
-            attempts.append(1)
-            client.bank.accounts.update_one(
-                {"_id": "a"}, {"$inc": {"balance": -1}}, session=session
-            )
-            client.bank.log.insert_one({"n": len(attempts)}, session=session)
+    def body(session: Any) -> None:
+        attempts.append(1)
+        client.bank.accounts.update_one({"_id": "a"}, {"$inc": {"balance": -1}}, session=session)
+        client.bank.log.insert_one({"n": len(attempts)}, session=session)
 
+    with _failing_once(client, failCommands=["insert"], errorCode=112):
         with client.start_session() as s:
             s.with_transaction(body)
-    finally:
-        client.admin.command("configureFailPoint", "failCommand", mode="off")
     # The first attempt's insert failed with WriteConflict, labelled transient: the whole
     # transaction ran again, and only the second attempt's writes are there.
     assert len(attempts) == 2

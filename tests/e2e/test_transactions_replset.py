@@ -20,14 +20,6 @@ from ebbdb.server.embedded import ServerThread
 Doc = dict[str, Any]
 
 
-@pytest.fixture(scope="module")
-def replset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    path = str(tmp_path_factory.mktemp("txn") / "data")
-    srv = ServerThread(path, {"enableTestCommands": 1}, repl_set="rs0").start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
 def client(replset: ServerThread) -> Iterator[MongoClient[Doc]]:
     with MongoClient(replset.uri, serverSelectionTimeoutMS=5000) as c:

@@ -3,7 +3,8 @@
 // tests/e2e/test_node_driver.py compares exactly. NODE_PATH points at .ci/node/node_modules.
 'use strict';
 
-const { MongoClient, BSON } = require('mongodb');
+const { BSON } = require('mongodb');
+const { run } = require('./run');
 
 const [uri, scenario] = process.argv.slice(2);
 
@@ -174,17 +175,4 @@ async function refused(client) {
 
 const scenarios = { crud, batches, ttl, duplicate, dbstats, transaction, login, refused };
 
-async function main() {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000, monitorCommands: true });
-  try {
-    const out = await scenarios[scenario](client);
-    console.log(BSON.EJSON.stringify(out));
-  } finally {
-    await client.close();
-  }
-}
-
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+run(uri, scenarios[scenario], { monitorCommands: true });

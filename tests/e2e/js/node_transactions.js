@@ -3,44 +3,33 @@
 // what it saw as one line of relaxed Extended JSON (tests/e2e/test_transactions_clients.py).
 'use strict';
 
-const { MongoClient } = require('mongodb');
+const { run } = require('./run');
 
-async function main(uri) {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000 });
-  await client.connect();
+run(process.argv[2], async (client) => {
+  const accounts = client.db('bank').collection('accounts');
+  await accounts.deleteMany({});
+  await accounts.insertMany([{ _id: 'a', balance: 100 }, { _id: 'b', balance: 0 }]);
+  const out = {};
+  const session = client.startSession();
   try {
-    const accounts = client.db('bank').collection('accounts');
-    await accounts.deleteMany({});
-    await accounts.insertMany([{ _id: 'a', balance: 100 }, { _id: 'b', balance: 0 }]);
-    const out = {};
-    const session = client.startSession();
+    out.result = await session.withTransaction(async () => {
+      await accounts.updateOne({ _id: 'a' }, { $inc: { balance: -40 } }, { session });
+      await accounts.updateOne({ _id: 'b' }, { $inc: { balance: 40 } }, { session });
+      out.inside = await accounts.find({}, { session }).sort({ _id: 1 }).toArray();
+      out.outside = await accounts.find({}).sort({ _id: 1 }).toArray();
+      return 'moved';
+    });
     try {
-      out.result = await session.withTransaction(async () => {
-        await accounts.updateOne({ _id: 'a' }, { $inc: { balance: -40 } }, { session });
-        await accounts.updateOne({ _id: 'b' }, { $inc: { balance: 40 } }, { session });
-        out.inside = await accounts.find({}, { session }).sort({ _id: 1 }).toArray();
-        out.outside = await accounts.find({}).sort({ _id: 1 }).toArray();
-        return 'moved';
+      await session.withTransaction(async () => {
+        await accounts.insertOne({ _id: 'c', balance: 1 }, { session });
+        throw new Error('changed my mind');
       });
-      try {
-        await session.withTransaction(async () => {
-          await accounts.insertOne({ _id: 'c', balance: 1 }, { session });
-          throw new Error('changed my mind');
-        });
-      } catch (err) {
-        out.thrown = err.message;
-      }
-    } finally {
-      await session.endSession();
+    } catch (err) {
+      out.thrown = err.message;
     }
-    out.after = await accounts.find({}).sort({ _id: 1 }).toArray();
-    console.log(JSON.stringify(out));
   } finally {
-    await client.close();
+    await session.endSession();
   }
-}
-
-main(process.argv[2]).catch((err) => {
-  console.error(err);
-  process.exit(1);
+  out.after = await accounts.find({}).sort({ _id: 1 }).toArray();
+  return out;
 });

@@ -6,7 +6,7 @@
 // .ci/node/node_modules.
 'use strict';
 
-const { MongoClient, BSON } = require('mongodb');
+const { run } = require('./run');
 
 const [uri] = process.argv.slice(2);
 
@@ -52,20 +52,10 @@ async function round(client, name, data) {
   return out;
 }
 
-async function main() {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000 });
-  try {
-    const out = {};
-    for (const [name, data] of Object.entries(FAILURES)) {
-      out[name] = await round(client, name, data);
-    }
-    console.log(BSON.EJSON.stringify(out));
-  } finally {
-    await client.close();
+run(uri, async (client) => {
+  const out = {};
+  for (const [name, data] of Object.entries(FAILURES)) {
+    out[name] = await round(client, name, data);
   }
-}
-
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
+  return out;
 });
