@@ -12,7 +12,7 @@ from bson.raw_bson import RawBSONDocument
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import NamespaceExists, NamespaceNotFound, QueryError
-from ebbdb.storage.engine import capped, layout
+from ebbdb.storage.engine import capped
 from ebbdb.storage.engine.ddl import Ddl
 from ebbdb.storage.engine.environment import Environment, Txn
 from ebbdb.storage.engine.records import Records
@@ -41,7 +41,9 @@ class CappedDdl:
             source = self._source(db, name)
             if self._writer.lookup((db, to_name)) is not None:
                 raise NamespaceExists("to collection already exists")
-            return self._copy(txn, changes, source, to_name, size, self._records_of(txn, source))
+            return self._copy(
+                txn, changes, source, to_name, size, self._records.stored(txn, source)
+            )
 
         return self._writer.write(run)
 
@@ -53,7 +55,7 @@ class CappedDdl:
 
         def run(txn: Txn, changes: CatalogChanges) -> CollectionInfo:
             source = self._source(db, name)
-            copied = self._records_of(txn, source)
+            copied = self._records.stored(txn, source)
             self._ddl.drop_collection(db, name)
             return self._copy(txn, changes, source, name, size, copied)
 
@@ -87,18 +89,6 @@ class CappedDdl:
         if info is None:
             raise NamespaceNotFound(f"source collection {db}.{name} does not exist")
         return info
-
-    def _records_of(self, txn: Txn, info: CollectionInfo) -> list[bytes]:
-        """The collection's stored records (header and BSON) in natural order."""
-        prefix = layout.collection_prefix(info.id)
-        cur = txn.cursor(db=self._env.records)
-        out: list[bytes] = []
-        if cur.set_range(prefix):
-            for key, value in cur.iternext():
-                if not layout.in_collection(key, prefix):
-                    break
-                out.append(bytes(value))
-        return out
 
     def _copy(
         self,

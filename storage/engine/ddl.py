@@ -219,15 +219,7 @@ class Ddl:
         oplog = self._records.oplog
         if oplog is None or not oplog.enabled:
             return
-        prefix = layout.collection_prefix(info.id)
-        cur = txn.cursor(db=self._env.records)
-        values: list[bytes] = []
-        if cur.set_range(prefix):
-            for key, value in cur.iternext():
-                if not layout.in_collection(key, prefix):
-                    break
-                values.append(value)
-        for value in values:
+        for value in self._records.stored(txn, info):
             self._records.log_delete(txn, info, value)
 
     def _refuse_oplog_write(self, db: str, name: str) -> None:

@@ -288,6 +288,18 @@ class Records:
 
         return capped.make_room(txn, self.env, info, bounds, just_inserted, pending, delete)
 
+    def stored(self, txn: Txn, info: CollectionInfo) -> list[bytes]:
+        """The collection's stored records (header and BSON) in natural order."""
+        prefix = layout.collection_prefix(info.id)
+        cur = txn.cursor(db=self.env.records)
+        out: list[bytes] = []
+        if cur.set_range(prefix):
+            for key, value in cur.iternext():
+                if not layout.in_collection(key, prefix):
+                    break
+                out.append(bytes(value))
+        return out
+
     def last_rid(self, txn: Txn, coll_id: int) -> int:
         """The highest record id the collection has, or any open transaction took for it. In a
         transaction, records committed since its snapshot count too (its records must not take
