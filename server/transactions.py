@@ -15,7 +15,9 @@ Conflicts: a transaction's first write to a document fails at once with WriteCon
 TransientTransactionError) when another open transaction wrote it, or a commit changed it since
 the snapshot; its commit fails the same way if a write outside any transaction changed what it
 wrote meanwhile. (mongod makes that outside write wait for the transaction instead; here the
-writer never waits, and the transaction, which drivers retry whole, gives way.)"""
+writer never waits, and the transaction, which drivers retry whole, gives way.) Likewise its
+commit fails with WriteConflict if the catalog entry of a collection it wrote changed meanwhile
+(an index built, a drop or rename outside): mongod makes that DDL wait for the transaction."""
 
 from __future__ import annotations
 

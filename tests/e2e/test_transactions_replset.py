@@ -494,3 +494,33 @@ def test_many_open_transactions_inserting_into_one_collection(replset: ServerThr
             s.end_session()
         assert c.many.c.count_documents({}) == 152
         assert c.many.command("validate", "c")["valid"] is True
+
+
+@pytest.mark.parametrize("ddl", ["unique index", "drop", "rename"])
+def test_ddl_outside_during_a_transaction_fails_its_commit(
+    client: MongoClient[Doc], ddl: str
+) -> None:
+    # A collection the transaction wrote whose catalog entry changed meanwhile: its commit
+    # would miss the new index, or write into a collection that is gone.
+    coll = client.app.c
+    coll.insert_one({"_id": 1, "a": 1})
+    with client.start_session() as s:
+        s.start_transaction()
+        coll.insert_one({"_id": 2, "a": 1}, session=s)
+        if ddl == "unique index":
+            coll.create_index("a", unique=True)
+        elif ddl == "drop":
+            coll.drop()
+        else:
+            coll.rename("d")
+        with pytest.raises(OperationFailure) as exc:
+            s.commit_transaction()
+        assert _error(exc) == (112, ["TransientTransactionError"])
+    if ddl == "unique index":
+        assert list(coll.find()) == [{"_id": 1, "a": 1}]
+        assert client.app.command("validate", "c")["valid"] is True
+    elif ddl == "drop":
+        assert "c" not in client.app.list_collection_names()
+    else:
+        assert list(client.app.d.find()) == [{"_id": 1, "a": 1}]
+        assert "c" not in client.app.list_collection_names()
