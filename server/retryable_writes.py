@@ -199,26 +199,23 @@ def applies(ctx: CommandContext) -> bool:
 
 
 async def run(ctx: CommandContext, write: Callable[[Retry | None], Awaitable[T]]) -> T:
-    """Run `write` with the retry bookkeeping of the command (None: not a retryable write): one
-    command of a session at a time, as mongod checks a session out for each; the statements'
-    oplog entries carry the session (WRITE_SESSION)."""
+    """Run `write` with the retry bookkeeping of the command (None: not a retryable write); the
+    statements' oplog entries carry the session (WRITE_SESSION). The dispatcher has checked the
+    session out to this command (its `lock`), as mongod does."""
     session = ctx.client.session
     op = ctx.client.op
     assert session is not None and op is not None
-    async with session.lock:
-        engine = ctx.gateway.engine
-        retry = await begin(
-            session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction
-        )
-        if retry is None:
-            return await write(None)
-        token = WRITE_SESSION.set(retry.write_session)
-        try:
-            result = await write(retry)
-        finally:
-            WRITE_SESSION.reset(token)
-        retry.commit()
-        return result
+    engine = ctx.gateway.engine
+    retry = await begin(session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction)
+    if retry is None:
+        return await write(None)
+    token = WRITE_SESSION.set(retry.write_session)
+    try:
+        result = await write(retry)
+    finally:
+        WRITE_SESSION.reset(token)
+    retry.commit()
+    return result
 
 
 def _null_ts() -> Timestamp:

@@ -431,11 +431,7 @@ class TransactionManager:
         old: Transaction | None = session.transaction
         if old is not None:
             if old.number == number:
-                raise CommandError(
-                    ErrorCode.ConflictingOperationInProgress,
-                    f"Cannot start transaction {number} on session {_lsid(session)} because a "
-                    f"transaction with the same number is {old.state.value}.",
-                )
+                raise _restart_refused()
             if old.state is State.IN_PROGRESS:
                 async with old.lock:
                     await _acquire(old.busy)
@@ -629,6 +625,16 @@ class _Collector(list):  # type: ignore[type-arg]
         txn.ops.append(op)
         with contextlib.suppress(Exception):
             txn.bytes += len(bson.encode(op, codec_options=CODEC))
+
+
+def _restart_refused() -> CommandError:
+    """mongod's answer to startTransaction at the session's active txnNumber (a transaction's, or
+    a retryable write's): only a shard may restart a transaction at its number."""
+    return CommandError(
+        ErrorCode.ConflictingOperationInProgress,
+        "Only servers in a sharded cluster can start a new transaction at the active "
+        "transaction number",
+    )
 
 
 def _check_allowed(name: str, db: str) -> None:

@@ -5,9 +5,11 @@ DDL inside, and mongod's refusals (251, 225, 256, 263, 72, 112)."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import bson
 import pytest
 from bson import Int64
 from pymongo import MongoClient, ReadPreference
@@ -15,7 +17,9 @@ from pymongo.errors import InvalidOperation, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from ebbdb.protocol import encode_msg
 from ebbdb.server.embedded import ServerThread
+from tests.e2e import rawwire
 
 Doc = dict[str, Any]
 
@@ -524,3 +528,53 @@ def test_ddl_outside_during_a_transaction_fails_its_commit(
     else:
         assert list(client.app.d.find()) == [{"_id": 1, "a": 1}]
         assert "c" not in client.app.list_collection_names()
+
+
+def _send(sock: Any, body: Doc) -> int:
+    rid = rawwire.next_request_id()
+    sock.sendall(encode_msg(rid, 0, bson.encode(body)))
+    return rid
+
+
+def _answer(sock: Any, rid: int) -> Doc:
+    reply = rawwire.read_msg(sock)
+    assert reply.response_to == rid
+    return bson.decode(reply.body)
+
+
+def test_two_commands_at_once_on_one_session(replset: ServerThread) -> None:
+    # Two connections start one session's transaction 1 at the same moment (as a driver's
+    # concurrent statements can): the session serves one at a time, and the second start at
+    # the active number gets mongod's 117.
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    body = {
+        "insert": "c",
+        "txnNumber": Int64(1),
+        "autocommit": False,
+        "startTransaction": True,
+        "lsid": lsid,
+        "$db": "two",
+    }
+    with rawwire.connect(replset) as a, rawwire.connect(replset) as b:
+        ra = _send(a, {**body, "documents": [{"_id": "a"}]})
+        rb = _send(b, {**body, "documents": [{"_id": "b"}]})
+        replies = [_answer(a, ra), _answer(b, rb)]
+        oks = [r for r in replies if r["ok"] == 1.0]
+        refused = [r for r in replies if r["ok"] != 1.0]
+        assert len(oks) == 1 and len(refused) == 1
+        assert (refused[0]["code"], refused[0]["errmsg"]) == (
+            117,
+            "Only servers in a sharded cluster can start a new transaction at the active "
+            "transaction number",
+        )
+        commit = {
+            "commitTransaction": 1,
+            "txnNumber": Int64(1),
+            "autocommit": False,
+            "lsid": lsid,
+            "$db": "admin",
+        }
+        assert rawwire.op_msg(a, commit)["ok"] == 1.0
+    with MongoClient(replset.uri) as c:
+        assert len(list(c.two.c.find())) == 1
+        c.drop_database("two")
