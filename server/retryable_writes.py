@@ -23,7 +23,7 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
+from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession, optime
 from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.execution import writes
@@ -288,6 +288,32 @@ async def begin(
         state = session.retryable = RetryState(number)
         session.txn_number = number
     return Retry(session, state, engine)
+
+
+def record_commit(
+    engine: Engine, lsid: dict[str, Any], number: int, ts: Timestamp | None, now_ms: int
+) -> None:
+    """Write the config.transactions record of a committed multi-document transaction (inside
+    its commit's storage write): mongod's `{_id: lsid, txnNum, lastWriteOpTime, lastWriteDate,
+    state: "committed"}`, by which a commit retried after a restart is answered ok again."""
+    op_time = optime(ts) if ts is not None else {"ts": _null_ts(), "t": Int64(-1)}
+    doc = {
+        "txnNum": Int64(number),
+        "lastWriteOpTime": op_time,
+        "lastWriteDate": _date(now_ms),
+        "state": "committed",
+    }
+    _upsert(engine, TXN_COLL, lsid, doc, now_ms)
+
+
+def find_record(engine: Engine, lsid: dict[str, Any]) -> dict[str, Any] | None:
+    """The config.transactions record of a session (None: it has none)."""
+    return _find_one(engine, TXN_COLL, {"_id": lsid})
+
+
+def load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | None:
+    """The session's retryable write history at `number` or later (see _load)."""
+    return _load(engine, lsid, number)
 
 
 def _in_transaction(session: Session, number: int) -> bool:

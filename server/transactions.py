@@ -132,7 +132,11 @@ class Transaction:
     oplog ops its statements collected."""
 
     def __init__(
-        self, manager: TransactionManager, session: Any, number: int, storage: StorageTransaction
+        self,
+        manager: TransactionManager,
+        session: Any,
+        number: int,
+        storage: StorageTransaction | None,
     ) -> None:
         self.manager = manager
         self.session = session
@@ -315,6 +319,8 @@ class TransactionManager:
             raise CommandError(
                 ErrorCode.InvalidOptions, "Specifying startTransaction=false is not allowed."
             )
+        if session.txn_number < 0 and session.transaction is None and session.retryable is None:
+            await self._load(session)
         latest = session.txn_number
         if number < latest:
             raise CommandError(
@@ -427,7 +433,31 @@ class TransactionManager:
                     "are not allowed on capped collections.",
                 )
 
+    async def _load(self, session: Any) -> None:
+        """A session first used since the server started: what config.transactions remembers
+        of it (a committed transaction, whose commit is answered ok again, or a retryable
+        write), as mongod reads its session records back."""
+        from ebbdb.server import retryable_writes
+
+        engine = self._gateway.engine
+        record = await self._gateway.read(retryable_writes.find_record, engine, session.lsid)
+        if record is None:
+            return
+        number = int(record.get("txnNum", -1))
+        if record.get("state") == "committed":
+            txn = Transaction(self, session, number, None)
+            txn.state = State.COMMITTED
+            session.transaction = txn
+        else:
+            state = await self._gateway.read(retryable_writes.load, engine, session.lsid, number)
+            if state is not None:
+                session.retryable = state
+        session.txn_number = max(session.txn_number, number)
+
     async def _start(self, session: Any, number: int) -> Transaction:
+        retryable = session.retryable
+        if retryable is not None and retryable.txn_number == number and retryable.executed:
+            raise _restart_refused()  # the number of an executed retryable write
         old: Transaction | None = session.transaction
         if old is not None:
             if old.number == number:
@@ -491,7 +521,7 @@ class TransactionManager:
             engine = self._gateway.engine
             try:
                 if storage.overlay.written:
-                    also = self._oplog_writer(txn)
+                    also = self._commit_writer(txn)
                     await self._gateway.write(engine.commit_transaction, storage, also)
             except WriteConflict as exc:
                 self.abort(txn)
@@ -509,13 +539,23 @@ class TransactionManager:
                 txn.busy.release()
             self._open.pop(id(txn), None)
 
-    def _oplog_writer(self, txn: Transaction) -> Callable[[Any], None] | None:
-        """What writes the transaction's one oplog entry, `{op: "c", ns: "admin.$cmd", o:
-        {applyOps: [...]}}` with its lsid, txnNumber and prevOpTime, in its commit's LMDB
-        transaction, and the pre-images its updates and deletes keep for change streams."""
-        oplog = self._gateway.engine.oplog
+    def _commit_writer(self, txn: Transaction) -> Callable[[Any], None]:
+        """What writes, in the commit's LMDB transaction, the transaction's one oplog entry,
+        `{op: "c", ns: "admin.$cmd", o: {applyOps: [...]}}` with its lsid, txnNumber and
+        prevOpTime, the pre-images its updates and deletes keep for change streams, and its
+        session's config.transactions record `{_id: lsid, txnNum, lastWriteOpTime,
+        lastWriteDate, state: "committed"}` (as mongod's), read back after a restart."""
+        from ebbdb.server import retryable_writes
+
+        engine = self._gateway.engine
+        oplog = engine.oplog
+        lsid, number = dict(txn.session.lsid), txn.number
         if not oplog.enabled or not txn.ops:
-            return None
+
+            def record_only(lmdb_txn: Any) -> None:
+                retryable_writes.record_commit(engine, lsid, number, None, _now_ms())
+
+            return record_only
         ops: list[dict[str, Any]] = []
         images: list[tuple[int, Any, dict[str, Any]]] = []
         for index, op in enumerate(txn.ops):
@@ -524,13 +564,13 @@ class TransactionManager:
             if image is not None and op.get("ui") is not None:
                 images.append((index, op["ui"], image))
             ops.append(op)
-        lsid, number = dict(txn.session.lsid), txn.number
         entry = {"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops}}
 
         def also(lmdb_txn: Any) -> None:
             ts = oplog.append(lmdb_txn, entry, WriteSession(lsid=lsid, txn_number=number))
             for index, ui, image in images:
                 oplog.store_pre_image(lmdb_txn, ui, ts, index, image)
+            retryable_writes.record_commit(engine, lsid, number, ts, _now_ms())
 
         return also
 
@@ -625,6 +665,10 @@ class _Collector(list):  # type: ignore[type-arg]
         txn.ops.append(op)
         with contextlib.suppress(Exception):
             txn.bytes += len(bson.encode(op, codec_options=CODEC))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _restart_refused() -> CommandError:

@@ -578,3 +578,40 @@ def test_two_commands_at_once_on_one_session(replset: ServerThread) -> None:
     with MongoClient(replset.uri) as c:
         assert len(list(c.two.c.find())) == 1
         c.drop_database("two")
+
+
+def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -> None:
+    path = str(tmp_path / "data")
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+
+    def txn(number: int, cmd: Doc, db: str = "admin") -> Doc:
+        return {**cmd, "txnNumber": Int64(number), "autocommit": False, "lsid": lsid, "$db": db}
+
+    commit = {"commitTransaction": 1}
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with rawwire.connect(srv) as sock:
+            start = {"insert": "c", "documents": [{"_id": 1}], "startTransaction": True}
+            assert rawwire.op_msg(sock, txn(3, start, "r"))["ok"] == 1.0
+            assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
+    finally:
+        srv.stop()
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with rawwire.connect(srv) as sock:
+            # A commit retried after the restart: ok again (not 251, which would have the
+            # driver run the whole transaction again).
+            assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
+            r = rawwire.op_msg(sock, txn(3, {"abortTransaction": 1}))
+            assert (r["code"], r["codeName"]) == (256, "TransactionCommitted")
+            r = rawwire.op_msg(sock, txn(2, {"find": "c", "startTransaction": True}, "r"))
+            assert (r["code"], r["codeName"]) == (225, "TransactionTooOld")
+            r = rawwire.op_msg(sock, txn(3, {"find": "c", "startTransaction": True}, "r"))
+            assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
+            found = rawwire.op_msg(sock, {"find": "c", "$db": "r"})["cursor"]["firstBatch"]
+            assert found == [{"_id": 1}]
+            # The next number starts a new transaction.
+            r = rawwire.op_msg(sock, txn(4, {"find": "c", "startTransaction": True}, "r"))
+            assert r["ok"] == 1.0
+    finally:
+        srv.stop()
