@@ -266,6 +266,14 @@ async def begin(
     number = txn_fields(body)
     if number is None:
         return None
+    txn = session.transaction
+    if txn is not None and getattr(txn, "txn_number", None) == number:
+        # The number of the session's multi-document transaction: a write of it that forgot
+        # autocommit would otherwise run outside it.
+        raise CommandError(
+            ErrorCode.InvalidOptions,
+            "Must specify autocommit=false on all operations of a multi-statement transaction.",
+        )
     state = session.retryable
     if state is None and session.txn_number < number:
         # First retryable write of this session since start: what storage remembers of it.

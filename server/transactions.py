@@ -456,7 +456,7 @@ class TransactionManager:
 
     async def _start(self, session: Any, number: int) -> Transaction:
         retryable = session.retryable
-        if retryable is not None and retryable.txn_number == number and retryable.executed:
+        if retryable is not None and retryable.txn_number == number:
             raise _restart_refused()  # the number of an executed retryable write
         old: Transaction | None = session.transaction
         if old is not None:

@@ -615,3 +615,33 @@ def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -
             assert r["ok"] == 1.0
     finally:
         srv.stop()
+
+
+def test_a_write_of_the_transactions_number_without_autocommit(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    base = {"lsid": lsid, "$db": "noauto"}
+    with rawwire.connect(replset) as sock:
+        start = {"insert": "c", "documents": [{"_id": 1}], "startTransaction": True}
+        r = rawwire.op_msg(sock, {**start, **base, "txnNumber": Int64(1), "autocommit": False})
+        assert r["ok"] == 1.0
+        # The transaction's number without autocommit: 72, not a write outside it.
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 2}], **base, "txnNumber": Int64(1)}
+        )
+        assert (r["code"], r["errmsg"]) == (
+            72,
+            "Must specify autocommit=false on all operations of a multi-statement transaction.",
+        )
+        commit = {"commitTransaction": 1, "lsid": lsid, "$db": "admin"}
+        r = rawwire.op_msg(sock, {**commit, "txnNumber": Int64(1), "autocommit": False})
+        assert r["ok"] == 1.0
+        found = rawwire.op_msg(sock, {"find": "c", "$db": "noauto"})["cursor"]["firstBatch"]
+        assert found == [{"_id": 1}]
+        # startTransaction at the number of an executed retryable write: 117.
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 3}], **base, "txnNumber": Int64(2)}
+        )
+        assert r["n"] == 1
+        r = rawwire.op_msg(sock, {**start, **base, "txnNumber": Int64(2), "autocommit": False})
+        assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "noauto"})
