@@ -29,12 +29,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import bson
 
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.sessions import CURRENT_TRANSACTION
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
@@ -152,6 +153,8 @@ class Transaction:
         #: Held while a statement may use the snapshot; the map grows only after taking it.
         self.busy = threading.Lock()
         self.expired = False
+        #: Ids of the cursors its statements opened (closed when it ends, as mongod's).
+        self.cursors: set[int] = set()
 
     @property
     def txn_number(self) -> int:
@@ -159,9 +162,13 @@ class Transaction:
         return self.number
 
     def release(self) -> None:
-        """End the storage side (snapshot, held keys) and forget the collected ops (the session
-        keeps the ended transaction, for a retried commit); call holding `busy`."""
+        """End the storage side (snapshot, held keys), close its cursors and forget the
+        collected ops (the session keeps the ended transaction, for a retried commit); call
+        holding `busy`."""
         self.ops = []
+        if self.cursors:
+            cursors, self.cursors = self.cursors, set()
+            self.manager.kill_cursors(cursors)
         storage, self.storage = self.storage, None
         if storage is not None:
             storage.end()
@@ -202,9 +209,11 @@ class Statement:
                     raise _write_conflict(WriteConflict())
                 used = storage.use()
                 session_token = manager.collecting(txn)
+                statement_token = CURRENT_TRANSACTION.set(txn)
                 try:
                     reply = await call()
                 finally:
+                    CURRENT_TRANSACTION.reset(statement_token)
                     manager.stop_collecting(session_token)
                     _reset_transaction(used)
             except WriteConflict as exc:
@@ -290,12 +299,15 @@ class TransactionManager:
         self._open: dict[int, Transaction] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        #: Closes cursors by id (the session catalog's, see `serve`).
+        self.kill_cursors: Callable[[Iterable[int]], None] = lambda ids: None
         gateway.engine.env.before_grow.append(self._release_snapshots)
 
     def serve(self, sessions: Any) -> None:
         """Tell the session catalog how to abort the transaction of a session that ends, is
         killed or times out (its `abort_transaction` hook)."""
         sessions.abort_transaction = self.end_session
+        self.kill_cursors = lambda ids: sessions.kill_cursors(ids)
 
     # -- entering ----------------------------------------------------------------------------------
 

@@ -645,3 +645,45 @@ def test_a_write_of_the_transactions_number_without_autocommit(replset: ServerTh
         r = rawwire.op_msg(sock, {**start, **base, "txnNumber": Int64(2), "autocommit": False})
         assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
         rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "noauto"})
+
+
+def test_get_more_runs_in_the_transaction_of_its_cursor(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    with rawwire.connect(replset) as sock:
+
+        def run(cmd: Doc, number: int | None = None, db: str = "gm", **more: Any) -> Doc:
+            body = {**cmd, "lsid": lsid, "$db": db, **more}
+            if number is not None:
+                body.update(txnNumber=Int64(number), autocommit=False)
+            return rawwire.op_msg(sock, body)
+
+        run({"insert": "c", "documents": [{"_id": i} for i in range(5)]})
+        outside = run({"find": "c", "batchSize": 1})["cursor"]["id"]
+        r = run({"find": "c", "batchSize": 1}, 1, startTransaction=True)
+        inside = r["cursor"]["id"]
+        more = {"collection": "c", "batchSize": 1}
+        r = run({"getMore": inside, **more})
+        assert (r["code"], r["errmsg"]) == (
+            50740,
+            f"Cannot run getMore on cursor {inside}, which was created in transaction 1, "
+            "without a txnNumber",
+        )
+        assert run({"getMore": inside, **more}, 1)["cursor"]["nextBatch"] == [{"_id": 1}]
+        r = run({"getMore": outside, **more}, 1)
+        assert (r["code"], r["errmsg"]) == (
+            50739,
+            f"Cannot run getMore on cursor {outside}, which was not created in a "
+            "transaction, in transaction 1",
+        )
+        # (That failed statement aborted transaction 1, and its cursor with it.)
+        r = run({"getMore": inside, **more}, 1)
+        assert r["code"] == 251
+        r = run({"find": "c", "batchSize": 1}, 2, startTransaction=True)
+        second = r["cursor"]["id"]
+        assert run({"commitTransaction": 1}, 2, db="admin")["ok"] == 1.0
+        # The transaction's cursor died with it; killCursors still answers.
+        r = run({"getMore": second, **more})
+        assert r["code"] == 43
+        r = run({"killCursors": "c", "cursors": [second]})
+        assert (r["ok"], r["cursorsNotFound"]) == (1.0, [second])
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "gm"})
