@@ -9,7 +9,7 @@ true, autocommit: false, txnNumber`), runs later statements (`autocommit: false`
 against its snapshot plus its own writes (storage/engine/overlay.py: the engine's code runs
 unchanged, its writes going to the overlay), and ends with commitTransaction (one storage write
 with its one applyOps oplog entry) or abortTransaction. Any error in a statement aborts it, as in
-mongod. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
+mongod, but the refusal of a command a transaction may not run (263), which leaves it open. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
 
 Conflicts: a transaction's first write to a document fails at once with WriteConflict (112,
 TransientTransactionError) when another open transaction wrote it, or a commit changed it since
@@ -378,9 +378,12 @@ class TransactionManager:
             )
         if current.state is State.ABORTED:
             raise self.no_such(current)
+        if name not in _END:
+            # A command a transaction may not run is refused before it is part of the
+            # transaction: the transaction stays open (mongod's commands_not_allowed_in_txn.js).
+            _check_allowed(name, db)
         try:
             if name not in _END:
-                _check_allowed(name, db)
                 self._check_statement(name, db, body, current)
             if "readConcern" in body:
                 raise CommandError(
