@@ -691,3 +691,37 @@ def test_get_more_runs_in_the_transaction_of_its_cursor(replset: ServerThread) -
         r = run({"killCursors": "c", "cursors": [second]})
         assert (r["ok"], r["cursorsNotFound"]) == (1.0, [second])
         rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "gm"})
+
+
+@pytest.mark.parametrize("command", ["insert", "update", "delete"])
+def test_an_unordered_batch_in_a_transaction_stops_at_its_first_error(
+    client: MongoClient[Doc], command: str
+) -> None:
+    # mongod: "If we are in a transaction, we must fail the whole batch".
+    client.app.c.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 2}, {"_id": 3, "a": 3}])
+    client.app.c.create_index("a", unique=True)
+    statements: dict[str, Doc] = {
+        "insert": {"documents": [{"_id": 10}, {"_id": 1}, {"_id": 11}]},
+        "update": {
+            "updates": [
+                {"q": {"_id": 1}, "u": {"$set": {"x": 1}}},
+                {"q": {"_id": 2}, "u": {"$set": {"a": 3}}},
+                {"q": {"_id": 3}, "u": {"$set": {"x": 1}}},
+            ]
+        },
+        "delete": {
+            "deletes": [
+                {"q": {"_id": 1}, "limit": 1},
+                {"q": {"$bad": 1}, "limit": 1},
+                {"q": {"_id": 3}, "limit": 1},
+            ]
+        },
+    }
+    with client.start_session() as s:
+        s.start_transaction()
+        r = client.app.command(
+            {command: "c", **statements[command], "ordered": False}, session=s, check=False
+        )
+        assert r["n"] == 1
+        assert [e["index"] for e in r["writeErrors"]] == [1]
+        s.abort_transaction()
