@@ -402,7 +402,8 @@ class TransactionManager:
     ) -> None:
         """mongod's refusals of what a transaction (`txn`, None for its first statement) may not
         do with an allowed command: $out and $merge, writes to a capped collection, creating a
-        capped collection, building an index on a collection that existed before it."""
+        capped collection, building an index on a collection that existed before it, writes to
+        a system collection, a tailable find, $changeStream."""
         target = body.get(name)
         engine = self._gateway.engine
         base = txn.storage.group.base if txn is not None and txn.storage is not None else None
@@ -416,6 +417,17 @@ class TransactionManager:
                             ErrorCode.OperationNotSupportedInTransaction,
                             f"{op} cannot be used in a transaction",
                         )
+                    if op == "$changeStream":
+                        raise CommandError(
+                            ErrorCode.OperationNotSupportedInTransaction,
+                            "Operation not permitted in transaction",
+                        )
+        elif name == "find":
+            if body.get("tailable"):
+                raise CommandError(
+                    ErrorCode.InvalidOptions,
+                    "It is illegal to open a tailable cursor in a transaction",
+                )
         elif name == "create":
             if body.get("capped"):
                 raise CommandError(
@@ -440,6 +452,11 @@ class TransactionManager:
                     "multi-document transaction.",
                 )
         elif name in _WRITES and isinstance(target, str):
+            if target.startswith("system."):
+                raise CommandError(
+                    ErrorCode.Location50791,
+                    f"Cannot write to system collection {db}.{target} within a transaction.",
+                )
             info = engine.collection(db, target)
             if info is not None and info.options.get("capped"):
                 raise CommandError(

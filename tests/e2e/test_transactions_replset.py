@@ -725,3 +725,38 @@ def test_an_unordered_batch_in_a_transaction_stops_at_its_first_error(
         assert r["n"] == 1
         assert [e["index"] for e in r["writeErrors"]] == [1]
         s.abort_transaction()
+
+
+def test_system_collections_tailable_finds_and_change_streams_in_a_transaction(
+    client: MongoClient[Doc],
+) -> None:
+    client.app.create_collection("capped", capped=True, size=4096)
+    cases: list[tuple[Doc, int, str | None]] = [
+        (
+            {"insert": "system.views", "documents": [{"_id": "app.v"}]},
+            50791,
+            "Cannot write to system collection app.system.views within a transaction.",
+        ),
+        (
+            {"delete": "system.js", "deletes": [{"q": {}, "limit": 0}]},
+            50791,
+            "Cannot write to system collection app.system.js within a transaction.",
+        ),
+        ({"find": "capped", "tailable": True}, 72, None),
+        ({"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}}, 263, None),
+    ]
+    for cmd, code, message in cases:
+        with client.start_session() as s:
+            s.start_transaction()
+            client.app.c.insert_one({}, session=s)
+            with pytest.raises(OperationFailure) as exc:
+                client.app.command(cmd, session=s)
+            assert exc.value.code == code, cmd
+            if message is not None:
+                assert (exc.value.details or {})["errmsg"] == message
+            # The refusal aborted the transaction, as mongod's.
+            with pytest.raises(OperationFailure) as exc:
+                s.commit_transaction()
+            assert exc.value.code == 251
+    assert "system.views" not in client.app.list_collection_names()
+    assert client.app.c.count_documents({}) == 0
