@@ -760,3 +760,30 @@ def test_system_collections_tailable_finds_and_change_streams_in_a_transaction(
             assert exc.value.code == 251
     assert "system.views" not in client.app.list_collection_names()
     assert client.app.c.count_documents({}) == 0
+
+
+def test_statement_ids_are_accepted(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    txn = {"lsid": lsid, "txnNumber": Int64(1), "autocommit": False}
+    with rawwire.connect(replset) as sock:
+        r = rawwire.op_msg(
+            sock,
+            {
+                "insert": "c",
+                "documents": [{"_id": 1}, {"_id": 2}],
+                "stmtIds": [0, 1],
+                "stmtId": 0,
+                "startTransaction": True,
+                "$db": "stmt",
+                **txn,
+            },
+        )
+        assert (r["ok"], r["n"]) == (1.0, 2)
+        r = rawwire.op_msg(sock, {"commitTransaction": 1, "stmtId": 1, "$db": "admin", **txn})
+        assert r["ok"] == 1.0
+        retryable = {"lsid": lsid, "txnNumber": Int64(2), "$db": "stmt"}
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 3}], "stmtIds": [0], **retryable}
+        )
+        assert (r["ok"], r["n"]) == (1.0, 1)
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "stmt"})
