@@ -11,6 +11,10 @@ unchanged, its writes going to the overlay), and ends with commitTransaction (on
 with its one applyOps oplog entry) or abortTransaction. Any error in a statement aborts it, as in
 mongod, but the refusal of a command a transaction may not run (263), which leaves it open. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
 
+A session serves one command of its transaction at a time (the dispatcher checks it out, as
+mongod does). A commit writes the session's config.transactions record in its own storage write,
+read back when the session is first used after a restart (a retried commit is ok again).
+
 Conflicts: a transaction's first write to a document fails at once with WriteConflict (112,
 TransientTransactionError) when another open transaction wrote it, or a commit changed it since
 the snapshot; its commit fails the same way if a write outside any transaction changed what it
