@@ -270,10 +270,7 @@ async def begin(
     if txn is not None and getattr(txn, "txn_number", None) == number:
         # The number of the session's multi-document transaction: a write of it that forgot
         # autocommit would otherwise run outside it.
-        raise CommandError(
-            ErrorCode.InvalidOptions,
-            "Must specify autocommit=false on all operations of a multi-statement transaction.",
-        )
+        raise _without_autocommit()
     state = session.retryable
     if state is None and session.txn_number < number:
         # First retryable write of this session since start: what storage remembers of it.
@@ -324,6 +321,13 @@ def load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | None
     return _load(engine, lsid, number)
 
 
+def _without_autocommit() -> CommandError:
+    return CommandError(
+        ErrorCode.InvalidOptions,
+        "Must specify autocommit=false on all operations of a multi-statement transaction.",
+    )
+
+
 def _in_transaction(session: Session, number: int) -> bool:
     txn = session.transaction
     return txn is not None and getattr(txn, "txn_number", None) == number
@@ -338,6 +342,8 @@ def _load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | Non
     txn_num = int(record.get("txnNum", -1))
     if txn_num < number:
         return None
+    if txn_num == number and record.get("state") == "committed":
+        raise _without_autocommit()  # the number of a committed multi-document transaction
     state = RetryState(txn_num, last_op_time=record.get("lastWriteOpTime"))
     if txn_num > number:
         return state  # the caller refuses the older number

@@ -587,6 +587,7 @@ def test_two_commands_at_once_on_one_session(replset: ServerThread) -> None:
 def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -> None:
     path = str(tmp_path / "data")
     lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    other_lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
 
     def txn(number: int, cmd: Doc, db: str = "admin") -> Doc:
         return {**cmd, "txnNumber": Int64(number), "autocommit": False, "lsid": lsid, "$db": db}
@@ -598,11 +599,19 @@ def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -
             start = {"insert": "c", "documents": [{"_id": 1}], "startTransaction": True}
             assert rawwire.op_msg(sock, txn(3, start, "r"))["ok"] == 1.0
             assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
+            other = {**txn(1, start, "r"), "lsid": other_lsid, "documents": [{"_id": 5}]}
+            assert rawwire.op_msg(sock, other)["ok"] == 1.0
+            assert rawwire.op_msg(sock, {**txn(1, commit), "lsid": other_lsid})["ok"] == 1.0
     finally:
         srv.stop()
     srv = ServerThread(path, repl_set="rs0").start()
     try:
         with rawwire.connect(srv) as sock:
+            # A write of the committed transaction's number without autocommit: 72, not a
+            # retryable write.
+            write = {"insert": "c", "documents": [{"_id": 6}], "lsid": other_lsid, "$db": "r"}
+            r = rawwire.op_msg(sock, {**write, "txnNumber": Int64(1)})
+            assert (r["code"], r["codeName"]) == (72, "InvalidOptions")
             # A commit retried after the restart: ok again (not 251, which would have the
             # driver run the whole transaction again).
             assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
@@ -613,7 +622,7 @@ def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -
             r = rawwire.op_msg(sock, txn(3, {"find": "c", "startTransaction": True}, "r"))
             assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
             found = rawwire.op_msg(sock, {"find": "c", "$db": "r"})["cursor"]["firstBatch"]
-            assert found == [{"_id": 1}]
+            assert found == [{"_id": 1}, {"_id": 5}]
             # The next number starts a new transaction.
             r = rawwire.op_msg(sock, txn(4, {"find": "c", "startTransaction": True}, "r"))
             assert r["ok"] == 1.0
