@@ -31,6 +31,11 @@ GENERIC_FIELDS = frozenset(
         "txnNumber",
         "autocommit",
         "startTransaction",
+        # A statement's id in its transaction, and a write command's statements' ids (mongod's
+        # drivers' own retries use them; here accepted and ignored, a statement's index being
+        # its id).
+        "stmtId",
+        "stmtIds",
         "readConcern",
         "writeConcern",
         "$readPreference",

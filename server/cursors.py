@@ -15,7 +15,7 @@ import bson
 import bson.errors
 
 from ebbdb.server.gateway import Gateway
-from ebbdb.server.sessions import CURRENT_SESSION, Session
+from ebbdb.server.sessions import CURRENT_SESSION, CURRENT_TRANSACTION, Session
 from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE
 from ebbdb.storage.core.errors import QueryError
 
@@ -113,6 +113,9 @@ class Cursor:
     time_left: float | None = None
     #: The logical session that opened it (the cursor dies with the session).
     session: Session | None = None
+    #: The txnNumber of the multi-document transaction that opened it (None: none); it dies
+    #: when the transaction ends.
+    txn_number: int | None = None
 
 
 class CursorManager:
@@ -141,6 +144,10 @@ class CursorManager:
         if session is not None:
             cursor.session = session
             session.cursors.add(cid)
+            txn = CURRENT_TRANSACTION.get()
+            if txn is not None:
+                cursor.txn_number = txn.number
+                txn.cursors.add(cid)
         return cursor
 
     def get(self, cid: int) -> Cursor | None:

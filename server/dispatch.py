@@ -158,6 +158,7 @@ class Dispatcher:
         name = next(iter(body), "")
         started = time.perf_counter_ns()
         statement: Statement | None = None
+        checked_out: asyncio.Lock | None = None
         client.op_run = None
         db: Any = body.get("$db")
         try:
@@ -194,6 +195,12 @@ class Dispatcher:
             client.session = (
                 None if lsid is None else self.services.sessions.touch_for(client, lsid)
             )
+            if client.session is not None and "txnNumber" in body:
+                # A command of a session's transaction or retryable write has the session to
+                # itself until it answers, as mongod checks a session out: two at once (a
+                # driver's concurrent statements) would each see the other's state half-made.
+                await client.session.lock.acquire()
+                checked_out = client.session.lock
             if self.services.transactions is not None and in_transaction(body):
                 statement = await self.services.transactions.enter(
                     client.session, cmd.name, db, body
@@ -267,6 +274,8 @@ class Dispatcher:
             if action is not None:
                 reply = action.finish(reply)
         except CloseConnection:
+            if checked_out is not None:
+                checked_out.release()
             raise
         except CommandError as exc:
             reply = error_reply(exc)
@@ -282,11 +291,17 @@ class Dispatcher:
                 )
             reply = error_reply(exc)
             _log_failure(client, name, db, body, reply)
+        except BaseException:  # cancelled (the connection closed): the session goes back
+            if checked_out is not None:
+                checked_out.release()
+            raise
         else:
             if "ok" not in reply:
                 reply["ok"] = 1.0
         if statement is not None and not reply.get("ok"):
             statement.failed(reply)  # the transaction's rules for a failed statement
+        if checked_out is not None:
+            checked_out.release()
         if self.services.replica_set is not None:
             self.services.replica_set.stamp(reply, name)
             # RetryableWriteError and topologyVersion, for a driver's retry

@@ -108,6 +108,7 @@ class ErrorCode(enum.IntEnum):
     Location40414 = 40414
     Location40415 = 40415
     Location40571 = 40571
+    Location50791 = 50791
     Location51003 = 51003
     Location51024 = 51024
 

@@ -23,7 +23,7 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
+from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession, optime
 from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.execution import writes
@@ -199,26 +199,23 @@ def applies(ctx: CommandContext) -> bool:
 
 
 async def run(ctx: CommandContext, write: Callable[[Retry | None], Awaitable[T]]) -> T:
-    """Run `write` with the retry bookkeeping of the command (None: not a retryable write): one
-    command of a session at a time, as mongod checks a session out for each; the statements'
-    oplog entries carry the session (WRITE_SESSION)."""
+    """Run `write` with the retry bookkeeping of the command (None: not a retryable write); the
+    statements' oplog entries carry the session (WRITE_SESSION). The dispatcher has checked the
+    session out to this command (its `lock`), as mongod does."""
     session = ctx.client.session
     op = ctx.client.op
     assert session is not None and op is not None
-    async with session.lock:
-        engine = ctx.gateway.engine
-        retry = await begin(
-            session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction
-        )
-        if retry is None:
-            return await write(None)
-        token = WRITE_SESSION.set(retry.write_session)
-        try:
-            result = await write(retry)
-        finally:
-            WRITE_SESSION.reset(token)
-        retry.commit()
-        return result
+    engine = ctx.gateway.engine
+    retry = await begin(session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction)
+    if retry is None:
+        return await write(None)
+    token = WRITE_SESSION.set(retry.write_session)
+    try:
+        result = await write(retry)
+    finally:
+        WRITE_SESSION.reset(token)
+    retry.commit()
+    return result
 
 
 def _null_ts() -> Timestamp:
@@ -269,6 +266,11 @@ async def begin(
     number = txn_fields(body)
     if number is None:
         return None
+    txn = session.transaction
+    if txn is not None and getattr(txn, "txn_number", None) == number:
+        # The number of the session's multi-document transaction: a write of it that forgot
+        # autocommit would otherwise run outside it.
+        raise _without_autocommit()
     state = session.retryable
     if state is None and session.txn_number < number:
         # First retryable write of this session since start: what storage remembers of it.
@@ -293,6 +295,39 @@ async def begin(
     return Retry(session, state, engine)
 
 
+def record_commit(
+    engine: Engine, lsid: dict[str, Any], number: int, ts: Timestamp | None, now_ms: int
+) -> None:
+    """Write the config.transactions record of a committed multi-document transaction (inside
+    its commit's storage write): mongod's `{_id: lsid, txnNum, lastWriteOpTime, lastWriteDate,
+    state: "committed"}`, by which a commit retried after a restart is answered ok again."""
+    op_time = optime(ts) if ts is not None else {"ts": _null_ts(), "t": Int64(-1)}
+    doc = {
+        "txnNum": Int64(number),
+        "lastWriteOpTime": op_time,
+        "lastWriteDate": _date(now_ms),
+        "state": "committed",
+    }
+    _upsert(engine, TXN_COLL, lsid, doc, now_ms)
+
+
+def find_record(engine: Engine, lsid: dict[str, Any]) -> dict[str, Any] | None:
+    """The config.transactions record of a session (None: it has none)."""
+    return _find_one(engine, TXN_COLL, {"_id": lsid})
+
+
+def load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | None:
+    """The session's retryable write history at `number` or later (see _load)."""
+    return _load(engine, lsid, number)
+
+
+def _without_autocommit() -> CommandError:
+    return CommandError(
+        ErrorCode.InvalidOptions,
+        "Must specify autocommit=false on all operations of a multi-statement transaction.",
+    )
+
+
 def _in_transaction(session: Session, number: int) -> bool:
     txn = session.transaction
     return txn is not None and getattr(txn, "txn_number", None) == number
@@ -307,6 +342,8 @@ def _load(engine: Engine, lsid: dict[str, Any], number: int) -> RetryState | Non
     txn_num = int(record.get("txnNum", -1))
     if txn_num < number:
         return None
+    if txn_num == number and record.get("state") == "committed":
+        raise _without_autocommit()  # the number of a committed multi-document transaction
     state = RetryState(txn_num, last_op_time=record.get("lastWriteOpTime"))
     if txn_num > number:
         return state  # the caller refuses the older number

@@ -357,6 +357,43 @@ CURRENT_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar
 )
 
 
+#: The multi-document transaction whose statement runs in this context (server/transactions.py
+#: sets it): the cursors its statements open are the transaction's, and die with it.
+CURRENT_TRANSACTION: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "ebbdb_transaction_statement", default=None
+)
+
+
+def check_transaction_get_more(
+    cursor_id: int, created_in: int | None, body: Mapping[str, Any]
+) -> None:
+    """A getMore runs in the transaction its cursor was opened in, or neither is in one:
+    mongod's 50740, 50741 and 50739 otherwise (`body`: the getMore's command document)."""
+    number = body.get("txnNumber") if "autocommit" in body else None
+    if created_in is not None:
+        if number is None:
+            raise CodedError(
+                50740,
+                "Location50740",
+                f"Cannot run getMore on cursor {cursor_id}, which was created in transaction "
+                f"{created_in}, without a txnNumber",
+            )
+        if int(number) != created_in:
+            raise CodedError(
+                50741,
+                "Location50741",
+                f"Cannot run getMore on cursor {cursor_id}, which was created in transaction "
+                f"{created_in}, in transaction {int(number)}",
+            )
+    elif number is not None:
+        raise CodedError(
+            50739,
+            "Location50739",
+            f"Cannot run getMore on cursor {cursor_id}, which was not created in a "
+            f"transaction, in transaction {int(number)}",
+        )
+
+
 # -- a session's transaction fields in replica-set mode ----------------------------------------
 
 

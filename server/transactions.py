@@ -9,13 +9,19 @@ true, autocommit: false, txnNumber`), runs later statements (`autocommit: false`
 against its snapshot plus its own writes (storage/engine/overlay.py: the engine's code runs
 unchanged, its writes going to the overlay), and ends with commitTransaction (one storage write
 with its one applyOps oplog entry) or abortTransaction. Any error in a statement aborts it, as in
-mongod. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
+mongod, but the refusal of a command a transaction may not run (263), which leaves it open. Transactions open longer than transactionLifetimeLimitSeconds are aborted.
+
+A session serves one command of its transaction at a time (the dispatcher checks it out, as
+mongod does). A commit writes the session's config.transactions record in its own storage write,
+read back when the session is first used after a restart (a retried commit is ok again).
 
 Conflicts: a transaction's first write to a document fails at once with WriteConflict (112,
 TransientTransactionError) when another open transaction wrote it, or a commit changed it since
 the snapshot; its commit fails the same way if a write outside any transaction changed what it
 wrote meanwhile. (mongod makes that outside write wait for the transaction instead; here the
-writer never waits, and the transaction, which drivers retry whole, gives way.)"""
+writer never waits, and the transaction, which drivers retry whole, gives way.) Likewise its
+commit fails with WriteConflict if the catalog entry of a collection it wrote changed meanwhile
+(an index built, a drop or rename outside): mongod makes that DDL wait for the transaction."""
 
 from __future__ import annotations
 
@@ -27,12 +33,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import bson
 
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.sessions import CURRENT_TRANSACTION
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession
@@ -130,7 +137,11 @@ class Transaction:
     oplog ops its statements collected."""
 
     def __init__(
-        self, manager: TransactionManager, session: Any, number: int, storage: StorageTransaction
+        self,
+        manager: TransactionManager,
+        session: Any,
+        number: int,
+        storage: StorageTransaction | None,
     ) -> None:
         self.manager = manager
         self.session = session
@@ -146,6 +157,8 @@ class Transaction:
         #: Held while a statement may use the snapshot; the map grows only after taking it.
         self.busy = threading.Lock()
         self.expired = False
+        #: Ids of the cursors its statements opened (closed when it ends, as mongod's).
+        self.cursors: set[int] = set()
 
     @property
     def txn_number(self) -> int:
@@ -153,9 +166,13 @@ class Transaction:
         return self.number
 
     def release(self) -> None:
-        """End the storage side (snapshot, held keys) and forget the collected ops (the session
-        keeps the ended transaction, for a retried commit); call holding `busy`."""
+        """End the storage side (snapshot, held keys), close its cursors and forget the
+        collected ops (the session keeps the ended transaction, for a retried commit); call
+        holding `busy`."""
         self.ops = []
+        if self.cursors:
+            cursors, self.cursors = self.cursors, set()
+            self.manager.kill_cursors(cursors)
         storage, self.storage = self.storage, None
         if storage is not None:
             storage.end()
@@ -196,9 +213,11 @@ class Statement:
                     raise _write_conflict(WriteConflict())
                 used = storage.use()
                 session_token = manager.collecting(txn)
+                statement_token = CURRENT_TRANSACTION.set(txn)
                 try:
                     reply = await call()
                 finally:
+                    CURRENT_TRANSACTION.reset(statement_token)
                     manager.stop_collecting(session_token)
                     _reset_transaction(used)
             except WriteConflict as exc:
@@ -284,12 +303,15 @@ class TransactionManager:
         self._open: dict[int, Transaction] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        #: Closes cursors by id (the session catalog's, see `serve`).
+        self.kill_cursors: Callable[[Iterable[int]], None] = lambda ids: None
         gateway.engine.env.before_grow.append(self._release_snapshots)
 
     def serve(self, sessions: Any) -> None:
         """Tell the session catalog how to abort the transaction of a session that ends, is
         killed or times out (its `abort_transaction` hook)."""
         sessions.abort_transaction = self.end_session
+        self.kill_cursors = lambda ids: sessions.kill_cursors(ids)
 
     # -- entering ----------------------------------------------------------------------------------
 
@@ -313,6 +335,8 @@ class TransactionManager:
             raise CommandError(
                 ErrorCode.InvalidOptions, "Specifying startTransaction=false is not allowed."
             )
+        if session.txn_number < 0 and session.transaction is None and session.retryable is None:
+            await self._load(session)
         latest = session.txn_number
         if number < latest:
             raise CommandError(
@@ -358,9 +382,12 @@ class TransactionManager:
             )
         if current.state is State.ABORTED:
             raise self.no_such(current)
+        if name not in _END:
+            # A command a transaction may not run is refused before it is part of the
+            # transaction: the transaction stays open (mongod's commands_not_allowed_in_txn.js).
+            _check_allowed(name, db)
         try:
             if name not in _END:
-                _check_allowed(name, db)
                 self._check_statement(name, db, body, current)
             if "readConcern" in body:
                 raise CommandError(
@@ -379,7 +406,8 @@ class TransactionManager:
     ) -> None:
         """mongod's refusals of what a transaction (`txn`, None for its first statement) may not
         do with an allowed command: $out and $merge, writes to a capped collection, creating a
-        capped collection, building an index on a collection that existed before it."""
+        capped collection, building an index on a collection that existed before it, writes to
+        a system collection, a tailable find, $changeStream."""
         target = body.get(name)
         engine = self._gateway.engine
         base = txn.storage.group.base if txn is not None and txn.storage is not None else None
@@ -393,6 +421,17 @@ class TransactionManager:
                             ErrorCode.OperationNotSupportedInTransaction,
                             f"{op} cannot be used in a transaction",
                         )
+                    if op == "$changeStream":
+                        raise CommandError(
+                            ErrorCode.OperationNotSupportedInTransaction,
+                            "Operation not permitted in transaction",
+                        )
+        elif name == "find":
+            if body.get("tailable"):
+                raise CommandError(
+                    ErrorCode.InvalidOptions,
+                    "It is illegal to open a tailable cursor in a transaction",
+                )
         elif name == "create":
             if body.get("capped"):
                 raise CommandError(
@@ -417,6 +456,11 @@ class TransactionManager:
                     "multi-document transaction.",
                 )
         elif name in _WRITES and isinstance(target, str):
+            if target.startswith("system."):
+                raise CommandError(
+                    ErrorCode.Location50791,
+                    f"Cannot write to system collection {db}.{target} within a transaction.",
+                )
             info = engine.collection(db, target)
             if info is not None and info.options.get("capped"):
                 raise CommandError(
@@ -425,15 +469,35 @@ class TransactionManager:
                     "are not allowed on capped collections.",
                 )
 
+    async def _load(self, session: Any) -> None:
+        """A session first used since the server started: what config.transactions remembers
+        of it (a committed transaction, whose commit is answered ok again, or a retryable
+        write), as mongod reads its session records back."""
+        from ebbdb.server import retryable_writes
+
+        engine = self._gateway.engine
+        record = await self._gateway.read(retryable_writes.find_record, engine, session.lsid)
+        if record is None:
+            return
+        number = int(record.get("txnNum", -1))
+        if record.get("state") == "committed":
+            txn = Transaction(self, session, number, None)
+            txn.state = State.COMMITTED
+            session.transaction = txn
+        else:
+            state = await self._gateway.read(retryable_writes.load, engine, session.lsid, number)
+            if state is not None:
+                session.retryable = state
+        session.txn_number = max(session.txn_number, number)
+
     async def _start(self, session: Any, number: int) -> Transaction:
+        retryable = session.retryable
+        if retryable is not None and retryable.txn_number == number:
+            raise _restart_refused()  # the number of an executed retryable write
         old: Transaction | None = session.transaction
         if old is not None:
             if old.number == number:
-                raise CommandError(
-                    ErrorCode.ConflictingOperationInProgress,
-                    f"Cannot start transaction {number} on session {_lsid(session)} because a "
-                    f"transaction with the same number is {old.state.value}.",
-                )
+                raise _restart_refused()
             if old.state is State.IN_PROGRESS:
                 async with old.lock:
                     await _acquire(old.busy)
@@ -493,7 +557,7 @@ class TransactionManager:
             engine = self._gateway.engine
             try:
                 if storage.overlay.written:
-                    also = self._oplog_writer(txn)
+                    also = self._commit_writer(txn)
                     await self._gateway.write(engine.commit_transaction, storage, also)
             except WriteConflict as exc:
                 self.abort(txn)
@@ -511,13 +575,23 @@ class TransactionManager:
                 txn.busy.release()
             self._open.pop(id(txn), None)
 
-    def _oplog_writer(self, txn: Transaction) -> Callable[[Any], None] | None:
-        """What writes the transaction's one oplog entry, `{op: "c", ns: "admin.$cmd", o:
-        {applyOps: [...]}}` with its lsid, txnNumber and prevOpTime, in its commit's LMDB
-        transaction, and the pre-images its updates and deletes keep for change streams."""
-        oplog = self._gateway.engine.oplog
+    def _commit_writer(self, txn: Transaction) -> Callable[[Any], None]:
+        """What writes, in the commit's LMDB transaction, the transaction's one oplog entry,
+        `{op: "c", ns: "admin.$cmd", o: {applyOps: [...]}}` with its lsid, txnNumber and
+        prevOpTime, the pre-images its updates and deletes keep for change streams, and its
+        session's config.transactions record `{_id: lsid, txnNum, lastWriteOpTime,
+        lastWriteDate, state: "committed"}` (as mongod's), read back after a restart."""
+        from ebbdb.server import retryable_writes
+
+        engine = self._gateway.engine
+        oplog = engine.oplog
+        lsid, number = dict(txn.session.lsid), txn.number
         if not oplog.enabled or not txn.ops:
-            return None
+
+            def record_only(lmdb_txn: Any) -> None:
+                retryable_writes.record_commit(engine, lsid, number, None, _now_ms())
+
+            return record_only
         ops: list[dict[str, Any]] = []
         images: list[tuple[int, Any, dict[str, Any]]] = []
         for index, op in enumerate(txn.ops):
@@ -526,13 +600,13 @@ class TransactionManager:
             if image is not None and op.get("ui") is not None:
                 images.append((index, op["ui"], image))
             ops.append(op)
-        lsid, number = dict(txn.session.lsid), txn.number
         entry = {"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops}}
 
         def also(lmdb_txn: Any) -> None:
             ts = oplog.append(lmdb_txn, entry, WriteSession(lsid=lsid, txn_number=number))
             for index, ui, image in images:
                 oplog.store_pre_image(lmdb_txn, ui, ts, index, image)
+            retryable_writes.record_commit(engine, lsid, number, ts, _now_ms())
 
         return also
 
@@ -627,6 +701,20 @@ class _Collector(list):  # type: ignore[type-arg]
         txn.ops.append(op)
         with contextlib.suppress(Exception):
             txn.bytes += len(bson.encode(op, codec_options=CODEC))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _restart_refused() -> CommandError:
+    """mongod's answer to startTransaction at the session's active txnNumber (a transaction's, or
+    a retryable write's): only a shard may restart a transaction at its number."""
+    return CommandError(
+        ErrorCode.ConflictingOperationInProgress,
+        "Only servers in a sharded cluster can start a new transaction at the active "
+        "transaction number",
+    )
 
 
 def _check_allowed(name: str, db: str) -> None:

@@ -29,7 +29,7 @@ from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.memory import memory_limits
 from ebbdb.server.registry import REGISTRY
-from ebbdb.server.sessions import check_get_more
+from ebbdb.server.sessions import check_get_more, check_transaction_get_more
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.documents import CODEC
@@ -194,6 +194,8 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             ErrorCode.CursorInUse, f"Cursor already in use (namespace: '{ns}', id: {cursor.id})."
         )
     check_get_more(cursor.id, cursor.session, ctx.client.session)  # as mongod, once pinned
+    if ctx.client.op is not None:
+        check_transaction_get_more(cursor.id, cursor.txn_number, ctx.client.op.body)
     op = ctx.client.op
     if op is not None:
         if cursor.tail is not None:

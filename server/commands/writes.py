@@ -15,6 +15,7 @@ from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.retryable_writes import Retry
+from ebbdb.server.sessions import CURRENT_TRANSACTION
 from ebbdb.storage.aggregate.updates import parse_pipeline_update
 from ebbdb.storage.catalog import timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
@@ -36,6 +37,12 @@ WRITE_BATCH = ItemCount(
 )
 
 S = TypeVar("S")
+
+
+def in_transaction() -> bool:
+    """A transaction's statement runs: its batch stops at the first error whatever `ordered`
+    says (mongod: "If we are in a transaction, we must fail the whole batch")."""
+    return CURRENT_TRANSACTION.get() is not None
 
 
 def _each_statement(
@@ -81,6 +88,7 @@ async def _run_statements(
     the statements it executed before and records those it executes (`recorded` says which
     may be: one on many documents may not)."""
     each = run if retry is None else retry.wrap(run, recorded)
+    ordered = ordered or in_transaction()
 
     def job(now_ms: int) -> dict[str, Any]:
         if retry is not None:
@@ -273,7 +281,7 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         ctx.db,
         p.collection,
         p.documents,
-        p.ordered,
+        p.ordered or in_transaction(),
         bypass=p.bypass_document_validation,
     )
     ctx.stats.count_documents("insert", result.inserted)

@@ -233,6 +233,16 @@ class Overlay:
     def written(self) -> int:
         return sum(len(t.keys) for t in self._trees.values())
 
+    def collections_written(self) -> set[int]:
+        """Ids of the collections whose records this transaction wrote (a record key and a
+        statistics key both start with the collection id)."""
+        out: set[int] = set()
+        for ident in (self._records_tree, self._stats_tree):
+            tree = self._trees.get(ident)
+            if tree is not None:
+                out.update(layout.read_u64(key[:8]) for key in tree.keys)
+        return out
+
 
 class OverlayCursor:
     """A cursor over the snapshot and the overlay merged (keys the overlay deleted are hidden).

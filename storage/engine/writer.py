@@ -37,7 +37,7 @@ import lmdb
 from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core.errors import OutOfDiskSpace
 from ebbdb.storage.engine.environment import Environment, Txn
-from ebbdb.storage.engine.overlay import KeyTable, Overlay, commit_overlay
+from ebbdb.storage.engine.overlay import KeyTable, Overlay, WriteConflict, commit_overlay
 from ebbdb.storage.engine.space import SPACE_ERRNOS
 
 T = TypeVar("T")
@@ -200,11 +200,22 @@ class Writer:
     ) -> None:
         """Apply a transaction's writes and catalog changes as one storage write (and `also`, in
         the same LMDB transaction: its oplog entry); WriteConflict, with nothing applied, if
-        anything it wrote changed since its snapshot. Call outside the transaction's context."""
+        anything it wrote changed since its snapshot, or if the catalog entry (existence, name,
+        indexes, options) of a collection it wrote changed since then: an index built, or a
+        drop or rename, outside it meanwhile (its writes would miss the new index or land in a
+        collection that is gone). mongod makes such DDL wait for the transaction instead; here
+        the DDL never waits, and the transaction, which drivers retry whole, gives way. Call
+        outside the transaction's context."""
         overlay = transaction.overlay
         overlay.release_snapshot()
+        base = transaction.group.base or {}
 
         def run(txn: Txn, changes: CatalogChanges) -> None:
+            written = overlay.collections_written()
+            if written:
+                for key, info in base.items():
+                    if info.id in written and self._published.get(key) != info:
+                        raise WriteConflict()
             commit_overlay(self._env, txn, overlay)
             changes.update(transaction.catalog_changes)
             if also is not None:

@@ -5,9 +5,11 @@ DDL inside, and mongod's refusals (251, 225, 256, 263, 72, 112)."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import bson
 import pytest
 from bson import Int64
 from pymongo import MongoClient, ReadPreference
@@ -15,7 +17,9 @@ from pymongo.errors import InvalidOperation, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from ebbdb.protocol import encode_msg
 from ebbdb.server.embedded import ServerThread
+from tests.e2e import rawwire
 
 Doc = dict[str, Any]
 
@@ -208,9 +212,13 @@ def test_raw_commands_get_mongods_answers(client: MongoClient[Doc]) -> None:
         r = run("app", {"count": "c", "txnNumber": Int64(5), "autocommit": False})
         assert r["code"] == 263 and r["codeName"] == "OperationNotSupportedInTransaction"
         assert "transaction-count" in r["errmsg"]
-        # That aborted the transaction.
+        # That left the transaction open, as mongod's refusals of such commands do.
+        for cmd in ({"explain": {"find": "c"}}, {"ping": 1}, {"drop": "c"}):
+            r = run("app", {**cmd, "txnNumber": Int64(5), "autocommit": False})
+            assert r["code"] == 263, cmd
         r = run("admin", {"commitTransaction": 1, "txnNumber": Int64(5), "autocommit": False})
-        assert r["code"] == 251
+        assert r["ok"] == 1.0
+        client.app.c.delete_many({})
         # An older number: 225.
         r = run(
             "app",
@@ -282,7 +290,7 @@ def test_raw_commands_get_mongods_answers(client: MongoClient[Doc]) -> None:
             125,
             "commitTransaction must be run within a transaction",
         )
-    assert client.app.c.count_documents({}) == 0  # the aborted insert left nothing
+    assert client.app.c.count_documents({}) == 0  # no refused statement wrote anything
 
 
 def test_lifetime_limit_aborts_old_transactions(client: MongoClient[Doc]) -> None:
@@ -486,3 +494,297 @@ def test_many_open_transactions_inserting_into_one_collection(replset: ServerThr
             s.end_session()
         assert c.many.c.count_documents({}) == 152
         assert c.many.command("validate", "c")["valid"] is True
+
+
+@pytest.mark.parametrize("ddl", ["unique index", "drop", "rename"])
+def test_ddl_outside_during_a_transaction_fails_its_commit(
+    client: MongoClient[Doc], ddl: str
+) -> None:
+    # A collection the transaction wrote whose catalog entry changed meanwhile: its commit
+    # would miss the new index, or write into a collection that is gone.
+    coll = client.app.c
+    coll.insert_one({"_id": 1, "a": 1})
+    with client.start_session() as s:
+        s.start_transaction()
+        coll.insert_one({"_id": 2, "a": 1}, session=s)
+        if ddl == "unique index":
+            coll.create_index("a", unique=True)
+        elif ddl == "drop":
+            coll.drop()
+        else:
+            coll.rename("d")
+        with pytest.raises(OperationFailure) as exc:
+            s.commit_transaction()
+        assert _error(exc) == (112, ["TransientTransactionError"])
+    if ddl == "unique index":
+        assert list(coll.find()) == [{"_id": 1, "a": 1}]
+        assert client.app.command("validate", "c")["valid"] is True
+    elif ddl == "drop":
+        assert "c" not in client.app.list_collection_names()
+    else:
+        assert list(client.app.d.find()) == [{"_id": 1, "a": 1}]
+        assert "c" not in client.app.list_collection_names()
+
+
+def _send(sock: Any, body: Doc) -> int:
+    rid = rawwire.next_request_id()
+    sock.sendall(encode_msg(rid, 0, bson.encode(body)))
+    return rid
+
+
+def _answer(sock: Any, rid: int) -> Doc:
+    reply = rawwire.read_msg(sock)
+    assert reply.response_to == rid
+    return bson.decode(reply.body)
+
+
+def test_two_commands_at_once_on_one_session(replset: ServerThread) -> None:
+    # Two connections start one session's transaction 1 at the same moment (as a driver's
+    # concurrent statements can): the session serves one at a time, and the second start at
+    # the active number gets mongod's 117.
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    body = {
+        "insert": "c",
+        "txnNumber": Int64(1),
+        "autocommit": False,
+        "startTransaction": True,
+        "lsid": lsid,
+        "$db": "two",
+    }
+    with rawwire.connect(replset) as a, rawwire.connect(replset) as b:
+        ra = _send(a, {**body, "documents": [{"_id": "a"}]})
+        rb = _send(b, {**body, "documents": [{"_id": "b"}]})
+        replies = [_answer(a, ra), _answer(b, rb)]
+        oks = [r for r in replies if r["ok"] == 1.0]
+        refused = [r for r in replies if r["ok"] != 1.0]
+        assert len(oks) == 1 and len(refused) == 1
+        assert (refused[0]["code"], refused[0]["errmsg"]) == (
+            117,
+            "Only servers in a sharded cluster can start a new transaction at the active "
+            "transaction number",
+        )
+        commit = {
+            "commitTransaction": 1,
+            "txnNumber": Int64(1),
+            "autocommit": False,
+            "lsid": lsid,
+            "$db": "admin",
+        }
+        assert rawwire.op_msg(a, commit)["ok"] == 1.0
+    with MongoClient(replset.uri) as c:
+        assert len(list(c.two.c.find())) == 1
+        c.drop_database("two")
+
+
+def test_a_committed_transaction_is_remembered_across_a_restart(tmp_path: Any) -> None:
+    path = str(tmp_path / "data")
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    other_lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+
+    def txn(number: int, cmd: Doc, db: str = "admin") -> Doc:
+        return {**cmd, "txnNumber": Int64(number), "autocommit": False, "lsid": lsid, "$db": db}
+
+    commit = {"commitTransaction": 1}
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with rawwire.connect(srv) as sock:
+            start = {"insert": "c", "documents": [{"_id": 1}], "startTransaction": True}
+            assert rawwire.op_msg(sock, txn(3, start, "r"))["ok"] == 1.0
+            assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
+            other = {**txn(1, start, "r"), "lsid": other_lsid, "documents": [{"_id": 5}]}
+            assert rawwire.op_msg(sock, other)["ok"] == 1.0
+            assert rawwire.op_msg(sock, {**txn(1, commit), "lsid": other_lsid})["ok"] == 1.0
+    finally:
+        srv.stop()
+    srv = ServerThread(path, repl_set="rs0").start()
+    try:
+        with rawwire.connect(srv) as sock:
+            # A write of the committed transaction's number without autocommit: 72, not a
+            # retryable write.
+            write = {"insert": "c", "documents": [{"_id": 6}], "lsid": other_lsid, "$db": "r"}
+            r = rawwire.op_msg(sock, {**write, "txnNumber": Int64(1)})
+            assert (r["code"], r["codeName"]) == (72, "InvalidOptions")
+            # A commit retried after the restart: ok again (not 251, which would have the
+            # driver run the whole transaction again).
+            assert rawwire.op_msg(sock, txn(3, commit))["ok"] == 1.0
+            r = rawwire.op_msg(sock, txn(3, {"abortTransaction": 1}))
+            assert (r["code"], r["codeName"]) == (256, "TransactionCommitted")
+            r = rawwire.op_msg(sock, txn(2, {"find": "c", "startTransaction": True}, "r"))
+            assert (r["code"], r["codeName"]) == (225, "TransactionTooOld")
+            r = rawwire.op_msg(sock, txn(3, {"find": "c", "startTransaction": True}, "r"))
+            assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
+            found = rawwire.op_msg(sock, {"find": "c", "$db": "r"})["cursor"]["firstBatch"]
+            assert found == [{"_id": 1}, {"_id": 5}]
+            # The next number starts a new transaction.
+            r = rawwire.op_msg(sock, txn(4, {"find": "c", "startTransaction": True}, "r"))
+            assert r["ok"] == 1.0
+    finally:
+        srv.stop()
+
+
+def test_a_write_of_the_transactions_number_without_autocommit(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    base = {"lsid": lsid, "$db": "noauto"}
+    with rawwire.connect(replset) as sock:
+        start = {"insert": "c", "documents": [{"_id": 1}], "startTransaction": True}
+        r = rawwire.op_msg(sock, {**start, **base, "txnNumber": Int64(1), "autocommit": False})
+        assert r["ok"] == 1.0
+        # The transaction's number without autocommit: 72, not a write outside it.
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 2}], **base, "txnNumber": Int64(1)}
+        )
+        assert (r["code"], r["errmsg"]) == (
+            72,
+            "Must specify autocommit=false on all operations of a multi-statement transaction.",
+        )
+        commit = {"commitTransaction": 1, "lsid": lsid, "$db": "admin"}
+        r = rawwire.op_msg(sock, {**commit, "txnNumber": Int64(1), "autocommit": False})
+        assert r["ok"] == 1.0
+        found = rawwire.op_msg(sock, {"find": "c", "$db": "noauto"})["cursor"]["firstBatch"]
+        assert found == [{"_id": 1}]
+        # startTransaction at the number of an executed retryable write: 117.
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 3}], **base, "txnNumber": Int64(2)}
+        )
+        assert r["n"] == 1
+        r = rawwire.op_msg(sock, {**start, **base, "txnNumber": Int64(2), "autocommit": False})
+        assert (r["code"], r["codeName"]) == (117, "ConflictingOperationInProgress")
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "noauto"})
+
+
+def test_get_more_runs_in_the_transaction_of_its_cursor(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    with rawwire.connect(replset) as sock:
+
+        def run(cmd: Doc, number: int | None = None, db: str = "gm", **more: Any) -> Doc:
+            body = {**cmd, "lsid": lsid, "$db": db, **more}
+            if number is not None:
+                body.update(txnNumber=Int64(number), autocommit=False)
+            return rawwire.op_msg(sock, body)
+
+        run({"insert": "c", "documents": [{"_id": i} for i in range(5)]})
+        outside = run({"find": "c", "batchSize": 1})["cursor"]["id"]
+        r = run({"find": "c", "batchSize": 1}, 1, startTransaction=True)
+        inside = r["cursor"]["id"]
+        more = {"collection": "c", "batchSize": 1}
+        r = run({"getMore": inside, **more})
+        assert (r["code"], r["errmsg"]) == (
+            50740,
+            f"Cannot run getMore on cursor {inside}, which was created in transaction 1, "
+            "without a txnNumber",
+        )
+        assert run({"getMore": inside, **more}, 1)["cursor"]["nextBatch"] == [{"_id": 1}]
+        r = run({"getMore": outside, **more}, 1)
+        assert (r["code"], r["errmsg"]) == (
+            50739,
+            f"Cannot run getMore on cursor {outside}, which was not created in a "
+            "transaction, in transaction 1",
+        )
+        # (That failed statement aborted transaction 1, and its cursor with it.)
+        r = run({"getMore": inside, **more}, 1)
+        assert r["code"] == 251
+        r = run({"find": "c", "batchSize": 1}, 2, startTransaction=True)
+        second = r["cursor"]["id"]
+        assert run({"commitTransaction": 1}, 2, db="admin")["ok"] == 1.0
+        # The transaction's cursor died with it; killCursors still answers.
+        r = run({"getMore": second, **more})
+        assert r["code"] == 43
+        r = run({"killCursors": "c", "cursors": [second]})
+        assert (r["ok"], r["cursorsNotFound"]) == (1.0, [second])
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "gm"})
+
+
+@pytest.mark.parametrize("command", ["insert", "update", "delete"])
+def test_an_unordered_batch_in_a_transaction_stops_at_its_first_error(
+    client: MongoClient[Doc], command: str
+) -> None:
+    # mongod: "If we are in a transaction, we must fail the whole batch".
+    client.app.c.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 2}, {"_id": 3, "a": 3}])
+    client.app.c.create_index("a", unique=True)
+    statements: dict[str, Doc] = {
+        "insert": {"documents": [{"_id": 10}, {"_id": 1}, {"_id": 11}]},
+        "update": {
+            "updates": [
+                {"q": {"_id": 1}, "u": {"$set": {"x": 1}}},
+                {"q": {"_id": 2}, "u": {"$set": {"a": 3}}},
+                {"q": {"_id": 3}, "u": {"$set": {"x": 1}}},
+            ]
+        },
+        "delete": {
+            "deletes": [
+                {"q": {"_id": 1}, "limit": 1},
+                {"q": {"$bad": 1}, "limit": 1},
+                {"q": {"_id": 3}, "limit": 1},
+            ]
+        },
+    }
+    with client.start_session() as s:
+        s.start_transaction()
+        r = client.app.command(
+            {command: "c", **statements[command], "ordered": False}, session=s, check=False
+        )
+        assert r["n"] == 1
+        assert [e["index"] for e in r["writeErrors"]] == [1]
+        s.abort_transaction()
+
+
+def test_system_collections_tailable_finds_and_change_streams_in_a_transaction(
+    client: MongoClient[Doc],
+) -> None:
+    client.app.create_collection("capped", capped=True, size=4096)
+    cases: list[tuple[Doc, int, str | None]] = [
+        (
+            {"insert": "system.views", "documents": [{"_id": "app.v"}]},
+            50791,
+            "Cannot write to system collection app.system.views within a transaction.",
+        ),
+        (
+            {"delete": "system.js", "deletes": [{"q": {}, "limit": 0}]},
+            50791,
+            "Cannot write to system collection app.system.js within a transaction.",
+        ),
+        ({"find": "capped", "tailable": True}, 72, None),
+        ({"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}}, 263, None),
+    ]
+    for cmd, code, message in cases:
+        with client.start_session() as s:
+            s.start_transaction()
+            client.app.c.insert_one({}, session=s)
+            with pytest.raises(OperationFailure) as exc:
+                client.app.command(cmd, session=s)
+            assert exc.value.code == code, cmd
+            if message is not None:
+                assert (exc.value.details or {})["errmsg"] == message
+            # The refusal aborted the transaction, as mongod's.
+            with pytest.raises(OperationFailure) as exc:
+                s.commit_transaction()
+            assert exc.value.code == 251
+    assert "system.views" not in client.app.list_collection_names()
+    assert client.app.c.count_documents({}) == 0
+
+
+def test_statement_ids_are_accepted(replset: ServerThread) -> None:
+    lsid = {"id": bson.Binary.from_uuid(uuid.uuid4())}
+    txn = {"lsid": lsid, "txnNumber": Int64(1), "autocommit": False}
+    with rawwire.connect(replset) as sock:
+        r = rawwire.op_msg(
+            sock,
+            {
+                "insert": "c",
+                "documents": [{"_id": 1}, {"_id": 2}],
+                "stmtIds": [0, 1],
+                "stmtId": 0,
+                "startTransaction": True,
+                "$db": "stmt",
+                **txn,
+            },
+        )
+        assert (r["ok"], r["n"]) == (1.0, 2)
+        r = rawwire.op_msg(sock, {"commitTransaction": 1, "stmtId": 1, "$db": "admin", **txn})
+        assert r["ok"] == 1.0
+        retryable = {"lsid": lsid, "txnNumber": Int64(2), "$db": "stmt"}
+        r = rawwire.op_msg(
+            sock, {"insert": "c", "documents": [{"_id": 3}], "stmtIds": [0], **retryable}
+        )
+        assert (r["ok"], r["n"]) == (1.0, 1)
+        rawwire.op_msg(sock, {"dropDatabase": 1, "$db": "stmt"})
