@@ -11,7 +11,7 @@ kept in memory; after a restart they are read back from the oplog and those two 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,11 +19,10 @@ import bson
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
-from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.sessions import Session, describe, txn_fields
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.engine.oplog import WRITE_SESSION, WriteSession, optime
+from ebbdb.storage.engine.oplog import WriteSession, optime
 from ebbdb.storage.engine.records import CollectionWrites
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.execution import writes
@@ -184,38 +183,6 @@ def replay(reply: dict[str, Any], i: int, done: Executed) -> None:
         if done.has_upserted:
             reply["n"] += 1
             reply.setdefault("upserted", []).append({"index": i, "_id": done.upserted})
-
-
-def applies(ctx: CommandContext) -> bool:
-    """Whether the command running may be a retryable write: replica-set mode, a session, and a
-    txnNumber (cheap: every write asks)."""
-    op = ctx.client.op
-    return (
-        ctx.client.session is not None
-        and op is not None
-        and "txnNumber" in op.body
-        and ctx.replica_set is not None
-    )
-
-
-async def run(ctx: CommandContext, write: Callable[[Retry | None], Awaitable[T]]) -> T:
-    """Run `write` with the retry bookkeeping of the command (None: not a retryable write); the
-    statements' oplog entries carry the session (WRITE_SESSION). The dispatcher has checked the
-    session out to this command (its `lock`), as mongod does."""
-    session = ctx.client.session
-    op = ctx.client.op
-    assert session is not None and op is not None
-    engine = ctx.gateway.engine
-    retry = await begin(session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction)
-    if retry is None:
-        return await write(None)
-    token = WRITE_SESSION.set(retry.write_session)
-    try:
-        result = await write(retry)
-    finally:
-        WRITE_SESSION.reset(token)
-    retry.commit()
-    return result
 
 
 def _null_ts() -> Timestamp:

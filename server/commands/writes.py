@@ -5,7 +5,7 @@ documents are never matched), and per-statement failures go back in `writeErrors
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -21,6 +21,7 @@ from ebbdb.storage.catalog import timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
+from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -37,6 +38,7 @@ WRITE_BATCH = ItemCount(
 )
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 
 def in_transaction() -> bool:
@@ -266,8 +268,8 @@ class InsertParams:
 @REGISTRY.command("insert", params=InsertParams, writes=True)
 async def insert(ctx: CommandContext, p: InsertParams) -> dict[str, Any]:
     """Insert documents; per-document failures are reported in writeErrors."""
-    if retryable_writes.applies(ctx):
-        return await retryable_writes.run(ctx, lambda retry: _insert(ctx, p, retry))
+    if _retryable(ctx):
+        return await _run_retryable(ctx, lambda retry: _insert(ctx, p, retry))
     return await _insert(ctx, p, None)
 
 
@@ -361,8 +363,8 @@ class UpdateParams(StatementsParams):
 @REGISTRY.command("update", params=UpdateParams, writes=True)
 async def update(ctx: CommandContext, p: UpdateParams) -> dict[str, Any]:
     """Run update statements in order; each statement's failure is a writeErrors entry."""
-    if retryable_writes.applies(ctx):
-        return await retryable_writes.run(ctx, lambda retry: _update(ctx, p, retry))
+    if _retryable(ctx):
+        return await _run_retryable(ctx, lambda retry: _update(ctx, p, retry))
     return await _update(ctx, p, None)
 
 
@@ -437,8 +439,8 @@ class DeleteParams(StatementsParams):
 @REGISTRY.command("delete", params=DeleteParams, writes=True)
 async def delete(ctx: CommandContext, p: DeleteParams) -> dict[str, Any]:
     """Run delete statements in order (`limit` 1: the first match, 0: every match)."""
-    if retryable_writes.applies(ctx):
-        return await retryable_writes.run(ctx, lambda retry: _delete(ctx, p, retry))
+    if _retryable(ctx):
+        return await _run_retryable(ctx, lambda retry: _delete(ctx, p, retry))
     return await _delete(ctx, p, None)
 
 
@@ -504,8 +506,8 @@ def _check_find_and_modify(p: FindAndModifyParams) -> None:
 @REGISTRY.command("findAndModify", "findandmodify", params=FindAndModifyParams, writes=True)
 async def find_and_modify(ctx: CommandContext, p: FindAndModifyParams) -> dict[str, Any]:
     """Update or remove one document and return it (before, or with `new` after, the change)."""
-    if retryable_writes.applies(ctx):
-        return await retryable_writes.run(ctx, lambda retry: _find_and_modify(ctx, p, retry))
+    if _retryable(ctx):
+        return await _run_retryable(ctx, lambda retry: _find_and_modify(ctx, p, retry))
     return await _find_and_modify(ctx, p, None)
 
 
@@ -577,3 +579,37 @@ def _retryable_modify(
         retry.done(0, retryable_writes.Executed(reply=dict(reply)))
         retry.record(now_ms, ("postImage" if new else "preImage", reply["value"]))
     return reply
+
+
+def _retryable(ctx: CommandContext) -> bool:
+    """Whether the command running may be a retryable write: replica-set mode, a session, and a
+    txnNumber (cheap: every write asks)."""
+    op = ctx.client.op
+    return (
+        ctx.client.session is not None
+        and op is not None
+        and "txnNumber" in op.body
+        and ctx.replica_set is not None
+    )
+
+
+async def _run_retryable(ctx: CommandContext, write: Callable[[Retry | None], Awaitable[T]]) -> T:
+    """Run `write` with the retry bookkeeping of the command (None: not a retryable write); the
+    statements' oplog entries carry the session (WRITE_SESSION). The dispatcher has checked the
+    session out to this command (its `lock`), as mongod does."""
+    session = ctx.client.session
+    op = ctx.client.op
+    assert session is not None and op is not None
+    engine = ctx.gateway.engine
+    retry = await retryable_writes.begin(
+        session, op.body, engine, ctx.gateway.read, ctx.sessions.abort_transaction
+    )
+    if retry is None:
+        return await write(None)
+    token = WRITE_SESSION.set(retry.write_session)
+    try:
+        result = await write(retry)
+    finally:
+        WRITE_SESSION.reset(token)
+    retry.commit()
+    return result
