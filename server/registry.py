@@ -144,12 +144,13 @@ class Registry:
 
     def lookup(self, name: str) -> Command | None:
         """The command `name` names (case-sensitive), importing its module the first time;
-        None for a name nothing registers."""
-        cmd = self._by_name.get(name)
-        if cmd is None and name in self._module_of:
-            self._load(self._module_of[name])
-            cmd = self._by_name.get(name)
-        return cmd
+        None for a name nothing registers. While another thread imports that module, this waits
+        for the import to finish (Python's per-module import lock): a handler registered early in
+        its module is not handed out before the helpers defined after it exist."""
+        module = self._module_of.get(name)
+        if module is not None and module in self._unloaded:
+            self._load(module)
+        return self._by_name.get(name)
 
     def unloaded_module(self, name: str) -> str | None:
         """The module that registers `name` while it is not imported yet (the next lookup of

@@ -11,6 +11,7 @@ import inspect
 import pkgutil
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -226,3 +227,50 @@ def test_unloaded_module_names_the_module_a_lookup_would_import(tmp_path: Any) -
         sys.path.remove(str(tmp_path))
         for name in ("lazycmds.one", "lazycmds"):
             sys.modules.pop(name, None)
+
+
+def test_a_lookup_during_the_import_waits_for_the_whole_module(tmp_path: Any) -> None:
+    """A second request for a command whose module another thread is importing gets it only once
+    the module is whole: its handler registers before the helpers defined after it exist."""
+    package = tmp_path / "slowcmds"
+    package.mkdir()
+    (package / "__init__.py").write_text("REGISTRY = None  # the test's own, set below\n")
+    (package / "two.py").write_text(
+        "import threading\n"
+        "from slowcmds import REGISTRY\n"
+        "REGISTERED = threading.Event()\n"
+        "GO_ON = threading.Event()\n"
+        "@REGISTRY.command('slowOne')\n"
+        "async def slow_one(ctx, p):\n"
+        "    '''A command of the test's own.'''\n"
+        "    return helper()\n"
+        "REGISTERED.set()\n"
+        "GO_ON.wait(10)\n"
+        "def helper():\n"
+        "    return {'whole': True}\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        slow = Registry({"two": ("slowOne",)}, "slowcmds")
+        importlib.import_module("slowcmds").REGISTRY = slow
+        importing = threading.Thread(target=slow.lookup, args=("slowOne",))
+        importing.start()
+        module = sys.modules.get("slowcmds.two")
+        while module is None or not hasattr(module, "REGISTERED"):
+            time.sleep(0.001)
+            module = sys.modules.get("slowcmds.two")
+        assert module.REGISTERED.wait(10)
+        found: list[Command | None] = []
+        second = threading.Thread(target=lambda: found.append(slow.lookup("slowOne")))
+        second.start()
+        second.join(0.2)
+        assert second.is_alive(), "the second lookup did not wait for the import"
+        module.GO_ON.set()
+        importing.join(10)
+        second.join(10)
+        assert found and found[0] is not None
+        assert hasattr(sys.modules["slowcmds.two"], "helper")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("slowcmds")]:
+            del sys.modules[name]
