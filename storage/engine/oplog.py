@@ -314,7 +314,7 @@ class OpLog:
         # mongod's: the session's chain of entries is its writes'.
         ts = self.append(txn, entry, None if op == "c" else session)
         if pre_image is not None and ui is not None:
-            self._store_pre_image(txn, ui, ts, 0, pre_image)
+            self.store_pre_image(txn, ui, ts, 0, pre_image)
 
     def append(
         self, txn: Txn, entry: dict[str, Any], session: WriteSession | None = None
@@ -345,11 +345,6 @@ class OpLog:
         self, txn: Txn, ui: Any, ts: Timestamp, index: int, pre_image: dict[str, Any]
     ) -> None:
         """Keep the document as it was before the change at `ts` (op `index` of its entry)."""
-        self._store_pre_image(txn, ui, ts, index, pre_image)
-
-    def _store_pre_image(
-        self, txn: Txn, ui: Any, ts: Timestamp, index: int, pre_image: dict[str, Any]
-    ) -> None:
         info = self._lookup((PREIMAGES_DB, PREIMAGES_NAME))
         if info is None:
             return
