@@ -22,7 +22,9 @@ import argparse
 import contextlib
 import gc
 import importlib.util
+import json
 import math
+import os
 import platform
 import queue
 import re
@@ -687,3 +689,53 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2) -
 
 def verdict(ok: bool | None) -> str:
     return "-" if ok is None else ("met" if ok else "NOT met")
+
+
+#: bench/all.py sets this to a file: every script's target rows are appended to it as JSON lines,
+#: so that one command can print every figure of the issue in one table.
+TARGETS_FILE_ENV = "EBBDB_BENCH_TARGETS"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One target of an issue: `what` was measured (`value` in `unit`; None: not measured),
+    against `op` (">=" or "<=") `bound`."""
+
+    what: str
+    value: float | None
+    op: str
+    bound: float
+    unit: str = ""
+
+    @property
+    def ok(self) -> bool | None:
+        if self.value is None:
+            return None
+        return self.value >= self.bound if self.op == ">=" else self.value <= self.bound
+
+
+def _fmt_goal(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    digits = 2 if abs(value) < 100 else 0
+    return f"{value:,.{digits}f}{' ' + unit if unit else ''}"
+
+
+def report_goals(script: str, goals: Sequence[Goal]) -> None:
+    """Print the "==== targets ====" table of `script` (its file name, e.g. "write.py") and, when
+    bench/all.py asks (TARGETS_FILE_ENV), append each goal to its file as one JSON line."""
+    print()
+    print("==== targets ====")
+    print()
+    rows = [
+        [g.what, _fmt_goal(g.value, g.unit), f"{g.op} {_fmt_goal(g.bound, g.unit)}", verdict(g.ok)]
+        for g in goals
+    ]
+    table(["target", "measured", "target", "verdict"], rows, left=1)
+    path = os.environ.get(TARGETS_FILE_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            for g in goals:
+                row = {"script": script, "what": g.what, "value": g.value, "op": g.op}
+                row.update(bound=g.bound, unit=g.unit, verdict=verdict(g.ok))
+                out.write(json.dumps(row) + "\n")

@@ -107,6 +107,11 @@ PARAMETERS: dict[str, ParameterDef] = {
         ParameterDef("logicalSessionRefreshMillis", 300_000, int, _positive_int, runtime=False),
         # A multi-document transaction open longer than this is aborted (replica-set mode).
         ParameterDef("transactionLifetimeLimitSeconds", 60, int, _positive_int),
+        # ebbdb's own: one-document commands (an insert of one document; find, update, delete
+        # and findAndModify by `_id` alone; getMore) take the express path (server/express.py).
+        # Off, every request takes the general path, which stays the definition: the
+        # differential test compares the two byte for byte.
+        ParameterDef("ebbdbExpressPath", True, _parse_bool, _bool),
         ParameterDef(
             "cursorTimeoutMillis",
             Int64(600_000),
