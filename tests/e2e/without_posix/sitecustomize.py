@@ -32,7 +32,18 @@ for _name in list(sys.modules):
         del sys.modules[_name]
 sys.meta_path.insert(0, _Hide())
 
-# socket.AF_UNIX too: Windows' Python has none (the C functions keep their own default family).
+# socket.AF_UNIX too: Windows' Python has none. socket.socketpair (the event loop's self-pipe)
+# names AF_UNIX as its default family; Windows' makes a pair of its own, played here by the C
+# function given the family it would have read.
+_socketpair = socket.socketpair
+_AF_UNIX = socket.AF_UNIX
+
+
+def _pair(family: int | None = None, type: int = socket.SOCK_STREAM, proto: int = 0) -> object:
+    return _socketpair(_AF_UNIX if family is None else family, type, proto)
+
+
+socket.socketpair = _pair  # type: ignore[assignment]
 for _owner, _attr in (
     (os, "posix_fallocate"),
     (os, "fork"),
