@@ -14,7 +14,9 @@ and beside each the server's CPU time an operation (user + system, from /proc/<p
 which a machine busy with other work disturbs less than the wall clock. Both paths are warmed up
 before anything is timed.
 
-Each figure is the median of --rounds rounds (default 3; --quick: 1 round of fewer operations).
+The two transports take turns every 50 operations within each row, so that both see the same
+noise of a busy machine. Each figure is the median of --rounds rounds (default 3; --quick: 1
+round of fewer operations).
 The targets table (common.report_goals) gives socket / TCP for each: the socket must be at least
 as fast (>= 1.00). The script is named unix_socket.py, not socket.py: run as a file, its folder
 comes first on sys.path and a socket.py there would stand in for the standard library's.
@@ -30,6 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import common
@@ -39,56 +42,88 @@ from pymongo import MongoClient
 Doc = dict[str, Any]
 
 
-#: The server process whose CPU time is read (/proc/<pid>/stat; Linux), set by main.
-_server_pid = 0
-#: Server CPU microseconds an operation, per (row, transport), filled by _ops_per_second.
-_cpu: dict[str, list[float]] = {}
+#: Operations run on one transport before the other takes its turn: both see the same noise of
+#: a busy machine, chunk by chunk.
+CHUNK = 50
+TRANSPORTS = ("TCP", "socket")
 
 
-def _server_cpu_seconds() -> float | None:
-    """The server's user + system CPU time, where /proc tells it."""
+@dataclass
+class Tally:
+    """One transport's timed operations on one row: wall-clock and server CPU seconds."""
+
+    ops: int = 0
+    seconds: float = 0.0
+    cpu: float = 0.0
+
+
+def _server_cpu_seconds(pid: int) -> float:
+    """The server's user + system CPU time (Linux's /proc; 0 where it cannot be read)."""
     try:
-        with open(f"/proc/{_server_pid}/stat") as f:
+        with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
-        return None
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _ops_per_second(n: int, fn: Callable[[int], object], key: str = "") -> float:
-    cpu = _server_cpu_seconds()
-    start = time.perf_counter()
-    for i in range(n):
-        fn(i)
-    rate = n / (time.perf_counter() - start)
-    after = _server_cpu_seconds()
-    if key and cpu is not None and after is not None:
-        _cpu.setdefault(key, []).append((after - cpu) / n * 1e6)
-    return rate
+def _interleaved(
+    pid: int, n: int, ops: dict[str, Callable[[int], object]], flip: bool
+) -> dict[str, Tally]:
+    """Run ops[transport](i) for i in range(n) on each transport, CHUNK at a time, the two taking
+    turns (`flip`: the socket first), and tally each one's time and the server's CPU."""
+    tallies = {how: Tally() for how in ops}
+    order = TRANSPORTS[::-1] if flip else TRANSPORTS
+    for base in range(0, n, CHUNK):
+        for how in order:
+            fn = ops[how]
+            cpu = _server_cpu_seconds(pid)
+            start = time.perf_counter()
+            for i in range(base, min(n, base + CHUNK)):
+                fn(i)
+            tally = tallies[how]
+            tally.seconds += time.perf_counter() - start
+            tally.cpu += _server_cpu_seconds(pid) - cpu
+            tally.ops += min(n, base + CHUNK) - base
+    return tallies
 
 
-def _pymongo_rounds(client: MongoClient[Doc], label: str, n: int) -> dict[str, float]:
-    coll = client.bench[f"socket_{label}"]
-    coll.drop()
-    ids = [ObjectId() for _ in range(n)]
-    insert = _ops_per_second(
-        n,
-        lambda i: coll.insert_one({"_id": ids[i], "i": i, "pad": "x" * 64}),
-        f"insert_one {label}",
-    )
-    find = _ops_per_second(n, lambda i: coll.find_one({"_id": ids[i]}), f"find_one by _id {label}")
-    coll.drop()
-    return {"insert_one": insert, "find_one by _id": find}
-
-
-def _bare_pings(sock: socket.socket, n: int, label: str = "") -> float:
+def _rows(
+    pid: int,
+    n: int,
+    clients: dict[str, MongoClient[Doc]],
+    raw: dict[str, socket.socket],
+    flip: bool,
+) -> dict[str, dict[str, Tally]]:
+    """One round: insert_one, find_one by _id and bare pings, each interleaved."""
+    colls = {how: clients[how].bench[f"socket_{how}"] for how in TRANSPORTS}
+    ids = {how: [ObjectId() for _ in range(n)] for how in TRANSPORTS}
+    for coll in colls.values():
+        coll.drop()
     ping = common.op_msg({"ping": 1, "$db": "admin"})
 
-    def one(_i: int) -> None:
-        sock.sendall(ping)
-        common.read_message(sock)
+    def insert(how: str) -> Callable[[int], object]:
+        return lambda i: colls[how].insert_one({"_id": ids[how][i], "i": i, "pad": "x" * 64})
 
-    return _ops_per_second(n, one, f"bare ping {label}" if label else "")
+    def find(how: str) -> Callable[[int], object]:
+        return lambda i: colls[how].find_one({"_id": ids[how][i]})
+
+    def bare(how: str) -> Callable[[int], object]:
+        sock = raw[how]
+
+        def one(_i: int) -> None:
+            sock.sendall(ping)
+            common.read_message(sock)
+
+        return one
+
+    out = {
+        row: _interleaved(pid, n, {how: make(how) for how in TRANSPORTS}, flip)
+        for row, make in (("insert_one", insert), ("find_one by _id", find), ("bare ping", bare))
+    }
+    for coll in colls.values():
+        coll.drop()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=None, help="operations a row and round")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
-    n = args.ops or (300 if args.quick else 3000)
+    n = args.ops or (500 if args.quick else 3000)
     if not hasattr(socket, "AF_UNIX"):
         print("no Unix domain sockets on this system: nothing to compare")
         return 0
@@ -128,29 +163,22 @@ def main(argv: list[str] | None = None) -> int:
         raw["TCP"].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for s in raw.values():
             stack.callback(s.close)
-        global _server_pid
-        _server_pid = spawned.proc.pid
-        for how in ("TCP", "socket"):  # warm up both paths before anything is timed
-            _pymongo_rounds(clients[how], how, max(100, n // 10))
-            _bare_pings(raw[how], max(100, n // 10))
-        _cpu.clear()
-        results: dict[tuple[str, str], list[float]] = {}
+        pid = spawned.proc.pid
+        _rows(pid, max(100, n // 10), clients, raw, False)  # warm both paths up, untimed
+        rates: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         for r in range(rounds):
-            order = ("TCP", "socket") if r % 2 == 0 else ("socket", "TCP")
-            for how in order:
-                for row, value in _pymongo_rounds(clients[how], how, n).items():
-                    results.setdefault((row, how), []).append(value)
-                results.setdefault(("bare ping", how), []).append(_bare_pings(raw[how], n, how))
+            for row, tallies in _rows(pid, n, clients, raw, r % 2 == 1).items():
+                for how, t in tallies.items():
+                    rates.setdefault((row, how), []).append(t.ops / t.seconds)
+                    cpus.setdefault((row, how), []).append(t.cpu / t.ops * 1e6)
         rows = []
         goals = []
         for row in ("insert_one", "find_one by _id", "bare ping"):
-            tcp = statistics.median(results[(row, "TCP")])
-            unix = statistics.median(results[(row, "socket")])
+            tcp = statistics.median(rates[(row, "TCP")])
+            unix = statistics.median(rates[(row, "socket")])
             ratio = unix / tcp
-            cpu = [
-                common.fmt_num(statistics.median(_cpu[k]), 1) if _cpu.get(k) else "-"
-                for k in (f"{row} TCP", f"{row} socket")
-            ]
+            cpu = [common.fmt_num(statistics.median(cpus[(row, how)]), 1) for how in TRANSPORTS]
             rows.append([row, common.fmt_num(tcp), common.fmt_num(unix), f"{ratio:.2f}", *cpu])
             goals.append(common.Goal(f"{row}: socket / TCP", ratio, ">=", 1.0, "x"))
         print()
