@@ -282,3 +282,22 @@ def test_a_socket_that_cannot_be_made_stops_the_start(tmp_path: Path) -> None:
         assert "cannot listen on /nonexistent/x/ebbdb-" in proc.stderr
     finally:
         proc.kill()
+
+
+def test_a_path_in_bind_ip_without_unix_sockets_stops_the_start(tmp_path: Path) -> None:
+    """Where the system has no Unix domain sockets (as on Windows; here POSIX's facilities are
+    hidden), a path in --bind_ip is an address the server cannot listen on: exit status 48."""
+    from tests.e2e.test_portability import server_env
+
+    proc = ServerProcess(
+        ["--port", "0", "--dbpath", str(tmp_path / "d"), "--bind_ip", "127.0.0.1,/tmp/x/a.sock"],
+        tmp_path,
+        env=server_env("hidden"),
+    )
+    try:
+        assert proc.proc.wait(15) == 48
+        assert "cannot listen on /tmp/x/a.sock: no Unix domain sockets on this system" in (
+            proc.stderr
+        )
+    finally:
+        proc.kill()
