@@ -111,6 +111,12 @@ def test_pymongo_through_the_default_socket(
         # The client of a socket has no address: mongod's name for it.
         assert client.admin.command("whatsmyuri")["you"] == "anonymous unix socket"
     tcp: MongoClient[Doc]
+    # The issue's own spelling: the percent-encoded path alone (pymongo finds a standalone).
+    plain: MongoClient[Doc]
+    with MongoClient(
+        f"mongodb://%2Ftmp%2Febbdb-{srv.port}.sock", serverSelectionTimeoutMS=5000
+    ) as plain:
+        assert plain.shop.items.count_documents({}) == 4
     with MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as tcp:
         assert tcp.shop.items.count_documents({}) == 4  # the same server over TCP
     srv.stop()
