@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=None, help="operations a row and round")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
-    n = args.ops or (500 if args.quick else 3000)
+    n = args.ops or (1000 if args.quick else 3000)
     if not hasattr(socket, "AF_UNIX"):
         print("no Unix domain sockets on this system: nothing to compare")
         return 0
