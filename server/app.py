@@ -255,7 +255,7 @@ class App:
         def factory() -> Connection:
             return Connection(dispatcher, self)
 
-        for host in self.config.hosts:
+        for host in config.hosts:
             srv = await listen(factory, host, port, ctx, tls_only)
             self._servers.append(srv)
             if self.address is None:

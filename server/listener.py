@@ -53,15 +53,18 @@ UNIX_SOCKET_PEER = "anonymous unix socket"
 
 def peer_text(peername: Any) -> str:
     """A connection's peer as the log, currentOp and whatsmyuri name it: `host:port` over TCP;
-    over a Unix domain socket (whose clients have no address), mongod's name for such a peer."""
+    over a Unix domain socket, as mongod names it: the path a client bound its end to, or
+    (nearly always: clients bind none) "anonymous unix socket"."""
     if isinstance(peername, tuple):
         return f"{peername[0]}:{peername[1]}"
+    if isinstance(peername, str) and peername.startswith("/"):
+        return peername
     return UNIX_SOCKET_PEER
 
 
 def is_unix_socket_peer(peer: str) -> bool:
     """Whether `peer` (peer_text's) came through a Unix domain socket: on this machine."""
-    return peer.startswith(UNIX_SOCKET_PEER)
+    return peer.startswith(("/", UNIX_SOCKET_PEER))
 
 
 class InputBudget:

@@ -1,9 +1,10 @@
 """What ebbdb needs from the operating system that POSIX and Windows do differently, in one place:
 locking the data directory, preallocating disk space, the LMDB map's first size, the signals that
-stop the server, a helper process's own session, the machine's memory, and Unix domain sockets. Each seam takes the
-POSIX way where the platform has it and a portable way where it does not; nothing else in ebbdb
-imports fcntl or msvcrt or assumes Linux (tests/test_portability_seams.py holds that). Plain
-functions, no asyncio: the signal seam is handed the loop's two methods it calls."""
+stop the server, a helper process's own session, the machine's memory, and Unix domain sockets
+(none on Windows). Each seam takes the POSIX way where the platform has it and a portable way
+where it does not; nothing else in ebbdb imports fcntl or msvcrt, uses AF_UNIX or assumes Linux
+(tests/test_portability_seams.py holds that). Plain functions, no asyncio: the signal seam is
+handed the loop's two methods it calls."""
 
 from __future__ import annotations
 
