@@ -71,9 +71,7 @@ class GatewayExpiry:
     def ttl_collections(self) -> Sequence[Expiring]:
         return self._gateway.engine.ttl_collections()
 
-    async def purge_expired(
-        self, db: str, name: str, now_ms: int, limit: int
-    ) -> tuple[int, bool]:
+    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> tuple[int, bool]:
         engine = self._gateway.engine
         purge = engine.purge_expired_batch
         return await self._gateway.write(purge, db, name, now_ms, limit, BATCH_SECONDS)

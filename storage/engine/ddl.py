@@ -21,7 +21,7 @@ from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import NamespaceExists, NamespaceNotFound, QueryError
 from ebbdb.storage.engine import layout
-from ebbdb.storage.engine.environment import Environment, Txn
+from ebbdb.storage.engine.environment import EMPTIED, Environment, Txn
 from ebbdb.storage.engine.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
 from ebbdb.storage.engine.writer import CatalogChanges, Writer
 from ebbdb.storage.expiry import expire_after as expire_after_option
@@ -252,6 +252,9 @@ class Ddl:
         txn.delete(info.ns.encode(), db=self._env.catalog)
 
     def _delete_contents(self, txn: Txn, info: CollectionInfo) -> None:
+        watched = self._env.watched.get(info.id)
+        if watched is not None:  # an index build in flight cannot catch this up
+            watched.add(EMPTIED)
         delete_prefix(txn, self._env.records, layout.collection_prefix(info.id))
         for ix in info.indexes:
             delete_prefix(txn, self._env.index, layout.index_prefix(ix.id))
@@ -261,19 +264,35 @@ class Ddl:
     # -- writes ----------------------------------------------------------------------------------
 
     def create_indexes(self, db: str, name: str, specs: Sequence[IndexSpec]) -> CreateIndexesResult:
+        """create_or_plan_indexes, building in its one transaction."""
+        result: CreateIndexesResult = self.create_or_plan_indexes(db, name, specs)
+        return result
+
+    def create_or_plan_indexes(
+        self,
+        db: str,
+        name: str,
+        specs: Sequence[IndexSpec],
+        bulk_unless: Callable[[CollectionInfo | None, tuple[IndexInfo, ...]], bool] | None = None,
+    ) -> Any:
         """Create indexes, building each over the existing documents, all in one transaction:
         a unique build that meets a duplicate raises DuplicateKey and leaves nothing behind.
-        Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes."""
+        Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes.
+        Returns a CreateIndexesResult; with `bulk_unless` (storage/engine/index_build.py), when
+        it says False for the collection (None: created here) and the new indexes, nothing is
+        built and (collection, new indexes with their ids, their specs, indexes before) come back
+        instead for a bulk build."""
         validate_collection_name(db, name)
         self._refuse_oplog_write(db, name)
 
-        def run(txn: Txn, changes: CatalogChanges) -> CreateIndexesResult:
+        def run(txn: Txn, changes: CatalogChanges) -> Any:
             info = self._writer.lookup((db, name))
             created = info is None
             if info is None:
                 info = self._records.new_collection(txn, db, name, {})
             before = len(info.indexes)
             new: list[IndexInfo] = []
+            new_specs: list[IndexSpec] = []
             for spec in (s.with_default_collation(info.options.get("collation")) for s in specs):
                 if any(conflict(spec, ix) == "same" for ix in (*info.indexes, *new)):
                     continue
@@ -284,6 +303,7 @@ class Ddl:
                 new.append(
                     IndexInfo(self._records.next_id(txn), spec.name, spec.key, dict(spec.options))
                 )
+                new_specs.append(spec)
             if not new:
                 return CreateIndexesResult(before, before, created, "all indexes already exist")
             if sum(map(ttl.is_cosmos_index, (*info.indexes, *new))) > 1:
@@ -293,15 +313,35 @@ class Ddl:
                     "CannotCreateIndex",
                     f"add index fails, too many indexes for {info.ns} key:{new[-1].spec()['key']}",
                 )
+            if bulk_unless is not None and not bulk_unless(None if created else info, tuple(new)):
+                return info, tuple(new), tuple(new_specs), before
             built = self._build_indexes(txn, info, tuple(new))
             info = info.with_indexes(info.indexes + built)
             self._records.put_collection(txn, info)
             changes[(db, name)] = info
-            for ix in built:
-                self._log(txn, db, {"createIndexes": name, **ix.spec()}, info)
+            self.log_built(txn, db, name, info, built)
             return CreateIndexesResult(before, len(info.indexes), created, None)
 
         return self._writer.write(run)
+
+    @staticmethod
+    def check_still_new(info: CollectionInfo, specs: Sequence[IndexSpec]) -> None:
+        """A bulk build's last step: the indexes it built must still be new to the collection
+        (another build may have finished one meanwhile). Raises QueryError (85, 86, or
+        IndexBuildAborted for an identical index)."""
+        for spec in specs:
+            if any(conflict(spec, ix) == "same" for ix in info.indexes):
+                raise QueryError(
+                    "IndexBuildAborted",
+                    f"Index build aborted: index {spec.name} on {info.ns} was built meanwhile",
+                )
+
+    def log_built(
+        self, txn: Txn, db: str, name: str, info: CollectionInfo, built: tuple[IndexInfo, ...]
+    ) -> None:
+        """Record new indexes of a collection in the oplog."""
+        for ix in built:
+            self._log(txn, db, {"createIndexes": name, **ix.spec()}, info)
 
     def _build_indexes(
         self, txn: Txn, info: CollectionInfo, indexes: tuple[IndexInfo, ...]

@@ -138,6 +138,8 @@ class Records:
         """Store a record (header for `now_ms`, then `raw`), its index entries and its expiry
         entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
         rid_bytes = layout.u64(rid)
+        if self.env.watched:
+            self._watch(info.id, rid_bytes)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
         self.date_strings.check(info, doc, header)
         txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
@@ -206,9 +208,17 @@ class Records:
         """Delete one record with its index and expiry entries; returns its BSON size (the caller
         counts it out of the collection's stats). `meta` is its header, if already read."""
         rid_bytes = layout.u64(rid)
+        if self.env.watched:
+            self._watch(info.id, rid_bytes)
         self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
+
+    def _watch(self, coll_id: int, rid_bytes: bytes) -> None:
+        """An index build watches the collection: note the record written."""
+        watched = self.env.watched.get(coll_id)
+        if watched is not None:
+            watched.add(rid_bytes)
 
     def delete_entries(
         self,

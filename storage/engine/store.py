@@ -28,6 +28,7 @@ from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.engine.index_build import Builds
 from ebbdb.storage.engine.oplog import (
     OPLOG_DB,
     OPLOG_NAME,
@@ -111,6 +112,8 @@ class Engine:
         self.rename_collection = ddl.rename_collection
         self.set_collection_options = ddl.set_collection_options
         self.change_collection_options = ddl.change_collection_options
+        #: Bulk index builds (storage/engine/index_build.py): createIndexes as the server runs it.
+        self.index_builds = Builds(env, self._records, self._writer, ddl)
         capped_ddl = CappedDdl(env, self._records, self._writer, ddl)
         self.clone_as_capped = capped_ddl.clone_as_capped
         self.convert_to_capped = capped_ddl.convert_to_capped
