@@ -41,6 +41,32 @@ STARTING_ID, PROGRESS_ID, SCAN_DONE_ID, KEYS_INSERTED_ID, DONE_ID, FAILED_ID = (
 PROGRESS_SECONDS = 3.0
 
 
+class HangBeforeCommit:
+    """mongod's `hangIndexBuildBeforeCommit` fail point (tests, with enableTestCommands=1): while
+    on, a bulk build waits with its keys in, before its last step, as currentOp shows it."""
+
+    NAME = "hangIndexBuildBeforeCommit"
+    on = False
+    hits = 0
+
+    @classmethod
+    def configure(cls, mode: Any) -> dict[str, Any]:
+        """mode "alwaysOn" or "off" (mongod's); replies with the times it held a build."""
+        if mode not in ("alwaysOn", "off"):
+            raise CommandError(ErrorCode.BadValue, f"{cls.NAME} takes mode alwaysOn or off")
+        count, cls.on = cls.hits, mode == "alwaysOn"
+        return {"count": count, "ok": 1.0}
+
+    @classmethod
+    async def wait(cls) -> None:
+        if cls.on:
+            cls.hits += 1
+        token = interrupt.current.get()
+        while cls.on:  # a test's fail point: a poll keeps it free of any one event loop
+            token.check()
+            await asyncio.sleep(0.01)
+
+
 @dataclass(frozen=True)
 class CreateIndexesParams:
     collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
@@ -146,6 +172,7 @@ async def run_build(gateway: Gateway, build: IndexBuild, meter: Meter) -> Create
         meter.progress(INSERTING, 0, build.keys_total)
         while not await gateway.write(build.write_step):
             pass
+        await HangBeforeCommit.wait()
         result = await gateway.write(build.finish)
     except BaseException as exc:
         meter.done()
