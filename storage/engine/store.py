@@ -356,14 +356,15 @@ class Engine:
             stop_at = None if budget_seconds is None else time.perf_counter() + budget_seconds
             seen: set[bytes] = set()
             more = False
+            one_entry = rules.one_entry
             yielded = time.perf_counter()
             while deleted < limit:
-                chunk = self._expired_candidates(txn, rules, now_ms, min(limit - deleted, 64))
-                chunk = [rb for rb in chunk if rb not in seen]
+                found = self._expired_candidates(txn, rules, now_ms, min(limit - deleted, 32))
+                chunk = [(rb, k) for rb, k in found.items() if rb not in seen]
                 if not chunk:
                     break
-                seen.update(chunk)
-                for rb in chunk:
+                seen.update(rb for rb, _k in chunk)
+                for rb, k in chunk:
                     tick()
                     value = get(prefix + rb, db=records_db)
                     if value is None:
@@ -372,7 +373,9 @@ class Engine:
                     meta = ttl.read_meta(value)
                     if ttl.expired(meta, rules, now_ms):
                         records.log_delete(txn, info, value)
-                        size += records.delete_record(txn, info, _U64.unpack(rb)[0], value, meta)
+                        rid = _U64.unpack(rb)[0]
+                        expiry = (k,) if one_entry else None
+                        size += records.delete_record(txn, info, rid, value, meta, expiry)
                         deleted += 1
                 now = time.perf_counter()
                 if stop_at is not None and now >= stop_at:
@@ -392,9 +395,10 @@ class Engine:
 
     def _expired_candidates(
         self, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int
-    ) -> list[bytes]:
-        """Record ids (as key bytes) of up to `limit` expiry-index entries in range at `now_ms`."""
-        found: dict[bytes, None] = {}
+    ) -> dict[bytes, bytes]:
+        """Record ids (as key bytes) of up to `limit` expiry-index entries in range at `now_ms`,
+        each with its (last) entry."""
+        found: dict[bytes, bytes] = {}
         cur = txn.cursor(db=self.env.expiry)
         rid_of = ttl.expiry_rid_bytes
         for start, stop in ttl.expiry_ranges(rules, now_ms):
@@ -403,10 +407,10 @@ class Engine:
             for k in cur.iternext(values=False):
                 if k >= stop or len(found) >= limit:
                     break
-                found[rid_of(k)] = None
+                found[rid_of(k)] = k
             if len(found) >= limit:
                 break
-        return list(found)
+        return found
 
     def count_expired(self, coll: CollectionInfo, now_ms: int) -> int:
         """How many documents of the collection are expired at `now_ms` but not yet deleted

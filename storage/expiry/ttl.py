@@ -134,6 +134,13 @@ class Rules:
         return tuple(out)
 
     @functools.cached_property
+    def one_entry(self) -> bool:
+        """Whether a record has at most one expiry entry under these rules (one date space, or
+        only the Cosmos default, whose entry is of one kind or the other): then the entry that
+        found a record is all it has."""
+        return len(self.date_spaces) + (self.cosmos_index is not None) == 1
+
+    @functools.cached_property
     def date_spaces(self) -> tuple[int, ...]:
         """The spaces whose dates have expiry entries: every native TTL index and collection
         rule, on or off (`expiry_keys`)."""
