@@ -733,7 +733,11 @@ def report_targets(targets: Sequence[Target]) -> None:
     goals = []
     for t in targets:
         done = [p for p in t.purges if p.deleted is not None and p.seconds]
-        rates = [p.deleted / p.seconds for p in done if not p.with_finder and p.deleted]
+        rates = [
+            p.deleted / p.seconds
+            for p in done
+            if not p.with_finder and p.deleted is not None and p.seconds
+        ]
         during = [v for p in done if p.with_finder for v in p.during]
         tag = f" ({t.label})" if len(targets) > 1 else ""
         goals.append(
