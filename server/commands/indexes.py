@@ -22,7 +22,7 @@ from ebbdb.server.operations import Operation
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.catalog.info import validate_collection_name
 from ebbdb.storage.core import interrupt
-from ebbdb.storage.engine.ddl import CreateIndexesResult
+from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult
 from ebbdb.storage.engine.index_build import INSERTING, IndexBuild
 from ebbdb.storage.engine.writer import TRANSACTION
 from ebbdb.storage.indexes.specs import parse_index_spec
@@ -85,13 +85,18 @@ async def create_indexes(ctx: CommandContext, p: CreateIndexesParams) -> dict[st
     meter = Meter(ns, interrupt.current.get())
     in_transaction = TRANSACTION.get() is not None
     begin = ctx.gateway.engine.index_builds.begin
-    outcome = await ctx.gateway.write(
-        begin, ctx.db, p.collection, specs, meter.progress, in_transaction
-    )
-    if isinstance(outcome, IndexBuild):
-        result = await run_build(ctx.gateway, outcome, meter)
-    else:
-        result = outcome
+    while True:
+        outcome = await ctx.gateway.write(
+            begin, ctx.db, p.collection, specs, meter.progress, in_transaction
+        )
+        if not isinstance(outcome, IndexBuild):
+            result = outcome
+            break
+        try:
+            result = await run_build(ctx.gateway, outcome, meter)
+            break
+        except BuildSuperseded:
+            continue  # from the start, after what changed the collection (undone already)
     reply: dict[str, Any] = {
         "numIndexesBefore": result.before,
         "numIndexesAfter": result.after,

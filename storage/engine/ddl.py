@@ -19,7 +19,12 @@ from ebbdb.storage.catalog.info import (
 )
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.core.errors import NamespaceExists, NamespaceNotFound, QueryError
+from ebbdb.storage.core.errors import (
+    NamespaceExists,
+    NamespaceNotFound,
+    QueryError,
+    StorageError,
+)
 from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.environment import EMPTIED, Environment, Txn
 from ebbdb.storage.engine.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
@@ -44,6 +49,14 @@ class IndexChange:
     expire_new: int | None = None
     hidden_old: bool | None = None
     hidden_new: bool | None = None
+
+
+class BuildSuperseded(StorageError):
+    """A bulk index build cannot end as it began: its collection was dropped, renamed or
+    emptied, or another build made one of its indexes meanwhile. The createIndexes runs again
+    from the start (as if it came after that change), as the one-transaction build would."""
+
+    code_name = "IndexBuildAborted"
 
 
 @dataclass(frozen=True)
@@ -327,13 +340,12 @@ class Ddl:
     @staticmethod
     def check_still_new(info: CollectionInfo, specs: Sequence[IndexSpec]) -> None:
         """A bulk build's last step: the indexes it built must still be new to the collection
-        (another build may have finished one meanwhile). Raises QueryError (85, 86, or
-        IndexBuildAborted for an identical index)."""
+        (another build may have finished one meanwhile). Raises QueryError (85, 86), or
+        BuildSuperseded for an identical index."""
         for spec in specs:
             if any(conflict(spec, ix) == "same" for ix in info.indexes):
-                raise QueryError(
-                    "IndexBuildAborted",
-                    f"Index build aborted: index {spec.name} on {info.ns} was built meanwhile",
+                raise BuildSuperseded(
+                    f"Index build aborted: index {spec.name} on {info.ns} was built meanwhile"
                 )
 
     def log_built(

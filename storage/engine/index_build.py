@@ -22,9 +22,9 @@ import bson
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.core.errors import DuplicateKey, QueryError, StorageError
+from ebbdb.storage.core.errors import DuplicateKey, StorageError
 from ebbdb.storage.engine import layout
-from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl
+from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult, Ddl
 from ebbdb.storage.engine.environment import EMPTIED, Environment, Txn
 from ebbdb.storage.engine.reader import Reader
 from ebbdb.storage.engine.records import IndexFlags, Records, _shown, delete_prefix, flagged
@@ -243,10 +243,9 @@ class IndexBuild:
             info = builds.writer.lookup((self.db, self.name))
             touched = builds.touched(self.coll.id)
             if info is None or info.id != self.coll.id or EMPTIED in touched:
-                raise QueryError(
-                    "IndexBuildAborted",
+                raise BuildSuperseded(
                     f"Index build aborted: collection {self.coll.ns} was dropped, renamed or "
-                    "emptied during the build",
+                    "emptied during the build"
                 )
             if touched:
                 for entries, ix in zip(self.sorted_entries, self.indexes):

@@ -189,7 +189,8 @@ def test_an_index_build_shows_its_progress_and_logs_it(
     admin.command("configureFailPoint", "hangIndexBuildBeforeCommit", mode="alwaysOn")
     try:
         build = Background(lambda: app_client.db.build.create_index("k"))
-        op = _find_op(admin, {"command.createIndexes": "build", "progress": {"$exists": True}})
+        # Held before its commit, with every key in.
+        op = _find_op(admin, {"command.createIndexes": "build", "progress.done": 600})
         assert op["progress"] == {"done": 600, "total": 600}
         assert op["msg"] == (
             "Index Build: inserting keys from external sorter into index Index Build: inserting "

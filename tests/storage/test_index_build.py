@@ -14,9 +14,9 @@ import bson
 import pytest
 from bson import Int64
 
-from ebbdb.storage.core.errors import DuplicateKey, QueryError, StorageError
+from ebbdb.storage.core.errors import DuplicateKey, StorageError
 from ebbdb.storage.engine import index_build
-from ebbdb.storage.engine.ddl import CreateIndexesResult
+from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult
 from ebbdb.storage.engine.index_build import IndexBuild, entries_of
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.engine.writer import TRANSACTION
@@ -314,7 +314,7 @@ def test_a_dropped_collection_aborts_the_build(tmp_path: Path) -> None:
         assert isinstance(build, IndexBuild)
         build.scan()
         engine.drop_collection(DB, "c")
-        with pytest.raises(QueryError) as caught:
+        with pytest.raises(BuildSuperseded) as caught:
             build.run()
         assert caught.value.code_name == "IndexBuildAborted"
         assert engine.env.watched == {}
