@@ -25,9 +25,10 @@ DATE_STRINGS_ID = 9_100_001
 #: Documents one job of a pass deletes at most ...
 BATCH = 10_000
 #: ... and the time it may take: one short write transaction on the writer thread, so that other
-#: clients' writes (queued behind it) wait little, as mongod's deletes yield. The job itself lets
-#: the event loop's thread have the interpreter about every millisecond (Engine.purge_expired_batch).
-BATCH_SECONDS = 0.005
+#: clients' writes (queued behind it) wait little, as mongod's deletes yield. Between two jobs the
+#: writer thread waits for the next, and the event loop's thread has the interpreter: another
+#: client's read waits at most about this long (the interpreter's own switch interval is 5 ms).
+BATCH_SECONDS = 0.002
 #: A pause after each batch: 0 is one turn of the event loop, which answers what came meanwhile
 #: (a longer pause costs the purge its rate and buys the others little more).
 PAUSE_SECONDS = 0.0

@@ -49,8 +49,6 @@ from ebbdb.storage.indexes.entries import index_bodies
 
 T = TypeVar("T")
 _U64 = struct.Struct(">Q")
-#: How long a purge job holds the interpreter before it offers it to other threads.
-_YIELD_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -357,7 +355,6 @@ class Engine:
             seen: set[bytes] = set()
             more = False
             one_entry = rules.one_entry
-            yielded = time.perf_counter()
             while deleted < limit:
                 found = self._expired_candidates(txn, rules, now_ms, min(limit - deleted, 32))
                 chunk = [(rb, k) for rb, k in found.items() if rb not in seen]
@@ -377,15 +374,9 @@ class Engine:
                         expiry = (k,) if one_entry else None
                         size += records.delete_record(txn, info, rid, value, meta, expiry)
                         deleted += 1
-                now = time.perf_counter()
-                if stop_at is not None and now >= stop_at:
+                if stop_at is not None and time.perf_counter() >= stop_at:
                     more = True
                     break
-                if now - yielded > _YIELD_SECONDS:
-                    # Let another thread (the event loop's) take the interpreter now, rather
-                    # than after the switch interval (5 ms): other clients' reads go on.
-                    time.sleep(0)
-                    yielded = time.perf_counter()
             more = more or deleted >= limit
             if deleted:
                 records.add_stats(txn, info.id, -deleted, -size)
