@@ -101,19 +101,18 @@ class IndexBuild:
         env = self.builds.env
         per_index: list[list[Entry]] = [[] for _ in self.indexes]
         runs: list[list[list[Entry]]] = [[] for _ in self.indexes]
-        after: int | None = None
+        after = 0
         failure: tuple[tuple[int, int, int], BaseException] | None = None
         done = 0
-        u64 = layout.u64
         self.progress(SCANNING, 0, self.total)
         while failure is None:
             # Short read transactions with a resume key: what changes meanwhile, the engine
             # notes for `finish`.
             with Reader(env) as r:
-                chunk = list(itertools.islice(r.scan(self.coll, after), SCAN_CHUNK))
-            for i, (rid, value) in enumerate(chunk):
+                chunk = r.record_run(self.coll, after, SCAN_CHUNK)
+            for i, (key, value) in enumerate(chunk):
                 tick()
-                failure = self._keys_of(u64(rid), value, per_index)
+                failure = self._keys_of(key[8:16], value, per_index)
                 if failure is not None:
                     break
                 if not i & 255:
@@ -121,7 +120,7 @@ class IndexBuild:
             done += len(chunk)
             if len(chunk) < SCAN_CHUNK or failure is not None:
                 break
-            after = chunk[-1][0]
+            after = layout.record_rid(chunk[-1][0])
             self.progress(SCANNING, min(done, self.total), self.total)
         self.scanned = done
         _cut_runs(per_index, runs, 1)
