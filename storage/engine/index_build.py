@@ -71,7 +71,7 @@ class IndexBuild:
     before: int
     total: int
     progress: Progress = _no_progress
-    #: Per new index, its sorted (key, value) entries once scanned.
+    #: Per new index, its sorted entries once scanned.
     sorted_entries: list[list[Entry]] = field(default_factory=list)
     flags: IndexFlags = field(default_factory=dict)
     scanned: int = 0
