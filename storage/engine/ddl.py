@@ -360,7 +360,7 @@ class Ddl:
     ) -> tuple[IndexInfo, ...]:
         flags: IndexFlags = {}
         rewrites: list[tuple[bytes, bytes]] = []
-        ttl_view = _ttl_view(info, indexes)
+        view = ttl_view(info, indexes)
         cur = txn.cursor(db=self._env.records)
         prefix = layout.collection_prefix(info.id)
         tick = interrupt.current.get().tick
@@ -376,7 +376,7 @@ class Ddl:
                     flags.setdefault(ix_id, set()).update(names)
                 for key in entries:
                     txn.put(key, rid_bytes, db=self._env.index)
-                rewritten = self._add_expiry_facts(txn, ttl_view, k, v, doc)
+                rewritten = self._add_expiry_facts(txn, view, k, v, doc)
                 if rewritten is not None:
                     rewrites.append((k, rewritten))
         # Headers are rewritten after the scan, not under the cursor walking the same records.
@@ -393,10 +393,20 @@ class Ddl:
         doc: dict[str, Any],
     ) -> bytes | None:
         """For TTL indexes new to a collection (`ttl_view`: the collection with only those, from
-        _ttl_view): add a record's expiry entries (native and Cosmos) and return its record value
+        ttl_view): add a record's expiry entries (native and Cosmos) and return its record value
         with the earliest dates in the header (native), if that changed; the caller writes it."""
         if ttl_view is None:
             return None
+        header, expiry = self.expiry_facts(ttl_view, value, doc, layout.record_rid_bytes(key))
+        for ek in expiry:
+            txn.put(ek, b"", db=self._env.expiry)
+        return None if header is None else header + ttl.body(value)
+
+    def expiry_facts(
+        self, ttl_view: CollectionInfo, value: bytes, doc: dict[str, Any], rid_bytes: bytes
+    ) -> tuple[bytes | None, list[bytes]]:
+        """What new TTL indexes (`ttl_view`) add to a stored record: its new header (None: the
+        same) and its expiry entries under them. Notes date-like strings (date_strings)."""
         meta = ttl.read_meta(value)
         dates = dict(meta.dates)
         for ix in ttl_view.indexes:
@@ -407,10 +417,10 @@ class Ddl:
                 else:
                     dates[ix.id] = d
         new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
-        self._records.date_strings.check(ttl_view, doc, new_meta.pack())
-        for ek in ttl.expiry_keys(ttl_view, new_meta, layout.record_rid_bytes(key)):
-            txn.put(ek, b"", db=self._env.expiry)
-        return new_meta.pack() + ttl.body(value) if new_meta != meta else None
+        header = new_meta.pack()
+        self._records.date_strings.check(ttl_view, doc, header)
+        expiry = ttl.expiry_keys(ttl_view, new_meta, rid_bytes)
+        return (header if new_meta != meta else None), expiry
 
     def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
         """Drop indexes by name, key pattern, list of names, or "*" (all but `_id_`); returns how
@@ -536,7 +546,7 @@ class Ddl:
         records = list(
             itertools.takewhile(lambda kv: layout.in_collection(kv[0], prefix), cur.iternext())
         )
-        view = _ttl_view(info, (ix,))
+        view = ttl_view(info, (ix,))
         for k, v in records:
             rewritten = self._add_expiry_facts(txn, view, k, v, bson.decode(ttl.body(v), CODEC))
             if rewritten is not None:
@@ -570,7 +580,7 @@ class Ddl:
         return targets
 
 
-def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
+def ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
     """The collection seen with only the TTL indexes among `indexes` (None if there are none)."""
     new_ttl = tuple(ix for ix in indexes if ix.expire_after is not None)
     return info.with_indexes(new_ttl) if new_ttl else None

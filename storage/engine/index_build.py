@@ -5,7 +5,8 @@ their record ids while a build watches the collection) get their keys again in t
 which publishes the index. The result is the index an incremental build makes, entry for entry,
 and a unique index meets its first duplicate where the incremental build would (same error).
 
-TTL indexes (whose builds rewrite record headers) and builds inside a multi-document transaction
+A TTL index's build also writes its expiry entries (sorted as the keys are) and the headers of
+the records that gain dates (storage/expiry/ttl.py). Builds inside a multi-document transaction
 or over an empty collection take the one-transaction path (storage/engine/ddl.py)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import DuplicateKey, StorageError
 from ebbdb.storage.engine import layout
-from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult, Ddl
+from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult, Ddl, ttl_view
 from ebbdb.storage.engine.environment import EMPTIED, Environment, Txn
 from ebbdb.storage.engine.reader import Reader
 from ebbdb.storage.engine.records import IndexFlags, Records, _shown, delete_prefix, flagged
@@ -71,8 +72,14 @@ class IndexBuild:
     before: int
     total: int
     progress: Progress = _no_progress
-    #: Per new index, its sorted entries once scanned.
+    #: The collection with only its new TTL indexes (ddl.ttl_view), if any: then the build also
+    #: writes their expiry entries and the record headers that gain dates.
+    ttl_view: CollectionInfo | None = None
+    #: Per new index, its sorted entries once scanned; then, with TTL indexes, the sorted
+    #: expiry entries (keys that end with the record id).
     sorted_entries: list[list[Entry]] = field(default_factory=list)
+    #: (record key, new header) of the records whose headers gain dates, in record order.
+    rewrites: list[tuple[bytes, bytes]] = field(default_factory=list)
     flags: IndexFlags = field(default_factory=dict)
     scanned: int = 0
     scan_seconds: float = 0.0
@@ -89,7 +96,7 @@ class IndexBuild:
 
     @property
     def keys_total(self) -> int:
-        return sum(map(len, self.sorted_entries))
+        return sum(map(len, self.sorted_entries)) + len(self.rewrites)
 
     # -- the collection scan (outside the writer) ---------------------------------------------
 
@@ -99,8 +106,9 @@ class IndexBuild:
         started = time.perf_counter()
         tick = interrupt.current.get().tick
         env = self.builds.env
-        per_index: list[list[Entry]] = [[] for _ in self.indexes]
-        runs: list[list[list[Entry]]] = [[] for _ in self.indexes]
+        lists = len(self.indexes) + (self.ttl_view is not None)
+        per_index: list[list[Entry]] = [[] for _ in range(lists)]
+        runs: list[list[list[Entry]]] = [[] for _ in range(lists)]
         after = 0
         failure: tuple[tuple[int, int, int], BaseException] | None = None
         done = 0
@@ -112,7 +120,7 @@ class IndexBuild:
                 chunk = r.record_run(self.coll, after, SCAN_CHUNK)
             for i, (key, value) in enumerate(chunk):
                 tick()
-                failure = self._keys_of(key[8:16], value, per_index)
+                failure = self._keys_of(key, value, per_index)
                 if failure is not None:
                     break
                 if not i & 255:
@@ -141,10 +149,11 @@ class IndexBuild:
         self.progress(SCANNING, self.total, self.total)
 
     def _keys_of(
-        self, rid_bytes: bytes, value: bytes, per_index: list[list[Entry]]
+        self, record_key: bytes, value: bytes, per_index: list[list[Entry]]
     ) -> tuple[tuple[int, int, int], BaseException] | None:
-        """Add one record's keys; the failure (with where the incremental build meets it) if
-        a new index cannot take the document."""
+        """Add one record's keys (and expiry facts); the failure (with where the incremental
+        build meets it) if a new index cannot take the document."""
+        rid_bytes = record_key[8:16]
         doc = bson.decode(ttl.body(value), CODEC)
         flags = self.flags
         for pos, ix in enumerate(self.indexes):
@@ -161,6 +170,11 @@ class IndexBuild:
                 if shortened and not ix.long_keys:
                     flags.setdefault(ix.id, set()).add("long_keys")
                 out.append((key, rid_bytes) if unique else key)
+        if self.ttl_view is not None:
+            header, expiry = self.builds.ddl.expiry_facts(self.ttl_view, value, doc, rid_bytes)
+            per_index[-1] += expiry
+            if header is not None:
+                self.rewrites.append((record_key, header))
         return None
 
     def _first_duplicate(self) -> tuple[tuple[int, int, int], BaseException] | None:
@@ -201,34 +215,57 @@ class IndexBuild:
     # -- writing (bounded write jobs) ----------------------------------------------------------
 
     def write_step(self) -> bool:
-        """Append the next chunk of sorted keys (a write job); True once every key is in."""
+        """Append the next chunk of sorted keys, or rewrite the next headers (a write job);
+        True once all is in."""
         started = time.perf_counter()
         pos, start = self._cursor
-        while pos < len(self.sorted_entries) and start >= len(self.sorted_entries[pos]):
+        lists = self.sorted_entries
+        while pos < len(lists) and start >= len(lists[pos]):
             pos, start = pos + 1, 0
-        if pos >= len(self.sorted_entries):
+        if pos > len(lists) or (pos == len(lists) and start >= len(self.rewrites)):
             return True
-        entries = self.sorted_entries[pos]
-        chunk = _pairs(entries[start : start + WRITE_CHUNK])
+        env = self.builds.env
         touched = self.builds.touched(self.coll.id)
-        if touched:  # their keys are written again by `finish`
-            chunk = [e for e in chunk if e[1] not in touched]
+        if pos == len(lists):
+            # Headers that gain dates: each record as the scan read it (one written since is
+            # `finish`'s), its document as it is.
+            heads = [
+                h for h in self.rewrites[start : start + WRITE_CHUNK] if h[0][8:16] not in touched
+            ]
 
-        def run(txn: Txn, _changes: CatalogChanges) -> None:
-            if not chunk:
-                return
-            cur = txn.cursor(db=self.builds.env.index)
-            # In key order past the index's last key: LMDB appends, no search per key.
-            append = not cur.last() or cur.key() < chunk[0][0]
-            cur.putmulti(chunk, append=append)
+            def rewrite(txn: Txn, _changes: CatalogChanges) -> None:
+                for record_key, header in heads:
+                    value = txn.get(record_key, db=env.records)
+                    if value is not None:
+                        txn.put(record_key, header + ttl.body(value), db=env.records)
 
-        self.builds.writer.write(run)
+            self.builds.writer.write(rewrite)
+            written = len(heads)
+        else:
+            expiry = pos == len(self.indexes)
+            part = lists[pos][start : start + WRITE_CHUNK]
+            chunk = [(k, b"") for k in part] if expiry else _pairs(part)
+            if touched:  # their keys are written again by `finish`
+                chunk = [e for e in chunk if (e[0][-8:] if expiry else e[1]) not in touched]
+            db = env.expiry if expiry else env.index
+
+            def run(txn: Txn, _changes: CatalogChanges) -> None:
+                if not chunk:
+                    return
+                cur = txn.cursor(db=db)
+                # In key order past the tree's last key: LMDB appends, no search per key.
+                append = not cur.last() or cur.key() < chunk[0][0]
+                cur.putmulti(chunk, append=append)
+
+            self.builds.writer.write(run)
+            written = len(chunk) if not expiry else 0
         self._cursor = (pos, start + WRITE_CHUNK)
-        self.keys_inserted += len(chunk)
+        self.keys_inserted += written
         self.insert_seconds += time.perf_counter() - started
-        total = self.keys_total
-        done = sum(map(len, self.sorted_entries[:pos])) + min(start + WRITE_CHUNK, len(entries))
-        self.progress(INSERTING, done, total)
+        done = sum(map(len, lists[:pos])) + min(
+            start + WRITE_CHUNK, len(lists[pos]) if pos < len(lists) else len(self.rewrites)
+        )
+        self.progress(INSERTING, done, self.keys_total)
         return False
 
     def finish(self) -> CreateIndexesResult:
@@ -253,6 +290,10 @@ class IndexBuild:
                             not ix.unique or txn.get(key, db=env.index) == rid_bytes
                         ):
                             txn.delete(key, db=env.index)
+                if self.ttl_view is not None:
+                    for key in self.sorted_entries[-1]:
+                        if key[-8:] in touched:
+                            txn.delete(key, db=env.expiry)
                 view = info.with_indexes(self.indexes)
                 prefix = layout.collection_prefix(info.id)
                 for rid_bytes in sorted(touched):
@@ -265,6 +306,11 @@ class IndexBuild:
                         self.flags.setdefault(ix_id, set()).update(names)
                     for key in now:
                         txn.put(key, rid_bytes, db=env.index)
+                    rewritten = builds.ddl._add_expiry_facts(
+                        txn, self.ttl_view, prefix + rid_bytes, value, doc
+                    )
+                    if rewritten is not None:
+                        txn.put(prefix + rid_bytes, rewritten, db=env.records)
             builds.ddl.check_still_new(info, self.specs)
             built = flagged(self.indexes, self.flags)
             info = info.with_indexes(info.indexes + built)
@@ -282,6 +328,7 @@ class IndexBuild:
         def run(txn: Txn, _changes: CatalogChanges) -> None:
             for ix in self.indexes:
                 delete_prefix(txn, self.builds.env.index, layout.index_prefix(ix.id))
+                delete_prefix(txn, self.builds.env.expiry, layout.index_prefix(ix.id))
             self.builds.unwatch(self)
 
         self.builds.writer.write(run)
@@ -344,7 +391,7 @@ class Builds:
         to the new indexes, the collection watched) for the caller to run."""
 
         def one_transaction(info: CollectionInfo | None, new: tuple[IndexInfo, ...]) -> bool:
-            if in_transaction or info is None or any(ix.expire_after for ix in new):
+            if in_transaction or info is None:
                 return True
             with Reader(self.env, self.writer.current_txn()) as r:
                 return r.stats(info)[0] == 0
@@ -356,6 +403,7 @@ class Builds:
         with Reader(self.env, self.writer.current_txn()) as r:
             total = r.stats(info)[0]
         build = IndexBuild(self, db, name, info, new, new_specs, before, total, progress)
+        build.ttl_view = ttl_view(info, new)
         self.watch(build)
         return build
 

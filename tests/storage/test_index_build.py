@@ -19,11 +19,14 @@ from ebbdb.storage.engine import index_build
 from ebbdb.storage.engine.ddl import BuildSuperseded, CreateIndexesResult
 from ebbdb.storage.engine.index_build import IndexBuild, entries_of
 from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.engine.validate import validate_collection
 from ebbdb.storage.engine.writer import TRANSACTION
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.specs import parse_index_spec
 
 DB = "db"
+#: The last-modified time of every record loaded (two data directories compare byte for byte).
+T0 = 1_700_000_000_000
 
 
 def _docs(n: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -51,7 +54,7 @@ def _docs(n: int, seed: int = 7) -> list[dict[str, Any]]:
 
 def _load(engine: Engine, docs: list[dict[str, Any]], name: str = "c") -> None:
     for start in range(0, len(docs), 500):
-        engine.insert(DB, name, [bson.encode(d) for d in docs[start : start + 500]])
+        engine.insert(DB, name, [bson.encode(d) for d in docs[start : start + 500]], now_ms=T0)
 
 
 def _bulk(engine: Engine, specs: list[dict[str, Any]], name: str = "c") -> Any:
@@ -67,7 +70,13 @@ def _state(engine: Engine, name: str = "c") -> list[tuple[Any, ...]]:
     for ix in info.indexes:
         spec = ix.spec()
         entries = [(k[8:], rid) for k, rid in entries_of(engine.env, ix)]
-        out.append((spec, ix.multikey, ix.long_keys, entries))
+        with engine.read() as r:
+            expiry = list(
+                r.expiry_entries(ix.id.to_bytes(8, "big"), (ix.id + 1).to_bytes(8, "big"))
+            )
+        out.append((spec, ix.multikey, ix.long_keys, entries, expiry))
+    with engine.read() as r:
+        out.append(tuple(r.scan(info)))  # the records, headers included
     return out
 
 
@@ -85,6 +94,14 @@ SPECS: list[dict[str, Any]] = [
     {"key": {"$**": 1}, "name": "wildcard"},
     {"key": {"text": "text"}, "name": "text"},
     {"key": {"loc": "2dsphere"}, "name": "geo"},
+    {"key": {"t": 1}, "name": "ttl", "expireAfterSeconds": 60},
+    {
+        "key": {"t": 1},
+        "name": "ttl_partial",
+        "expireAfterSeconds": 0,
+        "partialFilterExpression": {"u": {"$lt": 100}},
+    },
+    {"key": {"_ts": 1}, "name": "cosmos", "expireAfterSeconds": 3600},
 ]
 
 
@@ -325,15 +342,51 @@ def test_a_dropped_collection_aborts_the_build(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "why, specs",
     [
-        ("a TTL index", [{"key": {"t": 1}, "name": "t", "expireAfterSeconds": 60}]),
         ("an empty collection", [{"key": {"x": 1}, "name": "x"}]),
+        ("an empty collection", [{"key": {"t": 1}, "name": "t", "expireAfterSeconds": 60}]),
     ],
 )
 def test_builds_of_one_transaction(engine: Engine, why: str, specs: list[dict[str, Any]]) -> None:
-    if why != "an empty collection":
-        _load(engine, _docs(20))
-    else:
-        engine.create_collection(DB, "c")
+    engine.create_collection(DB, "c")
     outcome = engine.index_builds.begin(DB, "c", [parse_index_spec(s) for s in specs])
     assert isinstance(outcome, CreateIndexesResult)
     assert outcome.after == 2
+
+
+def test_a_ttl_build_with_writes_during_it_is_whole(tmp_path: Path) -> None:
+    """A TTL index built while documents are inserted, updated and deleted: every header and
+    expiry entry is right (validate's full check), and a purge deletes exactly the dated ones."""
+    t0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    docs = [{"_id": i, "t": t0} if i % 3 else {"_id": i, "t": "no date"} for i in range(300)]
+    engine = Engine.open(str(tmp_path / "b"))
+    try:
+        _load(engine, docs)
+        spec = {"key": {"t": 1}, "name": "t", "expireAfterSeconds": 60}
+        build = engine.index_builds.begin(DB, "c", [parse_index_spec(spec)])
+        assert isinstance(build, IndexBuild)
+        build.scan()
+        engine.insert(DB, "c", [bson.encode({"_id": 1000, "t": t0})], now_ms=T0)
+
+        def change(view: Any) -> None:
+            for rid in (2, 150):  # _id 1 and 149: dated; given no date / another date
+                value = view.get(rid)
+                doc = bson.decode(ttl.body(value))
+                doc["t"] = None if rid == 2 else t0 + datetime.timedelta(days=1)
+                view.replace(rid, value, bson.encode(doc), doc)
+            view.delete(3, view.get(3))  # _id 2
+
+        engine.modify(DB, "c", change, now_ms=T0)
+        while not build.write_step():
+            pass
+        build.finish()
+        info = engine.collection(DB, "c")
+        assert info is not None
+        assert validate_collection(engine, info, full=True).valid
+        expired_at = int((t0 + datetime.timedelta(days=2)).timestamp() * 1000)
+        deleted = engine.purge_expired(DB, "c", expired_at, 10_000)
+        with engine.read() as r:
+            left = {bson.decode(ttl.body(v))["_id"] for _rid, v in r.scan(info)}
+        assert deleted == 200 - 2 + 1  # dated: 200, less _id 1 and 2, plus _id 1000
+        assert left == {i for i in range(300) if i % 3 == 0} | {1}
+    finally:
+        engine.close()
