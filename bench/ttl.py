@@ -147,6 +147,7 @@ class Purge:
 
     expected: int
     with_finder: bool = True  # False: the rate round, no other client
+    server_cpu: float | None = None  # the server's CPU seconds during the purge (when known)
     deleted: int | None = None
     seconds: float | None = None
     collections: list[Any] = field(default_factory=list)
@@ -463,9 +464,13 @@ def bench_purge(t: Target, cfg: Config, rnd: int, with_finder: bool = True) -> P
         clock(client, advanceSeconds=CLOCK_ADVANCE)
         advanced = True
         time.sleep(0.2)
+        cpu0 = None if t.pid is None else common.cpu_seconds(t.pid)
         p0 = time.perf_counter_ns()
         reply = ttl_pass(client)
         p1 = time.perf_counter_ns()
+        cpu1 = None if t.pid is None else common.cpu_seconds(t.pid)
+        if cpu0 is not None and cpu1 is not None:
+            res.server_cpu = cpu1 - cpu0
         time.sleep(0.05)
     finally:
         gc.enable()
@@ -487,6 +492,11 @@ def bench_purge(t: Target, cfg: Config, rnd: int, with_finder: bool = True) -> P
     res.left = client[DB_NAME][EXPIRED].estimated_document_count()
     res.live_after = client[DB_NAME][LIVE].estimated_document_count()
     alone = "" if with_finder else " (no other client)"
+    if res.server_cpu:
+        alone += (
+            f", server CPU {res.server_cpu:.2f} s: "
+            f"{common.fmt_num(res.deleted / res.server_cpu)} docs per CPU-second"
+        )
     print(
         f"  {t.label} round {rnd + 1}: purge deleted {res.deleted:,} in {res.seconds:.2f} s "
         f"({common.fmt_num(res.deleted / res.seconds if res.seconds else float('nan'))} docs/s)"
@@ -704,15 +714,19 @@ def run_target(t: Target, cfg: Config, rounds: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap, args, cfg = common.parse_args(argv, Config, CLI)
     with contextlib.ExitStack() as stack:
+        pid = None
         if not args.targets:  # no URI (or --spawn): ebbdb started here
-            args.targets = [f"ebbdb={common.spawn_ebbdb(stack).uri}"]
+            spawned = common.spawn_ebbdb(stack)
+            args.targets, pid = [f"ebbdb={spawned.uri}"], spawned.proc.pid
         elif args.spawn:
             ap.error("give either --spawn or URIs, not both")
-        return run(ap, args, cfg)
+        return run(ap, args, cfg, pid)
 
 
-def run(ap: argparse.ArgumentParser, args: argparse.Namespace, cfg: Config) -> int:
+def run(ap: argparse.ArgumentParser, args: argparse.Namespace, cfg: Config, pid: int | None) -> int:
     targets = common.parse_targets(ap, args.targets, Target)
+    if pid is not None:
+        targets[0].pid = pid
     print(
         f"{common.versions()}; live {cfg.n_live:,} docs, {cfg.passes} timed passes; "
         f"expired {cfg.n_expired:,} docs x {args.rounds} round(s); find collection "

@@ -34,8 +34,8 @@ from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.entries import index_bodies
 from ebbdb.storage.indexes.specs import IndexSpec
 
-#: Records one read transaction of the scan covers.
-SCAN_CHUNK = 20_000
+#: Records one read transaction of the scan covers (short: a map resize waits for readers).
+SCAN_CHUNK = 5_000
 #: Keys sorted at once into a run (a few milliseconds); the runs are merged.
 RUN = 4096
 #: Entries one write job appends.
