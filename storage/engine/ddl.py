@@ -409,16 +409,19 @@ class Ddl:
         same) and its expiry entries under them. Notes date-like strings (date_strings)."""
         meta = ttl.read_meta(value)
         dates = dict(meta.dates)
+        undated = False
         for ix in ttl_view.indexes:
             if ttl.is_native_ttl(ix):
                 d = ttl.earliest_date(ix, doc)
                 if d is None:
                     dates.pop(ix.id, None)
+                    undated = True
                 else:
                     dates[ix.id] = d
         new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
         header = new_meta.pack()
-        self._records.date_strings.check(ttl_view, doc, header)
+        if undated:  # only a TTL index that found no date may have met a date-like string
+            self._records.date_strings.check(ttl_view, doc, header)
         expiry = ttl.expiry_keys(ttl_view, new_meta, rid_bytes)
         return (header if new_meta != meta else None), expiry
 
