@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
+from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.catalog import clustered, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
@@ -222,6 +223,12 @@ def earliest_date(ix: IndexInfo, doc: dict[str, Any]) -> int | None:
     pred = ix.partial_predicate
     if pred is not None and not pred(doc):
         return None
+    field = ix.key[0][0]
+    if "." not in field:
+        # The common case: a top-level date (decoded as DatetimeMS), what the walk below finds.
+        value = doc.get(field)
+        if type(value) is DatetimeMS:
+            return int(value)
     best: int | None = None
     for v in leaves(doc, split(ix.key[0][0])):
         if v is MISSING:
