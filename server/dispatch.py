@@ -18,6 +18,7 @@ from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
+from ebbdb.server.express import Express, Route
 from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
@@ -64,6 +65,8 @@ class Dispatcher:
             from ebbdb.server.auth.check import authorize
 
             self._authorize = authorize
+        #: The express path (server/express.py): requests it routes skip `run`'s general work.
+        self.express = Express(services, self._authorize is not None)
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
         """The reply frame for one request frame (a large one as the list of its parts, see
@@ -95,7 +98,13 @@ class Dispatcher:
                     break
                 body[ident] = DocSequence(docs)
             else:
-                reply = await self.run(client, body, msg.request_id, len(msg.body))
+                route = self.express.route(body)
+                if route is None:
+                    reply = await self.run(client, body, msg.request_id, len(msg.body))
+                else:
+                    reply = await self.run_express(
+                        client, body, route, msg.request_id, len(msg.body)
+                    )
         if msg.more_to_come:
             return None
         parts = encode_parts(reply, CODEC)
@@ -277,20 +286,8 @@ class Dispatcher:
             if checked_out is not None:
                 checked_out.release()
             raise
-        except CommandError as exc:
-            reply = error_reply(exc)
-            _log_failure(client, name, db, body, reply)
         except (Exception, Interrupted) as exc:
-            if getattr(exc, "code_name", None) is None:
-                log.error(
-                    "[conn%d] request %d: %s raised an unexpected error",
-                    client.id,
-                    request_id,
-                    name,
-                    exc_info=exc,
-                )
-            reply = error_reply(exc)
-            _log_failure(client, name, db, body, reply)
+            reply = self._failed(client, request_id, name, db, body, exc)
         except BaseException:  # cancelled (the connection closed): the session goes back
             if checked_out is not None:
                 checked_out.release()
@@ -306,6 +303,76 @@ class Dispatcher:
             self.services.replica_set.stamp(reply, name)
             # RetryableWriteError and topologyVersion, for a driver's retry
             label_reply(reply, body, self.services.replica_set.topology_version)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    async def run_express(
+        self, client: Client, body: dict[str, Any], route: Route, request_id: int, size: int
+    ) -> dict[str, Any]:
+        """`run` for a request the express path routed: the common work its checks left (the
+        nesting depth, the session, the counters, the operation currentOp and killOp see, the
+        latency, the slow-operation log), then its handler. Never raises."""
+        name, db = route.name, route.db
+        started = time.perf_counter_ns()
+        client.op_run = None
+        try:
+            _check_depth(body, size)
+            lsid = body.get("lsid")
+            client.session = (
+                None if lsid is None else self.services.sessions.touch_for(client, lsid)
+            )
+            self.services.stats.count_command(name)
+            ctx = client.contexts.get((db, name))
+            if ctx is None:
+                ctx = self._context(client, db, name)
+            op = client.op = self._operations.start(client, db, name, body)
+            token = current_op.set(op)
+            session_token = CURRENT_SESSION.set(client.session)
+            try:
+                reply = await route.handler(ctx)
+            finally:
+                CURRENT_SESSION.reset(session_token)
+                current_op.reset(token)
+                self._operations.finish(op)
+                client.op = None
+                self.services.stats.latency.record(name, db, body, started)
+        except (Exception, Interrupted) as exc:
+            reply = self._failed(client, request_id, name, db, body, exc)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    def _failed(
+        self,
+        client: Client,
+        request_id: int,
+        name: str,
+        db: Any,
+        body: dict[str, Any],
+        exc: BaseException,
+    ) -> dict[str, Any]:
+        """The reply to a command that raised `exc` (an unexpected error is logged whole)."""
+        if not isinstance(exc, CommandError) and getattr(exc, "code_name", None) is None:
+            log.error(
+                "[conn%d] request %d: %s raised an unexpected error",
+                client.id,
+                request_id,
+                name,
+                exc_info=exc,
+            )
+        reply = error_reply(exc)
+        _log_failure(client, name, db, body, reply)
+        return reply
+
+    def _after(
+        self,
+        client: Client,
+        name: str,
+        db: Any,
+        body: dict[str, Any],
+        reply: dict[str, Any],
+        started: int,
+    ) -> None:
+        """Hand a command slower than the profiler's threshold to the profiler."""
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body
@@ -323,7 +390,6 @@ class Dispatcher:
                     f"conn{client.id}",
                 )
             )
-        return reply
 
     async def _fail(self, action: Action) -> None:
         """What the failCommand fail point does before a command it matched runs: wait, then

@@ -1,0 +1,377 @@
+"""The express path (MongoDB 8.0's, for `_id` point operations): an insert of one document; find,
+update, delete by `_id` equality alone; getMore of a plain cursor. It answers exactly as the
+general path (server/dispatch.py's `run`, the handlers, the planner), which stays the definition.
+
+`route` decides, cheaply and without a side effect, whether a decoded request may take it: only
+the fields a driver sends for such a request, a plain collection (no default collation, not a view,
+time series, clustered or capped), an `_id` value whose index equality is the query's, a
+standalone server without auth, no fail point, no profiling, no transaction fields, no
+maxTimeMS, no write concern. Anything else (and every doubt) returns None: the general path runs.
+The dispatcher does the common work (`Dispatcher.run_express`); a route's handler does the rest.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import bson
+from bson import Int64, ObjectId
+
+from ebbdb.server.arguments import DocSequence
+from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.context import CommandContext, Services
+from ebbdb.server.cursors import Cursor, fill_batch
+from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.sessions import check_get_more
+from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import StorageError
+from ebbdb.storage.execution import point
+from ebbdb.storage.execution.execute import QueryRun
+from ebbdb.storage.query.update import Update, parse_update
+
+Handler = Callable[[CommandContext], Awaitable[dict[str, Any]]]
+
+#: Fields every express request may carry besides its own: accepted and ignored by the general
+#: path too (the session's `lsid` is touched by the dispatcher, as there).
+_COMMON = frozenset({"$db", "lsid", "$clusterTime", "$readPreference"})
+_FIND_FIELDS = _COMMON | {"find", "filter", "limit", "singleBatch"}
+_INSERT_FIELDS = _COMMON | {"insert", "documents", "ordered", "bypassDocumentValidation"}
+_UPDATE_FIELDS = _COMMON | {"update", "updates", "ordered", "bypassDocumentValidation"}
+_DELETE_FIELDS = _COMMON | {"delete", "deletes", "ordered"}
+_GET_MORE_FIELDS = _COMMON | {"getMore", "collection", "batchSize"}
+_UPDATE_STATEMENT = frozenset({"q", "u", "upsert", "multi"})
+_DELETE_STATEMENT = frozenset({"q", "limit"})
+#: Collection options under which the general path answers otherwise (or may).
+_SPECIAL = ("collation", "timeseries", "clusteredIndex", "capped")
+_INTERNAL_DBS = frozenset({"admin", "local", "config"})
+#: Types of `_id` values whose `_id` index key equality is the query's equality, as stored.
+_POINT_TYPES = frozenset({ObjectId, str, int, Int64, datetime.datetime})
+#: A longer string `_id` may not fit an index key whole (keys past it are truncated).
+_MAX_STRING_ID = 128
+#: An insert this large is not a small write (server/commands/writes.py's SMALL_BYTES).
+_SMALL_INSERT_BYTES = 256 * 1024
+#: Statements at most in an express update (MongoDB's maxWriteBatchSize).
+_MAX_STATEMENTS = 100_000
+
+
+@dataclass(frozen=True)
+class Route:
+    """A request the express path takes: its command's canonical name, its database, and the
+    handler that answers it (given the command's context)."""
+
+    name: str
+    db: str
+    handler: Handler
+
+
+def _point(value: Any) -> bool:
+    """An `_id` value the express path may look up by its index key."""
+    kind = type(value)
+    if kind not in _POINT_TYPES and kind is not float:
+        return False
+    if kind is str:
+        return len(value) <= _MAX_STRING_ID
+    if kind is float:
+        return math.isfinite(value)
+    return True
+
+
+def _id_of(q: Any) -> tuple[bool, Any]:
+    """(True, value) for a filter that is `{_id: value}` with a point value."""
+    if type(q) is not dict or len(q) != 1:
+        return False, None
+    value = q.get("_id", q)
+    if value is q or not _point(value):
+        return False, None
+    return True, value
+
+
+class Express:
+    """Decides, per request, whether the express path takes it, and answers it there. Counts the
+    requests it answered by command in ServerStats.express (serverStatus' `ebbdb.expressPath`,
+    what the differential test reads to know the path was taken)."""
+
+    def __init__(self, services: Services, authorizing: bool) -> None:
+        self._services = services
+        self._engine = services.gateway.engine
+        self._authorizing = authorizing
+        self._taken = services.stats.express
+
+    def route(self, body: dict[str, Any]) -> Route | None:
+        """The route of a decoded request (its document sequences merged), or None: the general
+        path runs it. No side effect."""
+        services = self._services
+        if (
+            self._authorizing
+            or services.replica_set is not None
+            or services.fail_command.active
+            or services.operations.closing is not None
+            or services.profiler.threshold < 0
+            or not services.parameters.get("ebbdbExpressPath")
+        ):
+            return None
+        name = next(iter(body), "")
+        db = body.get("$db")
+        if type(db) is not str or db in _INTERNAL_DBS:
+            return None
+        if name == "find":
+            return self._find(body, db)
+        if name == "insert":
+            return self._insert(body, db)
+        if name == "update":
+            return self._update(body, db)
+        if name == "delete":
+            return self._delete(body, db)
+        if name == "getMore":
+            return self._get_more(body, db)
+        return None
+
+    def _plain(self, db: str, name: Any) -> CollectionInfo | None:
+        """The catalog entry of a plain collection `name` of `db` (None: anything else)."""
+        if type(name) is not str or name.startswith("system."):
+            return None
+        try:
+            validate_collection_name(db, name)
+        except StorageError:
+            return None
+        coll = self._engine.collection(db, name)
+        if coll is None or coll.index_named("_id_") is None:
+            return None
+        options = coll.options
+        if options and any(key in options for key in _SPECIAL):
+            return None
+        if coll.id_index.collation is not None:
+            return None
+        return coll
+
+    def _took(self, name: str) -> None:
+        self._taken[name] = self._taken.get(name, 0) + 1
+
+    # -- find ------------------------------------------------------------------------------------
+
+    def _find(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _FIND_FIELDS.issuperset(body):
+            return None
+        ok, value = _id_of(body.get("filter"))
+        limit = body.get("limit", 0)
+        single = body.get("singleBatch", False)
+        if not ok or type(limit) is not int or type(single) is not bool:
+            return None
+        coll = self._plain(db, body["find"])
+        if coll is None:
+            return None
+        # Without batchSize the first batch has room for the one document there can be, and
+        # the general path's run ends (exhausted) with it: no cursor whatever the limit.
+
+        async def find(ctx: CommandContext) -> dict[str, Any]:
+            raw = point.read(self._engine, coll, value, ctx.now())
+            self._took("find")
+            return cursor_reply(coll.ns, 0, "firstBatch", [] if raw is None else [raw])
+
+        return Route("find", db, find)
+
+    # -- insert ----------------------------------------------------------------------------------
+
+    def _insert(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _INSERT_FIELDS.issuperset(body):
+            return None
+        docs = body.get("documents")
+        ordered = body.get("ordered", True)
+        bypass = body.get("bypassDocumentValidation", False)
+        if (
+            type(docs) is not DocSequence
+            or len(docs) != 1
+            or len(docs[0]) > _SMALL_INSERT_BYTES
+            or type(ordered) is not bool
+            or type(bypass) is not bool
+        ):
+            return None
+        coll = self._plain(db, body["insert"])
+        if coll is None:
+            return None
+        documents = (bytes(docs[0]),)
+
+        async def insert(ctx: CommandContext) -> dict[str, Any]:
+            gateway = ctx.gateway
+            result = await gateway.write_small(
+                gateway.engine.insert, db, coll.name, documents, ordered, bypass=bypass
+            )
+            self._took("insert")
+            ctx.stats.count_documents("insert", result.inserted)
+            reply: dict[str, Any] = {"n": result.inserted}
+            if result.errors:
+                reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+            reply["ok"] = 1.0
+            return reply
+
+        return Route("insert", db, insert)
+
+    # -- update ----------------------------------------------------------------------------------
+
+    def _update(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _UPDATE_FIELDS.issuperset(body):
+            return None
+        statements: Any = body.get("updates")
+        ordered = body.get("ordered", True)
+        bypass = body.get("bypassDocumentValidation", False)
+        if (
+            type(statements) not in (DocSequence, list)
+            or not statements
+            or len(statements) > _MAX_STATEMENTS
+            or type(ordered) is not bool
+            or type(bypass) is not bool
+        ):
+            return None
+        coll = self._plain(db, body["update"])
+        if coll is None:
+            return None
+        changes: list[tuple[Any, Update]] = []
+        for s in statements:
+            change = _update_statement(s)
+            if change is None:
+                return None
+            changes.append(change)
+        small = len(changes) <= 16
+
+        async def update(ctx: CommandContext) -> dict[str, Any]:
+            gateway = ctx.gateway
+            write = gateway.write_small if small else gateway.write_stamped
+            results = await write(
+                point.update, gateway.engine, coll, changes, bypass=bypass, ordered=ordered
+            )
+            self._took("update")
+            n = modified = 0
+            errors = []
+            for i, result in enumerate(results):
+                n += result.matched
+                modified += result.modified
+                if result.error is not None:
+                    errors.append(write_error(i, result.error))
+            ctx.stats.count_documents("update", modified)
+            reply: dict[str, Any] = {"n": n, "nModified": modified}
+            if errors:
+                reply["writeErrors"] = errors
+            reply["ok"] = 1.0
+            return reply
+
+        return Route("update", db, update)
+
+    # -- delete ----------------------------------------------------------------------------------
+
+    def _delete(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _DELETE_FIELDS.issuperset(body):
+            return None
+        statements: Any = body.get("deletes")
+        ordered = body.get("ordered", True)
+        if type(statements) not in (DocSequence, list) or len(statements) != 1:
+            return None
+        s = statements[0]
+        if type(s) is bytes:
+            s = bson.decode(s, CODEC)
+        if type(ordered) is not bool or type(s) is not dict or not _DELETE_STATEMENT.issuperset(s):
+            return None
+        ok, value = _id_of(s.get("q"))
+        if not ok or s.get("limit") not in (0, 1) or type(s.get("limit")) is not int:
+            return None
+        coll = self._plain(db, body["delete"])
+        if coll is None:
+            return None
+
+        async def delete(ctx: CommandContext) -> dict[str, Any]:
+            gateway = ctx.gateway
+            result = await gateway.write_small(point.delete, gateway.engine, coll, value)
+            self._took("delete")
+            ctx.stats.count_documents("delete", result.deleted)
+            return {"n": result.deleted, "ok": 1.0}
+
+        return Route("delete", db, delete)
+
+    # -- getMore ---------------------------------------------------------------------------------
+
+    def _get_more(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _GET_MORE_FIELDS.issuperset(body):
+            return None
+        cid = body["getMore"]
+        name = body.get("collection")
+        batch_size = body.get("batchSize")
+        if type(cid) is not Int64 or type(name) is not str:
+            return None
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 0):
+            return None
+        cursor = self._services.cursors.peek(int(cid))
+        if (
+            cursor is None
+            or cursor.ns != f"{db}.{name}"
+            or cursor.in_use
+            or cursor.tail is not None
+            or cursor.time_left is not None
+            or cursor.txn_number is not None
+            or type(cursor.run) is not QueryRun
+            or cursor.run.offload
+        ):
+            return None
+        run = cursor.run
+
+        async def get_more(ctx: CommandContext) -> dict[str, Any]:
+            return await self._next_batch(ctx, cursor, run, batch_size or None)
+
+        return Route("getMore", db, get_more)
+
+    async def _next_batch(
+        self, ctx: CommandContext, cursor: Cursor, run: QueryRun, batch_size: int | None
+    ) -> dict[str, Any]:
+        """server/commands/reads.py's get_more for a plain cursor, the checks before the session's
+        made by route (a cursor it cannot find, of another namespace or in use goes there)."""
+        ctx.cursors.get(cursor.id)  # marks it used now
+        check_get_more(cursor.id, cursor.session, ctx.client.session)
+        cursor.in_use = True
+        ctx.client.op_run = run
+        try:
+            docs = await fill_batch(ctx.gateway, run, batch_size, ctx.now())
+        except BaseException:
+            ctx.cursors.close(cursor.id)
+            raise
+        finally:
+            cursor.in_use = False
+        self._took("getMore")
+        if cursor.killed:
+            raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
+        cid = cursor.id
+        if run.exhausted:
+            ctx.cursors.close(cid)
+            cid = 0
+        return cursor_reply(cursor.ns, cid, "nextBatch", docs)
+
+
+def _update_statement(s: Any) -> tuple[Any, Update] | None:
+    """(`_id` value, parsed change) of an update statement the express path can run: a filter
+    `{_id: value}`, an update document of operators without positional paths, no upsert, no
+    multi; None otherwise (a malformed change included: the general path reports it)."""
+    if type(s) is bytes:  # a document sequence's
+        s = bson.decode(s, CODEC)
+    if type(s) is not dict or not _UPDATE_STATEMENT.issuperset(s):
+        return None
+    if s.get("upsert", False) is not False or s.get("multi", False) is not False:
+        return None
+    ok, value = _id_of(s.get("q"))
+    u = s.get("u")
+    if not ok or type(u) is not dict or not u:
+        return None
+    for op, fields in u.items():
+        if not op.startswith("$") or type(fields) is not dict:
+            return None
+        if any("$" in path for path in fields):
+            return None
+    try:
+        change = parse_update(u)
+    except StorageError:
+        return None
+    return value, change
+
+
+__all__ = ["Express", "Route"]
