@@ -362,8 +362,17 @@ class Connection(asyncio.Protocol):
             return  # the Task has a request it has not taken yet
         loop = asyncio.get_running_loop()
         while self._queue and not self._writing_blocked:
-            request = self._next_request()
             self._idle.clear()
+            try:
+                request = self._next_request()
+            except ProtocolError as exc:
+                self.abort(f"bad message: {exc}")
+                break
+            if not isinstance(request, Coroutine):
+                # Answered at once (the express path, server/express.py): no task at all.
+                self._send(request)
+                self._running_bytes = 0
+                continue
             if not _EAGER_TASKS or asyncio.current_task(loop) is not None:
                 # Without eager tasks (3.11), or called from inside some task (not a transport
                 # callback): the connection's Task starts the request on its next step.
@@ -393,13 +402,15 @@ class Connection(asyncio.Protocol):
         self._request_done()
         self._resume_reading()
 
-    def _next_request(self) -> _Request:
+    def _next_request(self) -> _Reply | _Request:
+        """The next queued request begun: its reply when answered at once, else the coroutine
+        that answers it. Raises ProtocolError for a frame that cannot be parsed."""
         frame = self._queue.popleft()
         self._queued_bytes -= len(frame)
         self._running_bytes = len(frame)
         if self._reserved:
             self._account()
-        return self._dispatcher.handle_frame(self.client, frame)
+        return self._dispatcher.start(self.client, frame)
 
     async def _run(self) -> None:
         """The connection's Task: it finishes each request that had to wait, then serves the
@@ -426,7 +437,8 @@ class Connection(asyncio.Protocol):
                 try:
                     self._send(await work)
                     while self._queue and not self._writing_blocked:
-                        self._send(await self._next_request())
+                        request = self._next_request()
+                        self._send(await request if isinstance(request, Coroutine) else request)
                 except ProtocolError as exc:
                     self.abort(f"bad message: {exc}")
                 except CloseConnection:

@@ -8,12 +8,12 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import bson
 
-from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
+from ebbdb.protocol import Msg, Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
 from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
@@ -46,6 +46,9 @@ _OP_QUERY_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
 _RESULT_FLAG_QUERY_FAILURE = 2
 
 
+#: A reply frame: whole, in parts (server/raw_reply.py), or None (the client asked for none).
+_Frame = bytes | list[bytes] | None
+
 #: Handler contexts a client keeps (see Dispatcher.run).
 _MAX_CONTEXTS = 64
 
@@ -72,39 +75,67 @@ class Dispatcher:
         """The reply frame for one request frame (a large one as the list of its parts, see
         server/raw_reply.py), or None when the client asked for no reply. Raises ProtocolError for
         a frame that cannot be parsed (the connection must be dropped)."""
+        work = self.start(client, frame)
+        if isinstance(work, Coroutine):
+            return await work
+        return work
+
+    def start(self, client: Client, frame: bytes) -> _Frame | Coroutine[Any, Any, _Frame]:
+        """handle_frame's work, begun now: the reply frame itself when the express path answered
+        at once (server/express.py: a request that never waits), else the coroutine that
+        answers. Raises ProtocolError for a frame that cannot be parsed."""
         msg = decode_message(frame)
         if isinstance(msg, Query):
-            return await self._handle_query(client, msg)
-        # OP_MSG, every request but a legacy driver's first: handled here rather than in a
-        # coroutine of its own, since each awaited layer costs on every request.
+            return self._handle_query(client, msg)
+        # OP_MSG, every request but a legacy driver's first.
         try:
             body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
             log.warning(
                 "[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc
             )
-            reply: dict[str, Any] = error_reply(
-                CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+            return self._reply(
+                msg,
+                error_reply(
+                    CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+                ),
             )
-        else:
-            for ident, docs in msg.sequences:
-                if ident in body:
-                    reply = error_reply(
+        for ident, docs in msg.sequences:
+            if ident in body:
+                return self._reply(
+                    msg,
+                    error_reply(
                         CommandError(
                             ErrorCode.InvalidOptions,
                             f"'{ident}' is given both in the command and as a document sequence",
                         )
-                    )
-                    break
-                body[ident] = DocSequence(docs)
-            else:
-                route = self.express.route(body)
-                if route is None:
-                    reply = await self.run(client, body, msg.request_id, len(msg.body))
-                else:
-                    reply = await self.run_express(
-                        client, body, route, msg.request_id, len(msg.body)
-                    )
+                    ),
+                )
+            body[ident] = DocSequence(docs)
+        route = self.express.route(body)
+        if route is None:
+            return self._handle_msg(client, msg, body, None)
+        if route.now is not None:
+            reply = self._run_now(client, body, route, len(msg.body))
+            if reply is not None:
+                return self._frame(msg, reply)
+        return self._handle_msg(client, msg, body, route)
+
+    async def _reply(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        return self._frame(msg, reply)
+
+    async def _handle_msg(
+        self, client: Client, msg: Msg, body: dict[str, Any], route: Route | None
+    ) -> _Frame:
+        # A coroutine of its own only where it must wait: each awaited layer costs.
+        if route is None:
+            reply = await self.run(client, body, msg.request_id, len(msg.body))
+        else:
+            reply = await self.run_express(client, body, route, msg.request_id, len(msg.body))
+        return self._frame(msg, reply)
+
+    def _frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        """The reply frame to `msg` (None: the client asked for none)."""
         if msg.more_to_come:
             return None
         parts = encode_parts(reply, CODEC)
@@ -303,6 +334,40 @@ class Dispatcher:
             self.services.replica_set.stamp(reply, name)
             # RetryableWriteError and topologyVersion, for a driver's retry
             label_reply(reply, body, self.services.replica_set.topology_version)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    def _run_now(
+        self, client: Client, body: dict[str, Any], route: Route, size: int
+    ) -> dict[str, Any] | None:
+        """An express request answered at once, without waiting (`route.now`), with the common
+        work of `run_express` around it; None, having done nothing, when it cannot be answered
+        at once (its write would wait for the writer) or a check the general path words fails."""
+        started = time.perf_counter_ns()
+        name, db = route.name, route.db
+        assert route.now is not None
+        try:
+            _check_depth(body, size)
+            lsid = body.get("lsid")
+            session = None if lsid is None else self.services.sessions.touch_for(client, lsid)
+        except (Exception, Interrupted):
+            return None  # the general path words the failure
+        ctx = client.contexts.get((db, name))
+        if ctx is None:
+            ctx = self._context(client, db, name)
+        client.op_run = None
+        client.session = session
+        try:
+            reply = route.now(ctx)
+        except (Exception, Interrupted) as exc:
+            reply = self._failed(client, 0, name, db, body, exc)
+        if reply is None:
+            return None
+        # What the general path does around a command that does not wait, in effect: counted,
+        # an operation (its id taken), its latency, the slow-operation log.
+        self.services.stats.count_command(name)
+        self._operations.finish(self._operations.start(client, db, name, body))
+        self.services.stats.latency.record(name, db, body, started)
         self._after(client, name, db, body, reply, started)
         return reply
 

@@ -13,6 +13,7 @@ The dispatcher does the common work (`Dispatcher.run_express`); a route's handle
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,11 +31,16 @@ from ebbdb.server.sessions import check_get_more
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import StorageError
+from ebbdb.storage.engine.store import InsertResult
 from ebbdb.storage.execution import point
 from ebbdb.storage.execution.execute import QueryRun
+from ebbdb.storage.execution.writes import DeleteResult, UpdateResult
 from ebbdb.storage.query.update import Update, parse_update
 
 Handler = Callable[[CommandContext], Awaitable[dict[str, Any]]]
+#: A route's answer at once, without waiting: the reply, or None having done nothing (its write
+#: would wait for the writer: `handler` then answers).
+Now = Callable[[CommandContext], dict[str, Any] | None]
 
 #: Fields every express request may carry besides its own: accepted and ignored by the general
 #: path too (the session's `lsid` is touched by the dispatcher, as there).
@@ -61,12 +67,31 @@ _MAX_STATEMENTS = 100_000
 
 @dataclass(frozen=True)
 class Route:
-    """A request the express path takes: its command's canonical name, its database, and the
-    handler that answers it (given the command's context)."""
+    """A request the express path takes: its command's canonical name, its database, the handler
+    that answers it (given the command's context) and, for one that may be answered without
+    waiting, `now` (Dispatcher.start tries it first, in the connection's turn)."""
 
     name: str
     db: str
     handler: Handler
+    now: Now | None = None
+
+
+def _waiting(now: Callable[[CommandContext], dict[str, Any]]) -> Handler:
+    """The handler of a route that never waits: its `now`."""
+
+    async def handler(ctx: CommandContext) -> dict[str, Any]:
+        return now(ctx)
+
+    return handler
+
+
+def _done(outcome: tuple[bool, Any]) -> Any:
+    """The value of a write job run at once (Gateway.try_now), or what it raised."""
+    ok, value = outcome
+    if not ok:
+        raise value
+    return value
 
 
 def _point(value: Any) -> bool:
@@ -140,11 +165,12 @@ class Express:
         except StorageError:
             return None
         coll = self._engine.collection(db, name)
-        if coll is None or coll.index_named("_id_") is None:
+        if coll is None:
             return None
         options = coll.options
         if options and any(key in options for key in _SPECIAL):
             return None
+        # (Every collection but a clustered one, refused above, has an `_id` index.)
         if coll.id_index.collation is not None:
             return None
         return coll
@@ -168,12 +194,12 @@ class Express:
         # Without batchSize the first batch has room for the one document there can be, and
         # the general path's run ends (exhausted) with it: no cursor whatever the limit.
 
-        async def find(ctx: CommandContext) -> dict[str, Any]:
+        def find(ctx: CommandContext) -> dict[str, Any]:
             raw = point.read(self._engine, coll, value, ctx.now())
             self._took("find")
             return cursor_reply(coll.ns, 0, "firstBatch", [] if raw is None else [raw])
 
-        return Route("find", db, find)
+        return Route("find", db, _waiting(find), find)
 
     # -- insert ----------------------------------------------------------------------------------
 
@@ -196,11 +222,10 @@ class Express:
             return None
         documents = (bytes(docs[0]),)
 
-        async def insert(ctx: CommandContext) -> dict[str, Any]:
-            gateway = ctx.gateway
-            result = await gateway.write_small(
-                gateway.engine.insert, db, coll.name, documents, ordered, bypass=bypass
-            )
+        engine = self._engine
+        write = functools.partial(engine.insert, db, coll.name, documents, ordered, bypass=bypass)
+
+        def replied(ctx: CommandContext, result: InsertResult) -> dict[str, Any]:
             self._took("insert")
             ctx.stats.count_documents("insert", result.inserted)
             reply: dict[str, Any] = {"n": result.inserted}
@@ -209,7 +234,15 @@ class Express:
             reply["ok"] = 1.0
             return reply
 
-        return Route("insert", db, insert)
+        def now(ctx: CommandContext) -> dict[str, Any] | None:
+            gateway = ctx.gateway
+            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
+            return None if outcome is None else replied(ctx, _done(outcome))
+
+        async def insert(ctx: CommandContext) -> dict[str, Any]:
+            return replied(ctx, await ctx.gateway.write_small(write))
+
+        return Route("insert", db, insert, now)
 
     # -- update ----------------------------------------------------------------------------------
 
@@ -238,12 +271,12 @@ class Express:
             changes.append(change)
         small = len(changes) <= 16
 
-        async def update(ctx: CommandContext) -> dict[str, Any]:
-            gateway = ctx.gateway
-            write = gateway.write_small if small else gateway.write_stamped
-            results = await write(
-                point.update, gateway.engine, coll, changes, bypass=bypass, ordered=ordered
-            )
+        engine = self._engine
+        write = functools.partial(
+            point.update, engine, coll, changes, bypass=bypass, ordered=ordered
+        )
+
+        def replied(ctx: CommandContext, results: list[UpdateResult]) -> dict[str, Any]:
             self._took("update")
             n = modified = 0
             errors = []
@@ -259,7 +292,18 @@ class Express:
             reply["ok"] = 1.0
             return reply
 
-        return Route("update", db, update)
+        def now(ctx: CommandContext) -> dict[str, Any] | None:
+            gateway = ctx.gateway
+            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
+            return None if outcome is None else replied(ctx, _done(outcome))
+
+        async def update(ctx: CommandContext) -> dict[str, Any]:
+            gateway = ctx.gateway
+            if small:
+                return replied(ctx, await gateway.write_small(write))
+            return replied(ctx, await gateway.write_stamped(write))
+
+        return Route("update", db, update, now if small else None)
 
     # -- delete ----------------------------------------------------------------------------------
 
@@ -282,14 +326,22 @@ class Express:
         if coll is None:
             return None
 
-        async def delete(ctx: CommandContext) -> dict[str, Any]:
-            gateway = ctx.gateway
-            result = await gateway.write_small(point.delete, gateway.engine, coll, value)
+        write = functools.partial(point.delete, self._engine, coll, value)
+
+        def replied(ctx: CommandContext, result: DeleteResult) -> dict[str, Any]:
             self._took("delete")
             ctx.stats.count_documents("delete", result.deleted)
             return {"n": result.deleted, "ok": 1.0}
 
-        return Route("delete", db, delete)
+        def now(ctx: CommandContext) -> dict[str, Any] | None:
+            gateway = ctx.gateway
+            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
+            return None if outcome is None else replied(ctx, _done(outcome))
+
+        async def delete(ctx: CommandContext) -> dict[str, Any]:
+            return replied(ctx, await ctx.gateway.write_small(write))
+
+        return Route("delete", db, delete, now)
 
     # -- getMore ---------------------------------------------------------------------------------
 
