@@ -140,7 +140,7 @@ def test_ttl_hidden_documents(pair: Pair) -> None:
     pair.both({"create": "t", "$db": DB})
     index = {"key": {"at": 1}, "name": "at_1", "expireAfterSeconds": 60}
     pair.both({"createIndexes": "t", "indexes": [index], "$db": DB})
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     _insert(pair, "t", {"_id": 1, "at": now}, {"_id": 2, "at": "never"})
     _insert(pair, "t", {"_id": 3, "at": now})
     _find_one(pair, "t", 1)
