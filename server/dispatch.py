@@ -9,7 +9,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 
@@ -18,7 +18,6 @@ from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
-from ebbdb.server.express import Express, Route
 from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
@@ -31,6 +30,9 @@ from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.core.interrupt import current as current_op
 from ebbdb.storage.core.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
+
+if TYPE_CHECKING:
+    from ebbdb.server.express import Express, Route
 
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
@@ -48,6 +50,9 @@ _RESULT_FLAG_QUERY_FAILURE = 2
 
 #: A reply frame: whole, in parts (server/raw_reply.py), or None (the client asked for none).
 _Frame = bytes | list[bytes] | None
+
+#: The commands the express path may take (server/express.py, loaded with the first of them).
+_EXPRESS_COMMANDS = frozenset({"find", "insert", "update", "delete", "findAndModify", "getMore"})
 
 #: Handler contexts a client keeps (see Dispatcher.run).
 _MAX_CONTEXTS = 64
@@ -69,7 +74,9 @@ class Dispatcher:
 
             self._authorize = authorize
         #: The express path (server/express.py): requests it routes skip `run`'s general work.
-        self.express = Express(services, self._authorize is not None)
+        #: Loaded (on a worker thread, as a command module is) by the first command it may
+        #: take, which the general path runs: start-up imports none of what it needs.
+        self.express: Express | None = None
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
         """The reply frame for one request frame (a large one as the list of its parts, see
@@ -112,7 +119,8 @@ class Dispatcher:
                     ),
                 )
             body[ident] = DocSequence(docs)
-        route = self.express.route(body)
+        express = self.express
+        route = None if express is None else express.route(body)
         if route is None:
             return self._handle_msg(client, msg, body, None)
         if route.now is not None:
@@ -209,6 +217,9 @@ class Dispatcher:
                 # or a long computation, and not counted as the operation's time (its latency,
                 # the slow-query log).
                 await asyncio.to_thread(self.registry.lookup, name)
+                started = time.perf_counter_ns()
+            if self.express is None and name in _EXPRESS_COMMANDS:
+                self.express = await asyncio.to_thread(self._load_express)
                 started = time.perf_counter_ns()
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
@@ -336,6 +347,11 @@ class Dispatcher:
             label_reply(reply, body, self.services.replica_set.topology_version)
         self._after(client, name, db, body, reply, started)
         return reply
+
+    def _load_express(self) -> Express:
+        from ebbdb.server.express import Express
+
+        return Express(self.services, self._authorize is not None)
 
     def _run_now(
         self, client: Client, body: dict[str, Any], route: Route, size: int
