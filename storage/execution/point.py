@@ -14,12 +14,13 @@ from typing import Any
 import bson
 
 from ebbdb.storage.catalog.info import CollectionInfo
+from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
 from ebbdb.storage.execution.writes import DeleteResult, UpdateResult, _store
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.query.update import Update
+from ebbdb.storage.query.update import parse_update
 
 
 def locate(engine: Engine, coll: CollectionInfo, value: Any) -> int | None:
@@ -60,19 +61,29 @@ def _current(view: CollectionWrites, rid: int) -> tuple[bytes, dict[str, Any]] |
 def update(
     engine: Engine,
     coll: CollectionInfo,
-    statements: Sequence[tuple[Any, Update]],
+    statements: Sequence[tuple[Any, dict[str, Any]]],
     now_ms: int,
     bypass: bool,
     ordered: bool,
 ) -> list[UpdateResult]:
-    """Apply each `(id value, change)` to the document with that `_id`, all in one write
-    transaction (each statement's change is whole or absent, as in the general path, which also
-    keeps what a statement wrote before it failed); an ordered batch stops after the first
-    failure. One result per statement run."""
+    """Apply each `(id value, update document of operators)` to the document with that `_id`,
+    all in one write transaction (each statement's change is whole or absent, as in the general
+    path, which also keeps what a statement wrote before it failed); an ordered batch stops after
+    the first failure, a malformed update document included (parsed here, off the event loop, as
+    the general path parses it in its job). One result per statement run."""
 
     def run(view: CollectionWrites) -> list[UpdateResult]:
         out: list[UpdateResult] = []
-        for value, change in statements:
+        tick = interrupt.current.get().tick
+        for value, u in statements:
+            tick()
+            try:
+                change = parse_update(u)
+            except StorageError as exc:
+                out.append(UpdateResult(0, 0, error=exc))
+                if ordered:
+                    break
+                continue
             rid = locate(engine, coll, value)
             found = None if rid is None else _current(view, rid)
             if rid is None or found is None:
