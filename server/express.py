@@ -34,7 +34,8 @@ from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.engine.store import InsertResult
 from ebbdb.storage.execution import point
 from ebbdb.storage.execution.execute import QueryRun
-from ebbdb.storage.execution.writes import DeleteResult, UpdateResult
+from ebbdb.storage.execution.writes import DeleteResult, FindAndModifyResult, UpdateResult
+from ebbdb.storage.query.update import Update, parse_update
 
 Handler = Callable[[CommandContext], Awaitable[dict[str, Any]]]
 #: A route's answer at once, without waiting: the reply, or None having done nothing (its write
@@ -49,6 +50,14 @@ _INSERT_FIELDS = _COMMON | {"insert", "documents", "ordered", "bypassDocumentVal
 _UPDATE_FIELDS = _COMMON | {"update", "updates", "ordered", "bypassDocumentValidation"}
 _DELETE_FIELDS = _COMMON | {"delete", "deletes", "ordered"}
 _GET_MORE_FIELDS = _COMMON | {"getMore", "collection", "batchSize"}
+_FIND_AND_MODIFY_FIELDS = _COMMON | {
+    "findAndModify",
+    "query",
+    "update",
+    "remove",
+    "new",
+    "bypassDocumentValidation",
+}
 _UPDATE_STATEMENT = frozenset({"q", "u", "upsert", "multi"})
 _DELETE_STATEMENT = frozenset({"q", "limit"})
 #: Collection options under which the general path answers otherwise (or may).
@@ -153,6 +162,8 @@ class Express:
             return self._delete(body, db)
         if name == "getMore":
             return self._get_more(body, db)
+        if name == "findAndModify":
+            return self._find_and_modify(body, db)
         return None
 
     def _plain(self, db: str, name: Any) -> CollectionInfo | None:
@@ -342,6 +353,53 @@ class Express:
 
         return Route("delete", db, delete, now)
 
+    # -- findAndModify --------------------------------------------------------------------------
+
+    def _find_and_modify(self, body: dict[str, Any], db: str) -> Route | None:
+        if not _FIND_AND_MODIFY_FIELDS.issuperset(body):
+            return None
+        ok, value = _id_of(body.get("query"))
+        remove = body.get("remove", False)
+        new = body.get("new", False)
+        bypass = body.get("bypassDocumentValidation", False)
+        if not ok or type(remove) is not bool or type(new) is not bool or type(bypass) is not bool:
+            return None
+        change: Update | None = None
+        if remove:
+            if new or "update" in body:
+                return None  # refused: the general path words it
+        else:
+            u = _operators(body.get("update"))
+            if u is None:
+                return None
+            try:
+                change = parse_update(u)
+            except StorageError:
+                return None
+        coll = self._plain(db, body["findAndModify"])
+        if coll is None:
+            return None
+        write = functools.partial(
+            point.find_and_modify, self._engine, coll, value, change, new, bypass=bypass
+        )
+
+        def replied(result: FindAndModifyResult) -> dict[str, Any]:
+            self._took("findAndModify")
+            last: dict[str, Any] = {"n": result.matched}
+            if not remove:
+                last["updatedExisting"] = result.updated_existing
+            return {"lastErrorObject": last, "value": result.value, "ok": 1.0}
+
+        def now(ctx: CommandContext) -> dict[str, Any] | None:
+            gateway = ctx.gateway
+            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
+            return None if outcome is None else replied(_done(outcome))
+
+        async def find_and_modify(ctx: CommandContext) -> dict[str, Any]:
+            return replied(await ctx.gateway.write_small(write))
+
+        return Route("findAndModify", db, find_and_modify, now)
+
     # -- getMore ---------------------------------------------------------------------------------
 
     def _get_more(self, body: dict[str, Any], db: str) -> Route | None:
@@ -399,6 +457,20 @@ class Express:
         return cursor_reply(cursor.ns, cid, "nextBatch", docs)
 
 
+def _operators(u: Any) -> dict[str, Any] | None:
+    """An update document of operators without positional paths (a replacement, a pipeline or
+    a positional update is the general path's)."""
+    if type(u) is not dict or not u:
+        return None
+    for op, fields in u.items():
+        if type(op) is not str or not op.startswith("$") or type(fields) is not dict:
+            return None
+        for path in fields:
+            if "$" in path:
+                return None
+    return u
+
+
 def _update_statement(s: Any) -> tuple[Any, dict[str, Any]] | None:
     """(`_id` value, update document) of an update statement the express path can run: a filter
     `{_id: value}`, an update document of operators (parsed in the write job, as the general
@@ -410,15 +482,9 @@ def _update_statement(s: Any) -> tuple[Any, dict[str, Any]] | None:
     if s.get("upsert", False) is not False or s.get("multi", False) is not False:
         return None
     ok, value = _id_of(s.get("q"))
-    u = s.get("u")
-    if not ok or type(u) is not dict or not u:
+    u = _operators(s.get("u"))
+    if not ok or u is None:
         return None
-    for op, fields in u.items():
-        if type(op) is not str or not op.startswith("$") or type(fields) is not dict:
-            return None
-        for path in fields:
-            if "$" in path:
-                return None
     return value, u
 
 

@@ -1,5 +1,5 @@
-"""Point operations by `_id` (the storage side of the server's express path): reading, updating
-and deleting the one document an `_id` equality names, without parsing a filter or planning.
+"""Point operations by `_id` (the storage side of the server's express path): reading, updating,
+deleting and finding-and-modifying the one document an `_id` equality names, without parsing a filter or planning.
 
 The caller vouches that the `_id` value is one whose `_id` index key equality is the query's
 equality (no collation, no array, no document, no regular expression, no null): the index look-up
@@ -17,10 +17,15 @@ from ebbdb.storage.catalog.info import CollectionInfo
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
-from ebbdb.storage.execution.writes import DeleteResult, UpdateResult, _store
+from ebbdb.storage.execution.writes import (
+    DeleteResult,
+    FindAndModifyResult,
+    UpdateResult,
+    _store,
+)
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes import keys
-from ebbdb.storage.query.update import parse_update
+from ebbdb.storage.query.update import Update, parse_update
 
 
 def locate(engine: Engine, coll: CollectionInfo, value: Any) -> int | None:
@@ -104,6 +109,37 @@ def update(
     return engine.modify(coll.db, coll.name, run, now_ms, bypass)
 
 
+def find_and_modify(
+    engine: Engine,
+    coll: CollectionInfo,
+    value: Any,
+    change: Update | None,
+    return_new: bool,
+    now_ms: int,
+    bypass: bool,
+) -> FindAndModifyResult:
+    """Remove (`change` None) or update the document whose `_id` is `value`, unless none is or it
+    is expired; returns it before (or, with `return_new`, after) the change, as
+    writes.find_and_modify does. Raises StorageError as that does."""
+    rid = locate(engine, coll, value)
+    if rid is None:
+        return FindAndModifyResult(None, 0, False)
+
+    def run(view: CollectionWrites) -> FindAndModifyResult:
+        found = _current(view, rid)
+        if found is None:
+            return FindAndModifyResult(None, 0, False)
+        stored, doc = found
+        if change is None:
+            view.delete(rid, stored)
+            return FindAndModifyResult(doc, 1, False)
+        new_doc = change.apply(doc, now_ms=now_ms)
+        _store(view, rid, stored, new_doc, doc, change.replacement)
+        return FindAndModifyResult(new_doc if return_new else doc, 1, True)
+
+    return engine.modify(coll.db, coll.name, run, now_ms, bypass)
+
+
 def delete(engine: Engine, coll: CollectionInfo, value: Any, now_ms: int) -> DeleteResult:
     """Delete the document whose `_id` is `value`, unless none is or it is expired."""
     rid = locate(engine, coll, value)
@@ -120,4 +156,4 @@ def delete(engine: Engine, coll: CollectionInfo, value: Any, now_ms: int) -> Del
     return DeleteResult(engine.modify(coll.db, coll.name, run, now_ms))
 
 
-__all__ = ["delete", "locate", "read", "update"]
+__all__ = ["delete", "find_and_modify", "locate", "read", "update"]

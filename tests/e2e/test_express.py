@@ -116,8 +116,24 @@ def test_insert_find_update_delete_by_id(pair: Pair) -> None:
         }
     )
     pair.same({"findAndModify": "c", "query": {"_id": "nope"}, "remove": True, "$db": DB})
+    fam = {"findAndModify": "c", "$db": DB}
+    for _id in ("str", 7, "nope"):
+        pair.same({**fam, "query": {"_id": _id}, "update": {"$inc": {"n": 1}}})
+        pair.same({**fam, "query": {"_id": _id}, "update": {"$set": {"m": 1}}, "new": True})
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"$inc": {"s": 1}}, "new": True})
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"$inc": {"m": "x"}}})  # fails
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"$bogus": {"m": 1}}})
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"$set": {"_id": 1}}})
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"m": 1}})  # replacement: general
+    pair.same({**fam, "query": {"_id": "str"}, "remove": True, "new": True})
+    pair.same({**fam, "query": {"_id": "str"}, "remove": True, "update": {"$set": {"a": 1}}})
+    pair.same({**fam, "query": {"_id": "x"}, "update": {"$set": {"a": 1}}, "upsert": True})
+    pair.same({**fam, "query": {"_id": "str"}, "update": {"$set": {"a": 1}}, "fields": {"a": 1}})
+    pair.same({**fam, "query": {"_id": "str"}, "remove": True})
+    pair.same({**fam, "query": {"_id": "str"}, "remove": True})  # gone
+    pair.same({"findandmodify": "c", "query": {"_id": 7}, "remove": True, "$db": DB})
     taken = _taken(pair)
-    for name in ("insert", "find", "update", "delete"):
+    for name in ("insert", "find", "update", "delete", "findAndModify"):
         assert taken.get(name, 0) > 0, taken
 
 
@@ -150,6 +166,9 @@ def test_ttl_hidden_documents(pair: Pair) -> None:
     assert _update(pair, "t", {"q": {"_id": 1}, "u": {"$set": {"x": 1}}})["n"] == 0
     _update(pair, "t", {"q": {"_id": 2}, "u": {"$set": {"x": 1}}})
     assert _delete(pair, "t", 3)["n"] == 0
+    fam = {"findAndModify": "t", "query": {"_id": 3}, "$db": DB}
+    assert pair.same({**fam, "update": {"$set": {"y": 1}}, "new": True})["value"] is None
+    pair.same({**fam, "remove": True})
     _insert(pair, "t", {"_id": 1})  # hidden, not gone: still a duplicate
     pair.same({"find": "t", "filter": {}, "$db": DB})
     pair.both({"ttlClock": 1, "reset": True, "$db": "admin"})
@@ -197,6 +216,10 @@ def test_views_capped_clustered_and_time_series(pair: Pair) -> None:
     _find_one(pair, "ts", 1)
     _update(pair, "ts", {"q": {"_id": 1}, "u": {"$set": {"v": 2}}})
     _delete(pair, "ts", 1)
+    for coll in ("view", "capped", "clus", "ts", "co"):
+        fam = {"findAndModify": coll, "query": {"_id": 1}, "$db": DB}
+        pair.same({**fam, "update": {"$set": {"a": 9}}, "new": True})
+        pair.same({**fam, "remove": True})
     taken = _taken(pair)
     assert taken == {"insert": 1}, taken  # only the plain collection's insert
 
@@ -223,6 +246,11 @@ def test_max_time_ms_and_other_options_leave_it(pair: Pair) -> None:
     _insert(pair, "m", {"_id": 3}, writeConcern={"w": 0})
     _insert(pair, "m", {"_id": 4}, lsid={"id": "not a uuid"})
     _delete(pair, "m", 2)
+    fam = {"findAndModify": "m", "query": {"_id": 1}, "update": {"$set": {"a": 2}}, "$db": DB}
+    pair.same({**fam, "maxTimeMS": 1000})
+    pair.same({**fam, "sort": {"a": 1}})
+    pair.same({**fam, "let": {"x": 1}})
+    pair.same({**fam, "writeConcern": {"w": 1}})
     assert _taken(pair) == {"insert": 1, "delete": 1}
 
 
