@@ -17,26 +17,27 @@ import functools
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import bson
 from bson import Int64, ObjectId
 
 from ebbdb.server.arguments import DocSequence
+from ebbdb.server.commands.reads import next_batch
 from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.commands.writes import find_and_modify_reply, insert_reply
 from ebbdb.server.context import CommandContext, Services
-from ebbdb.server.cursors import Cursor, fill_batch
-from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.errors import write_error
 from ebbdb.server.sessions import check_get_more
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.errors import StorageError
-from ebbdb.storage.engine.store import InsertResult
 from ebbdb.storage.execution import point
 from ebbdb.storage.execution.execute import QueryRun
-from ebbdb.storage.execution.writes import DeleteResult, FindAndModifyResult, UpdateResult
+from ebbdb.storage.execution.writes import DeleteResult, UpdateResult
 from ebbdb.storage.query.update import Update, parse_update
 
+T = TypeVar("T")
 Handler = Callable[[CommandContext], Awaitable[dict[str, Any]]]
 #: A route's answer at once, without waiting: the reply, or None having done nothing (its write
 #: would wait for the writer: `handler` then answers).
@@ -232,27 +233,10 @@ class Express:
             return None
         documents = (bytes(docs[0]),)
 
-        engine = self._engine
-        write = functools.partial(engine.insert, db, coll.name, documents, ordered, bypass=bypass)
-
-        def replied(ctx: CommandContext, result: InsertResult) -> dict[str, Any]:
-            self._took("insert")
-            ctx.stats.count_documents("insert", result.inserted)
-            reply: dict[str, Any] = {"n": result.inserted}
-            if result.errors:
-                reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
-            reply["ok"] = 1.0
-            return reply
-
-        def now(ctx: CommandContext) -> dict[str, Any] | None:
-            gateway = ctx.gateway
-            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
-            return None if outcome is None else replied(ctx, _done(outcome))
-
-        async def insert(ctx: CommandContext) -> dict[str, Any]:
-            return replied(ctx, await ctx.gateway.write_small(write))
-
-        return Route("insert", db, insert, now)
+        write = functools.partial(
+            self._engine.insert, db, coll.name, documents, ordered, bypass=bypass
+        )
+        return self._write_route("insert", db, write, insert_reply)
 
     # -- update ----------------------------------------------------------------------------------
 
@@ -281,39 +265,10 @@ class Express:
             changes.append(change)
         small = len(changes) <= 16
 
-        engine = self._engine
         write = functools.partial(
-            point.update, engine, coll, changes, bypass=bypass, ordered=ordered
+            point.update, self._engine, coll, changes, bypass=bypass, ordered=ordered
         )
-
-        def replied(ctx: CommandContext, results: list[UpdateResult]) -> dict[str, Any]:
-            self._took("update")
-            n = modified = 0
-            errors = []
-            for i, result in enumerate(results):
-                n += result.matched
-                modified += result.modified
-                if result.error is not None:
-                    errors.append(write_error(i, result.error))
-            ctx.stats.count_documents("update", modified)
-            reply: dict[str, Any] = {"n": n, "nModified": modified}
-            if errors:
-                reply["writeErrors"] = errors
-            reply["ok"] = 1.0
-            return reply
-
-        def now(ctx: CommandContext) -> dict[str, Any] | None:
-            gateway = ctx.gateway
-            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
-            return None if outcome is None else replied(ctx, _done(outcome))
-
-        async def update(ctx: CommandContext) -> dict[str, Any]:
-            gateway = ctx.gateway
-            if small:
-                return replied(ctx, await gateway.write_small(write))
-            return replied(ctx, await gateway.write_stamped(write))
-
-        return Route("update", db, update, now if small else None)
+        return self._write_route("update", db, write, _update_reply, small)
 
     # -- delete ----------------------------------------------------------------------------------
 
@@ -337,21 +292,7 @@ class Express:
             return None
 
         write = functools.partial(point.delete, self._engine, coll, value)
-
-        def replied(ctx: CommandContext, result: DeleteResult) -> dict[str, Any]:
-            self._took("delete")
-            ctx.stats.count_documents("delete", result.deleted)
-            return {"n": result.deleted, "ok": 1.0}
-
-        def now(ctx: CommandContext) -> dict[str, Any] | None:
-            gateway = ctx.gateway
-            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
-            return None if outcome is None else replied(ctx, _done(outcome))
-
-        async def delete(ctx: CommandContext) -> dict[str, Any]:
-            return replied(ctx, await ctx.gateway.write_small(write))
-
-        return Route("delete", db, delete, now)
+        return self._write_route("delete", db, write, _delete_reply)
 
     # -- findAndModify --------------------------------------------------------------------------
 
@@ -382,23 +323,9 @@ class Express:
         write = functools.partial(
             point.find_and_modify, self._engine, coll, value, change, new, bypass=bypass
         )
-
-        def replied(result: FindAndModifyResult) -> dict[str, Any]:
-            self._took("findAndModify")
-            last: dict[str, Any] = {"n": result.matched}
-            if not remove:
-                last["updatedExisting"] = result.updated_existing
-            return {"lastErrorObject": last, "value": result.value, "ok": 1.0}
-
-        def now(ctx: CommandContext) -> dict[str, Any] | None:
-            gateway = ctx.gateway
-            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
-            return None if outcome is None else replied(_done(outcome))
-
-        async def find_and_modify(ctx: CommandContext) -> dict[str, Any]:
-            return replied(await ctx.gateway.write_small(write))
-
-        return Route("findAndModify", db, find_and_modify, now)
+        return self._write_route(
+            "findAndModify", db, write, lambda _ctx, result: find_and_modify_reply(result, remove)
+        )
 
     # -- getMore ---------------------------------------------------------------------------------
 
@@ -424,37 +351,69 @@ class Express:
             or cursor.run.offload
         ):
             return None
-        run = cursor.run
 
         async def get_more(ctx: CommandContext) -> dict[str, Any]:
-            return await self._next_batch(ctx, cursor, run, batch_size or None)
+            # server/commands/reads.py's get_more for a plain cursor, the checks before the
+            # session's made above (a cursor it cannot find, of another namespace, in use or with
+            # maxTimeMS goes there).
+            ctx.cursors.get(cursor.id)  # marks it used now
+            check_get_more(cursor.id, cursor.session, ctx.client.session)
+            self._took("getMore")
+            return await next_batch(ctx, cursor, batch_size or None, None)
 
         return Route("getMore", db, get_more)
 
-    async def _next_batch(
-        self, ctx: CommandContext, cursor: Cursor, run: QueryRun, batch_size: int | None
-    ) -> dict[str, Any]:
-        """server/commands/reads.py's get_more for a plain cursor, the checks before the session's
-        made by route (a cursor it cannot find, of another namespace or in use goes there)."""
-        ctx.cursors.get(cursor.id)  # marks it used now
-        check_get_more(cursor.id, cursor.session, ctx.client.session)
-        cursor.in_use = True
-        ctx.client.op_run = run
-        try:
-            docs = await fill_batch(ctx.gateway, run, batch_size, ctx.now())
-        except BaseException:
-            ctx.cursors.close(cursor.id)
-            raise
-        finally:
-            cursor.in_use = False
-        self._took("getMore")
-        if cursor.killed:
-            raise CommandError(ErrorCode.CursorKilled, f"cursor id {cursor.id} was killed")
-        cid = cursor.id
-        if run.exhausted:
-            ctx.cursors.close(cid)
-            cid = 0
-        return cursor_reply(cursor.ns, cid, "nextBatch", docs)
+    # -- the writes' common part -----------------------------------------------------------------
+
+    def _write_route(
+        self,
+        name: str,
+        db: str,
+        write: Callable[..., T],
+        replied: Callable[[CommandContext, T], dict[str, Any]],
+        small: bool = True,
+    ) -> Route:
+        """The route of a write: `write(now_ms=...)` run at once when the writer is free (`now`),
+        else as a small write (or, not `small`, a write job of its own), then `replied`."""
+
+        def answer(ctx: CommandContext, result: T) -> dict[str, Any]:
+            self._took(name)
+            return replied(ctx, result)
+
+        def now(ctx: CommandContext) -> dict[str, Any] | None:
+            gateway = ctx.gateway
+            outcome = gateway.try_now(lambda: write(now_ms=gateway.clock_ms()))
+            return None if outcome is None else answer(ctx, _done(outcome))
+
+        async def handler(ctx: CommandContext) -> dict[str, Any]:
+            gateway = ctx.gateway
+            if small:
+                return answer(ctx, await gateway.write_small(write))
+            return answer(ctx, await gateway.write_stamped(write))
+
+        return Route(name, db, handler, now if small else None)
+
+
+def _update_reply(ctx: CommandContext, results: list[UpdateResult]) -> dict[str, Any]:
+    """An update's reply from its statements' results, as the general path's."""
+    n = modified = 0
+    errors = []
+    for i, result in enumerate(results):
+        n += result.matched
+        modified += result.modified
+        if result.error is not None:
+            errors.append(write_error(i, result.error))
+    ctx.stats.count_documents("update", modified)
+    reply: dict[str, Any] = {"n": n, "nModified": modified}
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
+
+
+def _delete_reply(ctx: CommandContext, result: DeleteResult) -> dict[str, Any]:
+    ctx.stats.count_documents("delete", result.deleted)
+    return {"n": result.deleted, "ok": 1.0}
 
 
 def _operators(u: Any) -> dict[str, Any] | None:
