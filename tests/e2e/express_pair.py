@@ -141,6 +141,14 @@ class Pair:
         with MongoClient(self.off.uri) as client:
             return dict(client.admin.command("serverStatus")["ebbdb"]["expressPath"])
 
+    def opcounters(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each server's serverStatus opcounters (the express path counts as the general one)."""
+        out = []
+        for server in (self.on, self.off):
+            with MongoClient(server.uri) as client:
+                out.append(dict(client.admin.command("serverStatus")["opcounters"]))
+        return out[0], out[1]
+
 
 @contextmanager
 def server_pair(tmp_path: Path, *, auth: bool = False) -> Iterator[Pair]:

@@ -51,6 +51,8 @@ def _delete(pair: Pair, coll: str, _id: Any, limit: int = 1) -> dict[str, Any]:
 
 
 def _taken(pair: Pair) -> dict[str, int]:
+    on, off = pair.opcounters()  # first: each server has had the same requests until now
+    assert on == off, (on, off)  # counted alike (the handshakes of this look included)
     assert pair.general_taken() == {}, (
         "the server with ebbdbExpressPath false took the express path"
     )
