@@ -7,7 +7,9 @@ the fields a driver sends for such a request, a plain collection (no default col
 time series, clustered or capped), an `_id` value whose index equality is the query's, a
 standalone server without auth, no fail point, no profiling, no transaction fields, no
 maxTimeMS, no write concern. Anything else (and every doubt) returns None: the general path runs.
-The dispatcher does the common work (`Dispatcher.run_express`); a route's handler does the rest.
+The dispatcher does the common work (`Dispatcher.run_express`, `_run_now`); a route's handler
+does the rest, reusing the general path's storage helpers (storage/execution/point.py imports
+storage/execution/writes.py's) and reply builders.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ _SPECIAL = ("collation", "timeseries", "clusteredIndex", "capped")
 _INTERNAL_DBS = frozenset({"admin", "local", "config"})
 #: Types of `_id` values whose `_id` index key equality is the query's equality, as stored.
 _POINT_TYPES = frozenset({ObjectId, str, int, Int64, datetime.datetime})
-#: A longer string `_id` may not fit an index key whole (keys past it are truncated).
-_MAX_STRING_ID = 128
+#: A longer string `_id` might not fit an index key whole (keys past LMDB's 511 bytes are
+#: truncated and re-checked): 64 characters are 256 bytes of UTF-8 at most.
+_MAX_STRING_ID = 64
 #: An insert this large is not a small write (server/commands/writes.py's SMALL_BYTES).
 _SMALL_INSERT_BYTES = 256 * 1024
 #: Statements at most in an express update (MongoDB's maxWriteBatchSize).

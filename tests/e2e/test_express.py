@@ -74,6 +74,10 @@ def test_insert_find_update_delete_by_id(pair: Pair) -> None:
     _find_one(pair, "c", 7.0)  # a number: equal to 7 by value
     _find_one(pair, "c", Int64(7))
     _find_one(pair, "c", 1.5)
+    long_id = "é" * 200  # past the express path's string length: the general path's
+    _insert(pair, "c", {"_id": long_id})
+    _find_one(pair, "c", long_id)
+    _update(pair, "c", {"q": {"_id": long_id}, "u": {"$set": {"a": 1}}})
     pair.same({"find": "c", "filter": {"_id": oid}, "$db": DB})  # find, not findOne
     pair.same({"find": "c", "filter": {"_id": oid}, "limit": 5, "$db": DB})
     pair.same({"find": "c", "filter": {"_id": oid}, "limit": -1, "$db": DB})
