@@ -322,3 +322,20 @@ def test_pymongo_sees_the_same(pair: Pair) -> None:
     assert seen[0] == seen[1]
     taken = pair.express_taken()
     assert taken.get("getMore", 0) >= 1 and taken.get("update", 0) >= 2, taken
+
+
+def test_profiling_and_fail_points_leave_it(pair: Pair) -> None:
+    pair.both({"create": "pf", "$db": DB})
+    _insert(pair, "pf", {"_id": 1})
+    pair.both({"profile": 2, "$db": DB})
+    _find_one(pair, "pf", 1)
+    _update(pair, "pf", {"q": {"_id": 1}, "u": {"$set": {"a": 1}}})
+    pair.both({"profile": 0, "$db": DB})
+    fail = {"times": 1}, {"failCommands": ["find"], "errorCode": 2}
+    pair.both(
+        {"configureFailPoint": "failCommand", "mode": fail[0], "data": fail[1], "$db": "admin"}
+    )
+    _find_one(pair, "pf", 1)  # failed by the fail point, alike
+    _find_one(pair, "pf", 1)  # its one time used up: the fail point is off, the path taken
+    pair.both({"configureFailPoint": "failCommand", "mode": "off", "$db": "admin"})
+    assert _taken(pair) == {"insert": 1, "find": 1}
