@@ -374,6 +374,9 @@ class Connection(asyncio.Protocol):
             except ProtocolError as exc:
                 self.abort(f"bad message: {exc}")
                 break
+            except Exception as exc:
+                self._failed(exc)
+                break
             if _answered(begun):
                 # Answered at once (the express path, server/express.py): no task at all.
                 self._send(begun)
