@@ -22,6 +22,7 @@ from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
 from ebbdb.storage.engine.oplog import WRITE_SESSION
+from ebbdb.storage.engine.store import InsertResult
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -286,6 +287,12 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         p.ordered or in_transaction(),
         bypass=p.bypass_document_validation,
     )
+    return insert_reply(ctx, result)
+
+
+def insert_reply(ctx: CommandContext, result: InsertResult) -> dict[str, Any]:
+    """An insert's reply (its documents counted): `n`, then writeErrors for those that failed.
+    The general path's and the express path's."""
     ctx.stats.count_documents("insert", result.inserted)
     reply: dict[str, Any] = {"n": result.inserted}
     if result.errors:
@@ -545,10 +552,11 @@ async def _find_and_modify(
     if retry is not None:
         return await gateway.write_stamped(_retryable_modify, retry, modify, p.new, p.remove)
     result = await (gateway.write_small if by_id(spec) else gateway.write_stamped)(modify)
-    return _find_and_modify_reply(result, p.remove)
+    return find_and_modify_reply(result, p.remove)
 
 
-def _find_and_modify_reply(result: writes.FindAndModifyResult, remove: bool) -> dict[str, Any]:
+def find_and_modify_reply(result: writes.FindAndModifyResult, remove: bool) -> dict[str, Any]:
+    """A findAndModify's reply (the general path's and the express path's)."""
     last: dict[str, Any] = {"n": result.matched}
     if not remove:
         last["updatedExisting"] = result.updated_existing
@@ -572,7 +580,7 @@ def _retryable_modify(
         return {**done.reply, "ok": 1.0}
     retry.begin_statement(0)
     result = modify(now_ms=now_ms)
-    reply = _find_and_modify_reply(result, remove)
+    reply = find_and_modify_reply(result, remove)
     if result.matched:
         # A copy: the dispatcher may add to the reply it sends (a fail point's write concern
         # error), never to the one a retry gets.
