@@ -86,13 +86,16 @@ class Records:
             self.oplog.command(txn, db, created, info.uuid, name=name)
         return info
 
-    def log_delete(self, txn: Txn, info: CollectionInfo, value: bytes) -> None:
+    def log_delete(
+        self, txn: Txn, info: CollectionInfo, value: bytes, doc: dict[str, Any] | None = None
+    ) -> None:
         """Record the deletion of a stored record in the oplog (with its pre-image where the
-        collection keeps them)."""
+        collection keeps them). `doc` is the record's document, if the caller has it already."""
         oplog = self.oplog
         if oplog is None or not oplog.enabled:
             return
-        doc = bson.decode(ttl.body(value), CODEC)
+        if doc is None:
+            doc = bson.decode(ttl.body(value), CODEC)
         pre = doc if wants_pre_images(info) else None
         oplog.op(txn, "d", info, {"_id": doc.get("_id")}, pre_image=pre)
 
@@ -139,7 +142,7 @@ class Records:
         entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
         rid_bytes = layout.u64(rid)
         if self.env.watched:
-            self._watch(info.id, rid_bytes)
+            self.watch(info.id, rid_bytes)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
         self.date_strings.check(info, doc, header)
         txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
@@ -211,12 +214,12 @@ class Records:
         `expiry` its expiry entries, if known (the TTL purge found the record by its one)."""
         rid_bytes = layout.u64(rid)
         if self.env.watched:
-            self._watch(info.id, rid_bytes)
+            self.watch(info.id, rid_bytes)
         self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta, expiry=expiry)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
 
-    def _watch(self, coll_id: int, rid_bytes: bytes) -> None:
+    def watch(self, coll_id: int, rid_bytes: bytes) -> None:
         """An index build watches the collection: note the record written."""
         watched = self.env.watched.get(coll_id)
         if watched is not None:

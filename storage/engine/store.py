@@ -21,10 +21,9 @@ from bson.raw_bson import RawBSONDocument
 
 from ebbdb.storage.catalog import schema, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
-from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.core.errors import OutOfDiskSpace, StorageError
-from ebbdb.storage.engine import layout
+from ebbdb.storage.engine import layout, purge
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
@@ -335,73 +334,33 @@ class Engine:
         return self.purge_expired_batch(db, name, now_ms, limit)[0]
 
     def purge_expired_batch(
-        self, db: str, name: str, now_ms: int, limit: int, budget_seconds: float | None = None
+        self,
+        db: str,
+        name: str,
+        now_ms: int,
+        limit: int,
+        budget_seconds: float | None = None,
+        general: bool = False,
     ) -> tuple[int, bool]:
         """purge_expired bounded also in time: it stops once `budget_seconds` have passed (the
         purge must not hold the one writer for long). Returns (deleted, more): `more` when it
-        stopped at the limit or the budget, so that expired documents may be left."""
+        stopped at the limit or the budget, so that expired documents may be left. The fast
+        loop (storage/engine/purge.py) runs where it can; `general` forces the general one."""
 
         def run(txn: Txn, changes: CatalogChanges) -> tuple[int, bool]:
             info = self._writer.lookup((db, name))
             if info is None:
                 return 0, False
-            rules = ttl.rules_for(info)
-            deleted = size = 0
-            tick = interrupt.current.get().tick
-            records, get = self._records, txn.get
-            records_db = self.env.records
-            prefix = layout.collection_prefix(info.id)
             stop_at = None if budget_seconds is None else time.perf_counter() + budget_seconds
-            seen: set[bytes] = set()
-            more = False
-            one_entry = rules.one_entry
-            while deleted < limit:
-                found = self._expired_candidates(txn, rules, now_ms, min(limit - deleted, 32))
-                chunk = [(rb, k) for rb, k in found.items() if rb not in seen]
-                if not chunk:
-                    break
-                seen.update(rb for rb, _k in chunk)
-                for rb, k in chunk:
-                    tick()
-                    value = get(prefix + rb, db=records_db)
-                    if value is None:
-                        continue
-                    # The predicate decides; the expiry index only finds candidates.
-                    meta = ttl.read_meta(value)
-                    if ttl.expired(meta, rules, now_ms):
-                        records.log_delete(txn, info, value)
-                        rid = _U64.unpack(rb)[0]
-                        expiry = (k,) if one_entry else None
-                        size += records.delete_record(txn, info, rid, value, meta, expiry)
-                        deleted += 1
-                if stop_at is not None and time.perf_counter() >= stop_at:
-                    more = True
-                    break
-            more = more or deleted >= limit
+            loop = purge.purge_one_entry if ttl.rules_for(info).one_entry else purge.purge_general
+            if general:
+                loop = purge.purge_general
+            deleted, size, more = loop(self._records, txn, info, now_ms, limit, stop_at)
             if deleted:
-                records.add_stats(txn, info.id, -deleted, -size)
+                self._records.add_stats(txn, info.id, -deleted, -size)
             return deleted, more
 
         return self._writer.write(run)
-
-    def _expired_candidates(
-        self, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int
-    ) -> dict[bytes, bytes]:
-        """Record ids (as key bytes) of up to `limit` expiry-index entries in range at `now_ms`,
-        each with its (last) entry."""
-        found: dict[bytes, bytes] = {}
-        cur = txn.cursor(db=self.env.expiry)
-        rid_of = ttl.expiry_rid_bytes
-        for start, stop in ttl.expiry_ranges(rules, now_ms):
-            if not cur.set_range(start):
-                continue
-            for k in cur.iternext(values=False):
-                if k >= stop or len(found) >= limit:
-                    break
-                found[rid_of(k)] = k
-            if len(found) >= limit:
-                break
-        return found
 
     def count_expired(self, coll: CollectionInfo, now_ms: int) -> int:
         """How many documents of the collection are expired at `now_ms` but not yet deleted

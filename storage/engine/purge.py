@@ -1,0 +1,229 @@
+"""The TTL purge inside one write transaction: expired records found by range reads over the expiry
+index, each decided by `ttl.expired`, deleted with its index and expiry entries.
+
+Beside the general loop (any TTL rules, any indexes) there is a faster one for the usual case: a
+record has at most one expiry entry (`Rules.one_entry`), so the cursor that found it deletes it,
+and where every index is a plain one over one top-level field (the `_id` index, a TTL index on
+`t`, ...), each entry key is computed directly from that field's value instead of by the generic
+walk (storage/indexes/entries.py). A document whose indexed field holds an array, or a collection
+with any other index, takes the general computation. tests/storage/test_ttl_purge_paths.py holds
+the two loops to leaving the same LMDB contents.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import bson
+
+from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
+from ebbdb.storage.core import interrupt
+from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.engine import layout
+from ebbdb.storage.engine.environment import Txn
+from ebbdb.storage.engine.records import Records
+from ebbdb.storage.expiry import ttl
+from ebbdb.storage.indexes import keys
+from ebbdb.storage.indexes.entries import ID_INDEX_KEY
+from ebbdb.storage.query.paths import MISSING
+
+#: How many records the fast loop deletes between two looks at the clock.
+_CLOCK_EVERY = 32
+
+
+@dataclass(frozen=True)
+class PlainIndex:
+    """An index whose entry for a document is the encoding of one top-level field's value (or
+    null when missing, or none when missing and sparse), as plain_bodies' first case gives."""
+
+    prefix: bytes  # the index id, as every entry key starts
+    field: str
+    encode: Callable[[Any], bytes]
+    sparse: bool
+    unique: bool
+
+
+def plain_index(ix: IndexInfo) -> PlainIndex | None:
+    """The index as a PlainIndex, or None when its entries need the general computation
+    (a collation, a partial filter, a special kind, a compound or dotted key)."""
+    if ix.collation is not None or len(ix.key) != 1:
+        return None
+    field = ix.key[0][0]
+    is_id = ix.key == ID_INDEX_KEY
+    if not is_id and (ix.partial_predicate is not None or ix.kind is not None or "." in field):
+        return None
+    encode = keys.encode if ix.directions[0] > 0 else keys.encode_descending
+    return PlainIndex(layout.u64(ix.id), field, encode, ix.sparse and not is_id, ix.unique)
+
+
+_PLANS: dict[int, tuple[CollectionInfo, tuple[PlainIndex, ...] | None]] = {}
+
+
+def plain_indexes(info: CollectionInfo) -> tuple[PlainIndex, ...] | None:
+    """Every index of the collection as a PlainIndex (a Cosmos `_ts` index has no entries and is
+    left out), or None when one of them is not plain. Cached per catalog entry."""
+    cached = _PLANS.get(id(info))
+    if cached is not None and cached[0] is info:
+        return cached[1]
+    plan: list[PlainIndex] | None = []
+    for ix in info.indexes:
+        if ttl.is_cosmos_index(ix):
+            continue
+        p = plain_index(ix)
+        if p is None or plan is None:
+            plan = None
+            continue
+        plan.append(p)
+    result = None if plan is None else tuple(plan)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[id(info)] = (info, result)
+    return result
+
+
+def plain_entry_keys(
+    plan: tuple[PlainIndex, ...], doc: dict[str, Any], rid_bytes: bytes
+) -> list[tuple[bytes, bool]] | None:
+    """The (entry key, unique) pairs of a document under plain indexes; None when a field holds
+    an array (multikey entries: the general computation makes them)."""
+    out = []
+    for p in plan:
+        value = doc.get(p.field, MISSING)
+        if type(value) is list:
+            return None
+        if value is MISSING:
+            if p.sparse:
+                continue
+            value = None
+        unique = p.unique
+        out.append((keys.fit(p.prefix, p.encode(value), b"" if unique else rid_bytes)[0], unique))
+    return out
+
+
+def purge_general(
+    records: Records,
+    txn: Txn,
+    info: CollectionInfo,
+    now_ms: int,
+    limit: int,
+    stop_at: float | None,
+) -> tuple[int, int, bool]:
+    """The general loop: candidates in chunks from the expiry index, each record deleted by
+    Records.delete_record. Returns (deleted, their BSON bytes, more)."""
+    rules = ttl.rules_for(info)
+    deleted = size = 0
+    tick = interrupt.current.get().tick
+    get, records_db = txn.get, records.env.records
+    prefix = layout.collection_prefix(info.id)
+    seen: set[bytes] = set()
+    one_entry = rules.one_entry
+    while deleted < limit:
+        found = _expired_candidates(records, txn, rules, now_ms, min(limit - deleted, 32))
+        chunk = [(rb, k) for rb, k in found.items() if rb not in seen]
+        if not chunk:
+            break
+        seen.update(rb for rb, _k in chunk)
+        for rb, k in chunk:
+            tick()
+            value = get(prefix + rb, db=records_db)
+            if value is None:
+                continue
+            # The predicate decides; the expiry index only finds candidates.
+            meta = ttl.read_meta(value)
+            if ttl.expired(meta, rules, now_ms):
+                records.log_delete(txn, info, value)
+                rid = layout.read_u64(rb)
+                expiry = (k,) if one_entry else None
+                size += records.delete_record(txn, info, rid, value, meta, expiry)
+                deleted += 1
+        if stop_at is not None and time.perf_counter() >= stop_at:
+            return deleted, size, True
+    return deleted, size, deleted >= limit
+
+
+def _expired_candidates(
+    records: Records, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int
+) -> dict[bytes, bytes]:
+    """Record ids (as key bytes) of up to `limit` expiry-index entries in range at `now_ms`,
+    each with its (last) entry."""
+    found: dict[bytes, bytes] = {}
+    cur = txn.cursor(db=records.env.expiry)
+    rid_of = ttl.expiry_rid_bytes
+    for start, stop in ttl.expiry_ranges(rules, now_ms):
+        if not cur.set_range(start):
+            continue
+        for k in cur.iternext(values=False):
+            if k >= stop or len(found) >= limit:
+                break
+            found[rid_of(k)] = k
+        if len(found) >= limit:
+            break
+    return found
+
+
+def purge_one_entry(
+    records: Records,
+    txn: Txn,
+    info: CollectionInfo,
+    now_ms: int,
+    limit: int,
+    stop_at: float | None,
+) -> tuple[int, int, bool]:
+    """The fast loop, for rules under which a record has at most one expiry entry: the cursor on
+    the entry that found a record deletes it, and plain indexes' keys are computed directly.
+    Returns (deleted, their BSON bytes, more)."""
+    rules = ttl.rules_for(info)
+    plan = plain_indexes(info)
+    env = records.env
+    tick = interrupt.current.get().tick
+    get, delete, pop, put = txn.get, txn.delete, txn.pop, txn.put
+    records_db, index_db = env.records, env.index
+    prefix = layout.collection_prefix(info.id)
+    read_meta, expired, body_offset = ttl.read_meta, ttl.expired, ttl.body_offset
+    decode, log_delete = bson.decode, records.log_delete
+    deleted = size = 0
+    clock = _CLOCK_EVERY
+    cur = txn.cursor(db=env.expiry)
+    for start, stop in ttl.expiry_ranges(rules, now_ms):
+        positioned = cur.set_range(start)
+        while positioned:
+            k = cur.key()
+            if not k or k >= stop:
+                break
+            if deleted >= limit:
+                return deleted, size, True
+            tick()
+            rb = k[17:25]  # the record id the entry names (ttl.expiry_rid_bytes)
+            value = get(prefix + rb, db=records_db)
+            # The predicate decides; the expiry index only finds candidates.
+            if value is None or not expired(read_meta(value), rules, now_ms):
+                positioned = cur.next()
+                continue
+            offset = body_offset(value)
+            doc = decode(value[offset:], CODEC)
+            log_delete(txn, info, value, doc)
+            if env.watched:
+                records.watch(info.id, rb)
+            entries = None if plan is None else plain_entry_keys(plan, doc, rb)
+            if entries is None:
+                records.delete_entries(txn, info, value, rb, frozenset(), doc=doc, expiry=())
+            else:
+                for key, unique in entries:
+                    if not unique:
+                        delete(key, b"", index_db)
+                    elif (held := pop(key, index_db)) is not None and held != rb:
+                        # A unique entry is this record's only while it names it.
+                        put(key, held, db=index_db)
+            delete(prefix + rb, db=records_db)
+            size += len(value) - offset
+            deleted += 1
+            positioned = cur.delete()  # the record's one expiry entry; on to the next
+            clock -= 1
+            if not clock:
+                clock = _CLOCK_EVERY
+                if stop_at is not None and time.perf_counter() >= stop_at:
+                    return deleted, size, True
+    return deleted, size, False
