@@ -105,7 +105,10 @@ async def _run_statements(
         return reply
 
     gateway = ctx.gateway
-    return await (gateway.write_small(job) if batch.small else gateway.write_stamped(job))
+    if batch.small:
+        return await gateway.write_small(job)
+    # A statement on many documents commits in slices, letting other writes go in between.
+    return await (gateway.write_sliced(job) if batch.sliced else gateway.write_stamped(job))
 
 
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
@@ -196,6 +199,8 @@ class _Batch(Generic[F]):
     prepared: Prepared
     #: Few statements, each on one document found by `_id`: a small bounded write.
     small: bool
+    #: A statement may change many documents: the command commits in slices.
+    sliced: bool
 
     def spec(self, i: int, s: F, coll: CollectionInfo | None) -> QuerySpec:
         """Statement `i`'s filter (_statement_spec)."""
@@ -210,7 +215,7 @@ def _batch(
     may_be_small = len(statements) <= SMALL_STATEMENTS and each_on_one
     prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
     small = may_be_small and _all_by_id(prepared, len(statements))
-    return _Batch(statements, variables, prepared, small)
+    return _Batch(statements, variables, prepared, small, not each_on_one)
 
 
 def _parse_change(
@@ -278,8 +283,9 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         return await _insert_retryable(ctx, p, retry)
     gateway = ctx.gateway
     small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
-    result = await (gateway.write_small if small else gateway.write_stamped)(
-        gateway.engine.insert,
+    # A large insert commits in slices (writes.insert), letting other writes go in between.
+    result = await (gateway.write_small if small else gateway.write_sliced)(
+        gateway.engine.insert if small else functools.partial(writes.insert, gateway.engine),
         ctx.db,
         p.collection,
         p.documents,

@@ -3,12 +3,17 @@
 Matching goes through the query engine (QueryRun), so a document expired at `now` is invisible to
 writes exactly as to reads; each matched record is read again and re-checked (present, not expired,
 still matching) inside the write transaction that changes it. A statement touching many documents
-commits in batches of short transactions, as MongoDB's multi-document writes are not atomic either.
+writes in slices of about SLICE_SECONDS or SLICE_DOCUMENTS documents, each one storage write (one
+commit when the server runs the statement sliced, see server/gateway.py's write_sliced), as
+MongoDB's multi-document writes are not atomic either and yield between documents: each
+document's change (document, index entries, oplog entry) is in one slice, and a crash leaves the
+slices committed before it, a prefix of the statement in the order it visits the documents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +22,7 @@ import bson
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.core.limits import check_update_depth
-from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
+from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine, InsertResult
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.planner import id_key, id_point
@@ -25,8 +30,15 @@ from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import Projection
 from ebbdb.storage.query.update import Update, upsert_seed
 
-#: Documents changed per write transaction by a statement that matches many.
-BATCH = 500
+#: A slice of a statement that changes many documents ends after this long (mongod yields a
+#: multi-document write about every 10 ms)...
+SLICE_SECONDS = 0.010
+#: ... or this many documents (mongod: 1,000), whichever comes first.
+SLICE_DOCUMENTS = 1000
+#: An insert's slices: at most this many documents or bytes (the insert path is the engine's,
+#: not timed here).
+INSERT_SLICE_DOCUMENTS = 500
+INSERT_SLICE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -87,8 +99,17 @@ def _recheck(
     return (value, doc) if spec.predicate(doc) else None
 
 
-def _batches(rids: list[int]) -> list[list[int]]:
-    return [rids[i : i + BATCH] for i in range(0, len(rids), BATCH)]
+def _slice_end(rids: Sequence[int], start: int) -> Callable[[int], bool]:
+    """For a slice starting at `rids[start]`: whether it ends before the document at position
+    `i` (time or count used up; never before the first, so that every slice goes forward)."""
+    stop = min(len(rids), start + SLICE_DOCUMENTS)
+    deadline = time.perf_counter() + SLICE_SECONDS
+    clock = time.perf_counter
+
+    def ends(i: int) -> bool:
+        return i >= stop or (i > start and clock() >= deadline)
+
+    return ends
 
 
 def delete(
@@ -96,20 +117,28 @@ def delete(
 ) -> DeleteResult:
     """Delete the first (`limit_one`) or every document matching `spec` at `now_ms`."""
     deleted = 0
-    for batch in _batches(_matches(engine, db, name, spec, now_ms, 1 if limit_one else 0)):
-
-        def run(view: CollectionWrites, batch: list[int] = batch) -> int:
+    rids = _matches(engine, db, name, spec, now_ms, 1 if limit_one else 0)
+    start = 0
+    while start < len(rids):
+        # Each slice returns how far it got, never changing what it closes over: the engine may
+        # run it again from the start (a fresh transaction) when its group is redone.
+        def run(view: CollectionWrites, start: int = start) -> tuple[int, int]:
             n = 0
             tick = interrupt.current.get().tick
-            for rid in batch:
+            ends = _slice_end(rids, start)
+            i = start
+            while not ends(i):
                 tick()
+                rid = rids[i]
+                i += 1
                 found = _recheck(view, rid, spec)
                 if found is not None:
                     view.delete(rid, found[0])
                     n += 1
-            return n
+            return i, n
 
-        deleted += engine.modify(db, name, run, now_ms)
+        start, n = engine.modify(db, name, run, now_ms)
+        deleted += n
     return DeleteResult(deleted)
 
 
@@ -165,16 +194,21 @@ def update(
     statement; what it already changed stays."""
     matched = modified = 0
     rids = _matches(engine, db, name, spec, now_ms, 0 if multi else 1)
-    for batch in _batches(rids):
+    start = 0
+    while start < len(rids):
         # Counts are returned, not accumulated in place: the engine may run `run` again from
-        # the start (a fresh transaction) when the map has to grow.
+        # the start (a fresh transaction) when its group is redone.
         def run(
-            view: CollectionWrites, batch: list[int] = batch
-        ) -> tuple[int, int, StorageError | None]:
+            view: CollectionWrites, start: int = start
+        ) -> tuple[int, int, int, StorageError | None]:
             n = changed = 0
             tick = interrupt.current.get().tick
-            for rid in batch:
+            ends = _slice_end(rids, start)
+            i = start
+            while not ends(i):
                 tick()
+                rid = rids[i]
+                i += 1
                 found = _recheck(view, rid, spec)
                 if found is None:
                     continue
@@ -184,12 +218,12 @@ def update(
                         view, rid, value, _apply(change, doc, spec, now_ms), doc, change.replacement
                     )
                 except StorageError as exc:
-                    return n, changed, exc
+                    return i, n, changed, exc
                 n += 1
                 changed += wrote
-            return n, changed, None
+            return i, n, changed, None
 
-        n, changed, error = engine.modify(db, name, run, now_ms, bypass)
+        start, n, changed, error = engine.modify(db, name, run, now_ms, bypass)
         matched += n
         modified += changed
         if error is not None:
@@ -261,13 +295,46 @@ def find_and_modify(
     return engine.modify(db, name, insert, now_ms, bypass)
 
 
+def insert(
+    engine: Engine,
+    db: str,
+    name: str,
+    documents: Sequence[bytes],
+    ordered: bool = True,
+    now_ms: int | None = None,
+    bypass: bool = False,
+) -> InsertResult:
+    """Engine.insert in slices of at most INSERT_SLICE_DOCUMENTS documents or INSERT_SLICE_BYTES
+    (the first document of a slice whatever its size): the same answer, `errors` indexed in the
+    whole of `documents`; an ordered insert stops at the slice that failed, an unordered one goes
+    on with the next."""
+    inserted = 0
+    errors: list[tuple[int, StorageError]] = []
+    created = False
+    start = 0
+    while start < len(documents):
+        stop, size = start + 1, len(documents[start])
+        limit = min(len(documents), start + INSERT_SLICE_DOCUMENTS)
+        while stop < limit and size + len(documents[stop]) <= INSERT_SLICE_BYTES:
+            size += len(documents[stop])
+            stop += 1
+        part = engine.insert(db, name, documents[start:stop], ordered, now_ms, bypass)
+        inserted += part.inserted
+        errors += [(start + i, exc) for i, exc in part.errors]
+        created = created or part.created_collection
+        if ordered and part.errors:
+            break
+        start = stop
+    return InsertResult(inserted, tuple(errors), created)
+
+
 __all__ = [
-    "BATCH",
     "DeleteResult",
     "FindAndModifyResult",
     "id_point",
     "UpdateResult",
     "delete",
     "find_and_modify",
+    "insert",
     "update",
 ]
