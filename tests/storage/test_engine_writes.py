@@ -138,8 +138,8 @@ def test_too_large_update_is_refused(engine: Engine) -> None:
 # -- update, delete, findAndModify -----------------------------------------------------------------
 
 
-def test_multi_update_spans_batches(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "BATCH", 7)
+def test_multi_update_spans_slices(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "SLICE_DOCUMENTS", 7)
     load(engine, *({"_id": i, "v": i} for i in range(30)))
     r = update(engine, {"v": {"$gte": 5}}, {"$inc": {"v": 100}}, multi=True)
     assert (r.matched, r.modified) == (25, 25)
