@@ -219,16 +219,18 @@ class Records:
         keep: frozenset[bytes],
         doc: dict[str, Any] | None = None,
         meta: ttl.RecordMeta | None = None,
+        indexes: tuple[IndexInfo, ...] | None = None,
     ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
         (which its replacement still needs); returns the kept keys the record had. A unique entry
         goes only while it names this record. `doc` is the record's document and `meta` its
-        header, if the caller has them already."""
+        header, if the caller has them already; `indexes`, if given, the only indexes whose
+        entries go (the others' are unchanged)."""
         if doc is None:
             doc = bson.decode(ttl.body(value), CODEC)
         kept: set[bytes] = set()
         index_db = self.env.index
-        for ix in info.indexes:
+        for ix in info.indexes if indexes is None else indexes:
             bodies, _multi = index_bodies(ix, doc)
             for body, _values in bodies:
                 key, _ = layout.entry_key(ix.id, body, ix.unique, rid_bytes)
@@ -265,8 +267,15 @@ class Records:
         Unique keys are checked before anything is written (DuplicateKey; a holder expired at
         `now_ms` is taken over). Returns the catalog entry, updated if an index became multikey."""
         rid_bytes = layout.u64(rid)
-        entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
-        kept = self.delete_entries(txn, info, value, rid_bytes, frozenset(entries), old_doc)
+        if old_doc is None:
+            old_doc = bson.decode(ttl.body(value), CODEC)
+        # Only the indexes whose keys the change moves are touched (an update of an unindexed
+        # field, the common case, rewrites no entry and looks up no unique key).
+        moved = tuple(ix for ix in info.indexes if not _same_keys(ix, doc, old_doc))
+        entries, flags = self.index_entries(txn, info, doc, rid_bytes, moved, now_ms)
+        kept = self.delete_entries(
+            txn, info, value, rid_bytes, frozenset(entries), old_doc, indexes=moved
+        )
         # Entries the old version already had stay as they are (no rewrite of their pages).
         changed = [key for key in entries if key not in kept] if kept else entries
         return self.put_record(txn, info, rid, raw, doc, changed, flags, now_ms)
@@ -438,6 +447,14 @@ def _check_size(raw: bytes) -> None:
             "Location17419",
             f"Resulting document after update is larger than {MAX_DOCUMENT_SIZE}",
         )
+
+
+def _same_keys(ix: IndexInfo, doc: dict[str, Any], old_doc: dict[str, Any]) -> bool:
+    """Whether two versions of a document have the same keys in `ix` (in the same order): then
+    its entries stay as they are."""
+    new, _ = index_bodies(ix, doc)
+    old, _ = index_bodies(ix, old_doc)
+    return len(new) == len(old) and all(a[0] == b[0] for a, b in zip(new, old))
 
 
 def _shown(values: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,10 @@ def _matches(
             rid = reader.find_unique(coll.id_index, key)
         engine.usage.index_used(coll.id_index.id)
         return [] if rid is None else [rid]
-    return QueryRun(coll, spec).record_ids(engine, now_ms, limit)
+    # Every document matches an empty filter: the candidates need no decoding here (each is
+    # decoded once, by the re-check that applies the whole filter and the expiry rules).
+    match = bool(limit) or bool(spec.query.filter)
+    return QueryRun(coll, spec).record_ids(engine, now_ms, limit, match=match)
 
 
 def _recheck(
@@ -153,11 +156,15 @@ def _store(
     new_doc: dict[str, Any],
     old_doc: dict[str, Any],
     replacement: bool = False,
+    keeps_depth: bool = False,
 ) -> bool:
     """Write the new version; True if the document changed. An update that changes nothing is
     no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
-    it is still a write that refreshes the last-modified time (spec/ttl.md section 2)."""
-    check_update_depth(new_doc)
+    it is still a write that refreshes the last-modified time (spec/ttl.md section 2).
+    `keeps_depth`: the change cannot nest the document deeper (Update.keeps_depth), so its
+    depth, checked when it was stored, needs no new check."""
+    if not keeps_depth:
+        check_update_depth(new_doc)
     raw = bson.encode(new_doc, codec_options=CODEC)
     changed = raw != ttl.body(value)
     assert view.info is not None
@@ -214,8 +221,9 @@ def update(
                     continue
                 value, doc = found
                 try:
+                    new_doc = _apply(change, doc, spec, now_ms)
                     wrote = _store(
-                        view, rid, value, _apply(change, doc, spec, now_ms), doc, change.replacement
+                        view, rid, value, new_doc, doc, change.replacement, change.keeps_depth
                     )
                 except StorageError as exc:
                     return i, n, changed, exc

@@ -10,6 +10,7 @@ The last-modified time is the Cosmos `_ts`: kept here, never in the document, ne
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Callable, Iterator
@@ -115,8 +116,9 @@ class Rules:
     cosmos_index: IndexInfo | None = None
     derived: tuple[CollectionRule, ...] = ()
 
-    @property
+    @functools.cached_property
     def active(self) -> bool:
+        # Cached: asked for every record a write or a scan touches.
         return (
             bool(self.native)
             or self.cosmos is not None
