@@ -244,6 +244,9 @@ class Records:
                     held = txn.pop(key, index_db)
                     if held is not None and held != rid_bytes:
                         txn.put(key, held, db=index_db)
+        rules = ttl.rules_for(info)
+        if not rules.active and not rules.derived:
+            return kept  # no expiry entries (ttl.expiry_keys), no header to read
         if meta is None:
             meta = ttl.read_meta(value)
         expiry_db = self.env.expiry
@@ -449,9 +452,21 @@ def _check_size(raw: bytes) -> None:
         )
 
 
+_ABSENT = object()
+
+
 def _same_keys(ix: IndexInfo, doc: dict[str, Any], old_doc: dict[str, Any]) -> bool:
     """Whether two versions of a document have the same keys in `ix` (in the same order): then
     its entries stay as they are."""
+    if ix.kind is None and "partialFilterExpression" not in ix.options:
+        # The cheap answer first: the top-level values its keys are made of are the very same
+        # objects (an update leaves the fields it does not change as they were decoded).
+        for path in ix.fields:
+            top = path.partition(".")[0]
+            if doc.get(top, _ABSENT) is not old_doc.get(top, _ABSENT):
+                break
+        else:
+            return True
     new, _ = index_bodies(ix, doc)
     old, _ = index_bodies(ix, old_doc)
     return len(new) == len(old) and all(a[0] == b[0] for a, b in zip(new, old))
