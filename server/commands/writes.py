@@ -22,6 +22,7 @@ from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
 from ebbdb.storage.engine.oplog import WRITE_SESSION
+from ebbdb.storage.engine.writer import SLICER
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -107,8 +108,11 @@ async def _run_statements(
     gateway = ctx.gateway
     if batch.small:
         return await gateway.write_small(job)
-    # A statement on many documents commits in slices, letting other writes go in between.
-    return await (gateway.write_sliced(job) if batch.sliced else gateway.write_stamped(job))
+    # A statement on many documents commits in slices, letting other writes go in between;
+    # unless a retryable write records a statement, whose record must commit with its write
+    # (the record's lastWriteOpTime is how a restart finds what was executed).
+    sliced = batch.sliced and (retry is None or not any(map(recorded, batch.statements)))
+    return await (gateway.write_sliced(job) if sliced else gateway.write_stamped(job))
 
 
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
@@ -282,7 +286,7 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
     if retry is not None:
         return await _insert_retryable(ctx, p, retry)
     gateway = ctx.gateway
-    small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+    small = _small(p)
     # A large insert commits in slices (writes.insert), letting other writes go in between.
     result = await (gateway.write_small if small else gateway.write_sliced)(
         gateway.engine.insert if small else functools.partial(writes.insert, gateway.engine),
@@ -300,40 +304,62 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
     return reply
 
 
+def _small(p: InsertParams) -> bool:
+    """A small bounded insert (see Gateway.write_small); a larger one commits in slices."""
+    return len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+
+
 async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
     """A retryable insert: each document is a statement (its stmtId: its index), recorded when
     inserted; the documents a first try inserted are not inserted again, the others are, in
     runs of consecutive statements."""
     engine = ctx.gateway.engine
 
+    def piece(start: int, stop: int, now_ms: int) -> list[tuple[int, StorageError]]:
+        """Insert documents [start, stop), each recorded as executed, and the session's record:
+        one storage write (one slice). Returns the failures."""
+        retry.begin_statement(start)  # the documents are statements start, start + 1, ...
+        result = engine.insert(
+            ctx.db,
+            p.collection,
+            p.documents[start:stop],
+            p.ordered,
+            now_ms=now_ms,
+            bypass=p.bypass_document_validation,
+        )
+        failed = [(start + i, exc) for i, exc in result.errors]
+        reached = failed[0][0] if failed and p.ordered else stop
+        gone = {i for i, _ in failed}
+        for i in range(start, reached):
+            if i not in gone:
+                retry.done(i, retryable_writes.Executed(n=1))
+        retry.record(now_ms)
+        return failed
+
     def job(now_ms: int) -> tuple[int, list[dict[str, Any]]]:
         retry.start()
+        # Sliced (see _insert): each slice commits its documents with the record naming them.
+        slicer = SLICER.get()
         errors: list[dict[str, Any]] = []
         reached = len(p.documents)  # an ordered insert stops at its first failure
-        for start, stop in retry.unexecuted(len(p.documents)):
-            retry.begin_statement(start)  # the documents are statements start, start + 1, ...
-            result = engine.insert(
-                ctx.db,
-                p.collection,
-                p.documents[start:stop],
-                p.ordered,
-                now_ms=now_ms,
-                bypass=p.bypass_document_validation,
-            )
-            failed = {start + i for i, _ in result.errors}
-            errors += [write_error(start + i, exc) for i, exc in result.errors]
-            if failed and p.ordered:
-                reached = min(failed)
-            for i in range(start, min(stop, reached)):
-                if i not in failed:
-                    retry.done(i, retryable_writes.Executed(n=1))
+        for run_start, run_stop in retry.unexecuted(len(p.documents)):
+            for start, stop in writes.insert_slices(p.documents, run_start, run_stop):
+                failed = (
+                    piece(start, stop, now_ms)
+                    if slicer is None
+                    else slicer(functools.partial(piece, start, stop, now_ms))
+                )
+                errors += [write_error(i, exc) for i, exc in failed]
+                if failed and p.ordered:
+                    reached = failed[0][0]
+                    break
             if reached < len(p.documents):
                 break
         replayed = sum(1 for i in range(reached) if retry.executed(i) is not None)
-        retry.record(now_ms)
         return replayed + len(retry.pending), errors
 
-    n, errors = await ctx.gateway.write_stamped(job)
+    gateway = ctx.gateway
+    n, errors = await (gateway.write_stamped(job) if _small(p) else gateway.write_sliced(job))
     ctx.stats.count_documents("insert", n)
     reply: dict[str, Any] = {"n": n}
     if errors:

@@ -13,7 +13,7 @@ slices committed before it, a prefix of the statement in the order it visits the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -319,21 +319,27 @@ def insert(
     inserted = 0
     errors: list[tuple[int, StorageError]] = []
     created = False
-    start = 0
-    while start < len(documents):
-        stop, size = start + 1, len(documents[start])
-        limit = min(len(documents), start + INSERT_SLICE_DOCUMENTS)
-        while stop < limit and size + len(documents[stop]) <= INSERT_SLICE_BYTES:
-            size += len(documents[stop])
-            stop += 1
+    for start, stop in insert_slices(documents, 0, len(documents)):
         part = engine.insert(db, name, documents[start:stop], ordered, now_ms, bypass)
         inserted += part.inserted
         errors += [(start + i, exc) for i, exc in part.errors]
         created = created or part.created_collection
         if ordered and part.errors:
             break
-        start = stop
     return InsertResult(inserted, tuple(errors), created)
+
+
+def insert_slices(documents: Sequence[bytes], start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """documents[start:stop] cut into an insert's slices, as (start, stop) pairs: at most
+    INSERT_SLICE_DOCUMENTS documents or INSERT_SLICE_BYTES (a slice's first whatever its size)."""
+    while start < stop:
+        end, size = start + 1, len(documents[start])
+        limit = min(stop, start + INSERT_SLICE_DOCUMENTS)
+        while end < limit and size + len(documents[end]) <= INSERT_SLICE_BYTES:
+            size += len(documents[end])
+            end += 1
+        yield start, end
+        start = end
 
 
 __all__ = [
@@ -344,5 +350,6 @@ __all__ = [
     "delete",
     "find_and_modify",
     "insert",
+    "insert_slices",
     "update",
 ]

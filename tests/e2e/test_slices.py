@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from bson.int64 import Int64
 from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, OperationFailure
 
@@ -165,3 +166,21 @@ def test_a_statement_of_a_transaction_is_not_sliced(
             assert other.slices.txn.count_documents({"n": 1}) == 0
         assert other.slices.txn.count_documents({"n": 1}) == 300
         assert len(slices) == before  # it committed with the transaction, in no slice
+
+
+def test_a_retryable_insert_many_commits_in_slices_and_runs_once(
+    replset: ServerThread, slices: list[int]
+) -> None:
+    with _client(replset.uri) as c, c.start_session() as s:
+        db = c.slices
+        db.retried.drop()
+        docs: list[Doc] = [{"_id": i} for i in range(50)]
+        docs[33] = {"_id": 2}
+        cmd = {"insert": "retried", "documents": docs, "ordered": False, "txnNumber": Int64(10**6)}
+        first = db.command(cmd, session=s)
+        assert first["n"] == 49 and [e["index"] for e in first["writeErrors"]] == [33]
+        assert len(slices) == 5
+        # Sent again (a driver's retry): each slice recorded its statements with them.
+        again = db.command(cmd, session=s)
+        assert again["n"] == 49 and [e["index"] for e in again["writeErrors"]] == [33]
+        assert db.retried.count_documents({}) == 49
