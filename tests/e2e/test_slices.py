@@ -184,3 +184,17 @@ def test_a_retryable_insert_many_commits_in_slices_and_runs_once(
         again = db.command(cmd, session=s)
         assert again["n"] == 49 and [e["index"] for e in again["writeErrors"]] == [33]
         assert db.retried.count_documents({}) == 49
+
+
+def test_a_sliced_update_many_logs_every_document_once(
+    replset: ServerThread, slices: list[int]
+) -> None:
+    with _client(replset.uri) as c:
+        coll = c.slices.logged
+        coll.drop()
+        coll.insert_many([{"_id": i, "n": 0} for i in range(120)])
+        before = len(slices)
+        assert coll.update_many({}, {"$inc": {"n": 1}}).modified_count == 120
+        assert len(slices) - before >= 3
+        entries = list(c.local["oplog.rs"].find({"ns": "slices.logged", "op": "u"}))
+        assert sorted(e["o2"]["_id"] for e in entries) == list(range(120))
