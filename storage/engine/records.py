@@ -86,13 +86,16 @@ class Records:
             self.oplog.command(txn, db, created, info.uuid, name=name)
         return info
 
-    def log_delete(self, txn: Txn, info: CollectionInfo, value: bytes) -> None:
+    def log_delete(
+        self, txn: Txn, info: CollectionInfo, value: bytes, doc: dict[str, Any] | None = None
+    ) -> None:
         """Record the deletion of a stored record in the oplog (with its pre-image where the
-        collection keeps them)."""
+        collection keeps them); `doc` is its document, if the caller has it decoded."""
         oplog = self.oplog
         if oplog is None or not oplog.enabled:
             return
-        doc = bson.decode(ttl.body(value), CODEC)
+        if doc is None:
+            doc = bson.decode(ttl.body(value), CODEC)
         pre = doc if wants_pre_images(info) else None
         oplog.op(txn, "d", info, {"_id": doc.get("_id")}, pre_image=pre)
 
@@ -202,11 +205,13 @@ class Records:
         rid: int,
         value: bytes,
         meta: ttl.RecordMeta | None = None,
+        doc: dict[str, Any] | None = None,
     ) -> int:
         """Delete one record with its index and expiry entries; returns its BSON size (the caller
-        counts it out of the collection's stats). `meta` is its header, if already read."""
+        counts it out of the collection's stats). `meta` is its header and `doc` its document,
+        if already read."""
         rid_bytes = layout.u64(rid)
-        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta)
+        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, doc, meta)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
 
@@ -373,11 +378,11 @@ class CollectionWrites:
             return None
         return self._txn.get(layout.record_key(self.info.id, rid), db=self._records.env.records)
 
-    def delete(self, rid: int, value: bytes) -> None:
-        """Delete a record read with get()."""
+    def delete(self, rid: int, value: bytes, doc: dict[str, Any] | None = None) -> None:
+        """Delete a record read with get() (`doc`: its document, if decoded already)."""
         assert self.info is not None
-        self._records.log_delete(self._txn, self.info, value)
-        self._size -= self._records.delete_record(self._txn, self.info, rid, value)
+        self._records.log_delete(self._txn, self.info, value, doc)
+        self._size -= self._records.delete_record(self._txn, self.info, rid, value, doc=doc)
         self._count -= 1
 
     def replace(

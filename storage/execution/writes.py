@@ -136,7 +136,7 @@ def delete(
                 i += 1
                 found = _recheck(view, rid, spec)
                 if found is not None:
-                    view.delete(rid, found[0])
+                    view.delete(rid, *found)
                     n += 1
             return i, n
 
@@ -282,7 +282,7 @@ def find_and_modify(
                 return None
             value, doc = found
             if remove:
-                view.delete(rid, value)
+                view.delete(rid, value, doc)
                 return FindAndModifyResult(shown(doc), 1, False)
             assert change is not None
             new_doc = _apply(change, doc, spec, now_ms)
