@@ -51,8 +51,9 @@ def in_transaction() -> bool:
 def _each_statement(
     statements: Sequence[S], ordered: bool, run: Callable[[int, S], None]
 ) -> list[dict[str, Any]]:
-    """Run statements in order (inside one writer job); a statement's failure becomes a
-    writeErrors entry, and stops the rest when the command is ordered."""
+    """Run statements in order (inside one writer job, or sliced: see _run_statements); a
+    statement's failure becomes a writeErrors entry, and stops the rest when the command is
+    ordered."""
     errors: list[dict[str, Any]] = []
     for i, statement in enumerate(statements):
         try:
@@ -85,7 +86,8 @@ async def _run_statements(
     recorded: Callable[[F], bool] = lambda s: True,
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
-    bounded write when the batch is small, see Gateway.write_small) and reply: the counts, which
+    bounded write when the batch is small, see Gateway.write_small), or, when a statement may
+    change many documents, in slices (Gateway.write_sliced), and reply: the counts, which
     `run(reply, i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again),
     then writeErrors for the statements that failed, then ok. A retryable write (`retry`) skips
     the statements it executed before and records those it executes (`recorded` says which
