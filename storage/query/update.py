@@ -34,6 +34,7 @@ from ebbdb.storage.query.projection import KeyLeaf, key_leaves, match_key
 from ebbdb.storage.query.update_apply import (
     Ctx,
     apply_modifiers,
+    apply_top_level,
     fill,
     index_of,
     put_past_end,
@@ -128,7 +129,8 @@ class Update:
             matched = None
             if self._positional and query is not None and not inserting:
                 matched = self._matched_index(query, doc)
-            apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
+            ctx = Ctx(out, now_ms, inserting, matched, self._filters)
+            (apply_top_level if self._flat else apply_modifiers)(self._root, ctx)
             if not inserting and not self._dollar_free:
                 _check_top_level_dollars(doc, out)
         if "_id" in out:

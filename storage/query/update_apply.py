@@ -54,6 +54,20 @@ def apply_modifiers(root: ObjNode, ctx: Ctx) -> None:
     _apply_obj(root, ctx, _At(ctx.doc, None, None, [], []))
 
 
+def apply_top_level(root: ObjNode, ctx: Ctx) -> None:
+    """apply_modifiers for a tree whose children are all leaves at top-level fields, with no
+    positional child (Update's flat case): each leaf where _apply_child would put it, without
+    the walk."""
+    doc = ctx.doc
+    for name in root.order:
+        leaf = root.children[name]
+        assert isinstance(leaf, Leaf)
+        if name in doc:
+            _apply_leaf(leaf, ctx, _At(doc[name], doc, name, [name], []))
+        else:
+            _apply_leaf(leaf, ctx, _At(doc, None, None, [], [name]))
+
+
 # -- applying ---------------------------------------------------------------------------------------
 
 
