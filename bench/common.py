@@ -714,7 +714,7 @@ class Goal:
         return self.value >= self.bound if self.op == ">=" else self.value <= self.bound
 
 
-def _fmt_goal(value: float | None, unit: str) -> str:
+def fmt_goal(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     digits = 2 if abs(value) < 100 else 0
@@ -728,7 +728,7 @@ def report_goals(script: str, goals: Sequence[Goal]) -> None:
     print("==== targets ====")
     print()
     rows = [
-        [g.what, _fmt_goal(g.value, g.unit), f"{g.op} {_fmt_goal(g.bound, g.unit)}", verdict(g.ok)]
+        [g.what, fmt_goal(g.value, g.unit), f"{g.op} {fmt_goal(g.bound, g.unit)}", verdict(g.ok)]
         for g in goals
     ]
     table(["target", "measured", "target", "verdict"], rows, left=1)

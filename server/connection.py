@@ -17,7 +17,7 @@ from ebbdb.protocol import FrameDecoder, ProtocolError
 from ebbdb.server.context import Client
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.failpoints import CloseConnection
-from ebbdb.server.listener import InputBudget
+from ebbdb.server.listener import InputBudget, peer_text
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
 from ebbdb.server.raw_reply import TURN_BYTES, slices
@@ -126,8 +126,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        self.client.peer = peer_text(transport.get_extra_info("peername"))
         if not self._owner.connection_opened(self):
             # As mongod: the connection is accepted, then closed at once, and nothing is read.
             count = self._owner.open_connections
