@@ -158,7 +158,7 @@ def test_a_write_queued_between_two_slices_commits_between_them(engine: Engine) 
         other = asyncio.ensure_future(gw.write(insert, engine, 100))
         await asyncio.sleep(0)  # queued now
         go_on.set()
-        assert await asyncio.gather(sliced, other) == [1, 1]
+        assert list(await asyncio.gather(sliced, other)) == [1, 1]
 
     on_gateway(engine, test)
     coll = engine.collection("db", "c")
