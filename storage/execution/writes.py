@@ -1,4 +1,4 @@
-"""The storage side of delete, update (with upsert) and findAndModify.
+"""The storage side of delete, update (with upsert), findAndModify, and insert in slices.
 
 Matching goes through the query engine (QueryRun), so a document expired at `now` is invisible to
 writes exactly as to reads; each matched record is read again and re-checked (present, not expired,
