@@ -49,20 +49,40 @@ def in_transaction() -> bool:
 
 
 def _each_statement(
-    statements: Sequence[S], ordered: bool, run: Callable[[int, S], None]
-) -> list[dict[str, Any]]:
-    """Run statements in order (inside one writer job, or sliced: see _run_statements); a
-    statement's failure becomes a writeErrors entry, and stops the rest when the command is
-    ordered."""
-    errors: list[dict[str, Any]] = []
-    for i, statement in enumerate(statements):
+    statements: Sequence[S],
+    ordered: bool,
+    run: Callable[[int, S], None],
+    errors: list[dict[str, Any]],
+    start: int = 0,
+    ends: Callable[[int], bool] = lambda i: False,
+) -> int:
+    """Run statements in order from `start` (inside one writer job), until `ends(i)` says the
+    slice is over before statement i; a statement's failure is added to `errors` as a
+    writeErrors entry, and stops the rest when the command is ordered. Returns the index of the
+    statement to run next (len(statements): none)."""
+    i = start
+    while i < len(statements) and not ends(i):
         try:
-            run(i, statement)
+            run(i, statements[i])
         except (StorageError, CommandError) as exc:
             errors.append(write_error(i, exc))
             if ordered:
-                break
-    return errors
+                return len(statements)
+        i += 1
+    return i
+
+
+#: How far a command in pieces got: its reply and writeErrors so far, the next statement, and
+#: (a retryable write) the statements it executed (Retry.pending).
+_Progress = tuple[dict[str, Any], list[dict[str, Any]], int, dict[int, "retryable_writes.Executed"]]
+
+
+def _finished(reply: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """A write command's reply: its counts, then writeErrors (if any), then ok."""
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
 
 
 @dataclass(frozen=True)
@@ -86,30 +106,59 @@ async def _run_statements(
     recorded: Callable[[F], bool] = lambda s: True,
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
-    bounded write when the batch is small, see Gateway.write_small), or, when a statement may
-    change many documents, in slices (Gateway.write_sliced), and reply: the counts, which
+    bounded write when the batch is small, see Gateway.write_small), or sliced
+    (Gateway.write_sliced): many statements each on one document in pieces of about a slice's
+    time, each piece a writer job; a statement that may change many documents with each of its
+    writes a slice. Reply: the counts, which
     `run(reply, i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again),
     then writeErrors for the statements that failed, then ok. A retryable write (`retry`) skips
     the statements it executed before and records those it executes (`recorded` says which
     may be: one on many documents may not)."""
     each = run if retry is None else retry.wrap(run, recorded)
     ordered = ordered or in_transaction()
+    statements = batch.statements
 
     def job(now_ms: int) -> dict[str, Any]:
         if retry is not None:
             retry.start()
-        reply = counts()
-        errors = _each_statement(batch.statements, ordered, lambda i, s: each(reply, i, s, now_ms))
+        reply, errors = counts(), list[dict[str, Any]]()
+        _each_statement(statements, ordered, lambda i, s: each(reply, i, s, now_ms), errors)
         if retry is not None:
             retry.record(now_ms)
-        if errors:
-            reply["writeErrors"] = errors
-        reply["ok"] = 1.0
-        return reply
+        return _finished(reply, errors)
+
+    def piece(done: _Progress, now_ms: int) -> _Progress:
+        """Statements from the next one for about a slice's time, as one writer job, with a
+        retryable write's record of them. What `done` holds is copied first: the writer may
+        run the job again."""
+        before, errors_before, start, pending = done
+        reply = {k: list(v) if type(v) is list else v for k, v in before.items()}
+        errors = list(errors_before)
+        if retry is not None:
+            retry.pending = dict(pending)
+        ends = writes.slice_end(statements, start)
+        run_one: Callable[[int, F], None] = lambda i, s: each(reply, i, s, now_ms)  # noqa: E731
+        i = _each_statement(statements, ordered, run_one, errors, start, ends)
+        if retry is not None:
+            retry.record(now_ms)
+        return reply, errors, i, {} if retry is None else dict(retry.pending)
+
+    def in_pieces(now_ms: int) -> dict[str, Any]:
+        # Many statements, each on one document: a slice takes as many as fit in its time.
+        if retry is not None:
+            retry.start()
+        slicer = SLICER.get()
+        done: _Progress = (counts(), [], 0, {})
+        while done[2] < len(statements):
+            step = functools.partial(piece, done, now_ms)
+            done = step() if slicer is None else slicer(step)
+        return _finished(done[0], done[1])
 
     gateway = ctx.gateway
     if batch.small:
         return await gateway.write_small(job)
+    if not batch.sliced and len(statements) > SMALL_STATEMENTS:
+        return await gateway.write_sliced(in_pieces)
     # A statement on many documents commits in slices, letting other writes go in between;
     # unless a retryable write records a statement, whose record must commit with its write
     # (the record's lastWriteOpTime is how a restart finds what was executed).

@@ -102,10 +102,11 @@ def _recheck(
     return (value, doc) if spec.predicate(doc) else None
 
 
-def _slice_end(rids: Sequence[int], start: int) -> Callable[[int], bool]:
-    """For a slice starting at `rids[start]`: whether it ends before the document at position
-    `i` (time or count used up; never before the first, so that every slice goes forward)."""
-    stop = min(len(rids), start + SLICE_DOCUMENTS)
+def slice_end(items: Sequence[Any], start: int) -> Callable[[int], bool]:
+    """For a slice starting at `items[start]` (documents, or statements): whether it ends before
+    the one at position `i` (time or count used up; never before the first, so that every slice
+    goes forward)."""
+    stop = min(len(items), start + SLICE_DOCUMENTS)
     deadline = time.perf_counter() + SLICE_SECONDS
     clock = time.perf_counter
 
@@ -128,7 +129,7 @@ def delete(
         def run(view: CollectionWrites, start: int = start) -> tuple[int, int]:
             n = 0
             tick = interrupt.current.get().tick
-            ends = _slice_end(rids, start)
+            ends = slice_end(rids, start)
             i = start
             while not ends(i):
                 tick()
@@ -210,7 +211,7 @@ def update(
         ) -> tuple[int, int, int, StorageError | None]:
             n = changed = 0
             tick = interrupt.current.get().tick
-            ends = _slice_end(rids, start)
+            ends = slice_end(rids, start)
             i = start
             while not ends(i):
                 tick()
@@ -351,5 +352,6 @@ __all__ = [
     "find_and_modify",
     "insert",
     "insert_slices",
+    "slice_end",
     "update",
 ]

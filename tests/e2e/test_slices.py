@@ -1,7 +1,8 @@
 """Writes that commit in slices (server/gateway.py's write_sliced): another client's insert goes
 in while an update_many is still running; a killed statement stops between two slices, with the
 slices before it applied; an ordered insert_many stops at its first error across slices and an
-unordered one goes on; a statement of a multi-document transaction is not sliced."""
+unordered one goes on; many one-document statements go in pieces; a statement of a
+multi-document transaction is not sliced."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from bson.int64 import Int64
-from pymongo import MongoClient
+from pymongo import MongoClient, UpdateOne
 from pymongo.errors import BulkWriteError, OperationFailure
 
 from ebbdb.server.embedded import ServerThread
@@ -198,3 +199,38 @@ def test_a_sliced_update_many_logs_every_document_once(
         assert len(slices) - before >= 3
         entries = list(c.local["oplog.rs"].find({"ns": "slices.logged", "op": "u"}))
         assert sorted(e["o2"]["_id"] for e in entries) == list(range(120))
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_many_one_document_statements_commit_in_pieces(
+    client: MongoClient[Doc], slices: list[int], ordered: bool
+) -> None:
+    coll = client.slices.pieces
+    coll.drop()
+    coll.insert_many([{"_id": i, "n": 0} for i in range(200)])
+    coll.update_one({"_id": 120}, {"$set": {"n": "text"}})
+    before = len(slices)
+    with pytest.raises(BulkWriteError) as failed:
+        coll.bulk_write([UpdateOne({"_id": i}, {"$inc": {"n": 1}}) for i in range(200)], ordered)
+    details = failed.value.details
+    assert [e["index"] for e in details["writeErrors"]] == [120]
+    reached = 120 if ordered else 199
+    assert details["nModified"] == reached
+    assert coll.count_documents({"n": 1}) == reached
+    assert len(slices) - before >= (3 if ordered else 4)  # 50 statements a piece
+
+
+def test_a_retryable_command_in_pieces_runs_once(replset: ServerThread, slices: list[int]) -> None:
+    with _client(replset.uri) as c, c.start_session() as s:
+        db = c.slices
+        db.retried_updates.drop()
+        db.retried_updates.insert_many([{"_id": i, "n": 0} for i in range(120)])
+        updates = [{"q": {"_id": i}, "u": {"$inc": {"n": 1}}} for i in range(120)]
+        cmd = {"update": "retried_updates", "updates": updates, "txnNumber": Int64(10**6 + 1)}
+        before = len(slices)
+        first = db.command(cmd, session=s)
+        assert (first["n"], first["nModified"]) == (120, 120)
+        assert len(slices) - before >= 3
+        again = db.command(cmd, session=s)  # a driver's retry: replayed, not run again
+        assert (again["n"], again["nModified"]) == (120, 120)
+        assert db.retried_updates.count_documents({"n": 1}) == 120
