@@ -528,6 +528,17 @@ def read_message(sock: socket.socket) -> bytes:
     return data
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """A process's CPU time so far (utime + stime of /proc/<pid>/stat); None where there is no
+    /proc or no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def versions() -> str:
     """The start of each script's banner line."""
     return f"pymongo {pymongo.version}, Python {platform.python_version()}"
