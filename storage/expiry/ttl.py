@@ -15,7 +15,7 @@ import math
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bson import Int64
 from bson.datetime_ms import DatetimeMS
@@ -34,10 +34,10 @@ _INT32_MAX = 2_147_483_647
 COSMOS_FIELD = "_ts"
 
 
-@dataclass(frozen=True)
-class RecordMeta:
+class RecordMeta(NamedTuple):
     """What a record's header says: last-modified ms, the document's valid `ttl` (0 when it has
-    none), and the earliest date under each native TTL index ((index id, ms), ...)."""
+    none), and the earliest date under each native TTL index ((index id, ms), ...). A named
+    tuple: the TTL purge reads one per record it deletes, and a tuple is the cheapest to make."""
 
     modified: int
     ttl: int = 0
@@ -70,6 +70,8 @@ def read_meta(value: bytes) -> RecordMeta:
     _fmt, modified, ttl, n = _HEAD.unpack_from(value)
     if not n:
         return RecordMeta(modified, ttl)
+    if n == 1:  # the usual TTL collection: one date
+        return RecordMeta(modified, ttl, (_DATE.unpack_from(value, HEAD_LEN),))
     return RecordMeta(modified, ttl, tuple(_DATE.iter_unpack(value[HEAD_LEN : HEAD_LEN + 16 * n])))
 
 
@@ -134,6 +136,11 @@ class Rules:
         out = [(ix.id, e * 1000) for ix, e in self.native]
         out += [(r.space, r.seconds * 1000) for r in self.derived if r.seconds is not None]
         return tuple(out)
+
+    @functools.cached_property
+    def bound_of(self) -> dict[int, int]:
+        """`bounds` by date space (a header holds at most one date per space)."""
+        return dict(self.bounds)
 
     @functools.cached_property
     def one_entry(self) -> bool:
@@ -279,10 +286,10 @@ def expires_at(meta: RecordMeta, rules: Rules) -> int | None:
     """When the document expires under the rules (ms since the epoch), or None: never."""
     best: int | None = None
     if meta.dates:
-        dates = dict(meta.dates)
-        for space, e_ms in rules.bounds:
-            d = dates.get(space)
-            if d is not None and (best is None or d + e_ms < best):
+        bound_of = rules.bound_of
+        for space, d in meta.dates:
+            e_ms = bound_of.get(space)
+            if e_ms is not None and (best is None or d + e_ms < best):
                 best = d + e_ms
     if rules.cosmos is not None:
         t: int | None

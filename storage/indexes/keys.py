@@ -113,6 +113,8 @@ def encode(value: Any) -> bytes:
         return _OBJECTID_T + bytes(value.binary)
     if tp is datetime.datetime:
         return _DATE_T + _U64.pack((cmp.date_ms(value) + _SIGN) & _MASK64)
+    if tp is DatetimeMS:  # how storage decodes a date (CODEC): a TTL index's key
+        return _DATE_T + _U64.pack((int(value) + _SIGN) & _MASK64)
     r = cmp.rank(value)
     t = _T[r]
     if r == cmp.RANK_NUMBER:
