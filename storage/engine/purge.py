@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import bson
+from bson import ObjectId
+from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
 from ebbdb.storage.core import interrupt
@@ -59,12 +61,25 @@ def plain_index(ix: IndexInfo) -> PlainIndex | None:
     return PlainIndex(layout.u64(ix.id), field, encode, ix.sparse and not is_id, ix.unique)
 
 
-_PLANS: dict[int, tuple[CollectionInfo, tuple[PlainIndex, ...] | None]] = {}
+@dataclass(frozen=True)
+class PurgePlan:
+    """How the fast loop computes a collection's index entries: its indexes, all plain, and
+    whether the fields they read can be had without decoding the document: the `_id` (read from
+    the document's first element) and, when set, `date_field`, the field of the one native TTL
+    index, never an array there (not multikey), whose value is then the date in the record's
+    header that the expiry entry found it by."""
+
+    indexes: tuple[PlainIndex, ...]
+    date_field: str | None
+    needs_doc: bool
 
 
-def plain_indexes(info: CollectionInfo) -> tuple[PlainIndex, ...] | None:
-    """Every index of the collection as a PlainIndex (a Cosmos `_ts` index has no entries and is
-    left out), or None when one of them is not plain. Cached per catalog entry."""
+_PLANS: dict[int, tuple[CollectionInfo, PurgePlan | None]] = {}
+
+
+def purge_plan(info: CollectionInfo) -> PurgePlan | None:
+    """The collection's PurgePlan, or None when one of its indexes is not plain (a Cosmos `_ts`
+    index has no entries and is left out). Cached per catalog entry."""
     cached = _PLANS.get(id(info))
     if cached is not None and cached[0] is info:
         return cached[1]
@@ -77,20 +92,60 @@ def plain_indexes(info: CollectionInfo) -> tuple[PlainIndex, ...] | None:
             plan = None
             continue
         plan.append(p)
-    result = None if plan is None else tuple(plan)
+    result = None
+    if plan is not None:
+        rules = ttl.rules_for(info)
+        date_field = None
+        if rules.one_entry and len(rules.native) == 1 and not rules.native[0][0].multikey:
+            date_field = rules.native[0][0].key[0][0]
+        needs_doc = any(p.field not in ("_id", date_field) for p in plan)
+        result = PurgePlan(tuple(plan), date_field, needs_doc)
     if len(_PLANS) > 4096:
         _PLANS.clear()
     _PLANS[id(info)] = (info, result)
     return result
 
 
+def plain_indexes(info: CollectionInfo) -> tuple[PlainIndex, ...] | None:
+    """Every index of the collection as a PlainIndex, or None when one of them is not plain."""
+    plan = purge_plan(info)
+    return None if plan is None else plan.indexes
+
+
+def indexed_fields(
+    plan: PurgePlan, value: bytes, offset: int, meta: ttl.RecordMeta
+) -> dict[str, Any] | None:
+    """The fields `plan`'s indexes read from the stored record (BSON at `offset`), without
+    decoding the document: its `_id` when it is the first element and an int32, an ObjectId or
+    a string, and the TTL field's date from the header. None when it takes a decode."""
+    if plan.needs_doc or value[offset + 5 : offset + 9] != b"_id\x00":
+        return None
+    at = offset + 9
+    kind = value[offset + 4]
+    _id: Any
+    if kind == 0x10:  # int32
+        _id = int.from_bytes(value[at : at + 4], "little", signed=True)
+    elif kind == 0x07:  # ObjectId
+        _id = ObjectId(value[at : at + 12])
+    elif kind == 0x02:  # string: int32 length (with its NUL), UTF-8
+        n = int.from_bytes(value[at : at + 4], "little")
+        _id = value[at + 4 : at + 3 + n].decode("utf-8")
+    else:
+        return None
+    if plan.date_field is None:
+        return {"_id": _id}
+    if len(meta.dates) != 1:
+        return None
+    return {"_id": _id, plan.date_field: DatetimeMS(meta.dates[0][1])}
+
+
 def plain_entry_keys(
-    plan: tuple[PlainIndex, ...], doc: dict[str, Any], rid_bytes: bytes
+    plan: PurgePlan, doc: dict[str, Any], rid_bytes: bytes
 ) -> list[tuple[bytes, bool]] | None:
     """The (entry key, unique) pairs of a document under plain indexes; None when a field holds
     an array (multikey entries: the general computation makes them)."""
     out = []
-    for p in plan:
+    for p in plan.indexes:
         value = doc.get(p.field, MISSING)
         if type(value) is list:
             return None
@@ -176,7 +231,7 @@ def purge_one_entry(
     the entry that found a record deletes it, and plain indexes' keys are computed directly.
     Returns (deleted, their BSON bytes, more)."""
     rules = ttl.rules_for(info)
-    plan = plain_indexes(info)
+    plan = purge_plan(info)
     env = records.env
     tick = interrupt.current.get().tick
     get, delete, pop, put = txn.get, txn.delete, txn.pop, txn.put
@@ -184,6 +239,7 @@ def purge_one_entry(
     prefix = layout.collection_prefix(info.id)
     read_meta, expired, body_offset = ttl.read_meta, ttl.expired, ttl.body_offset
     decode, log_delete = bson.decode, records.log_delete
+    fields: dict[str, Any] | None
     deleted = size = 0
     clock = _CLOCK_EVERY
     cur = txn.cursor(db=env.expiry)
@@ -199,15 +255,19 @@ def purge_one_entry(
             rb = k[17:25]  # the record id the entry names (ttl.expiry_rid_bytes)
             value = get(prefix + rb, db=records_db)
             # The predicate decides; the expiry index only finds candidates.
-            if value is None or not expired(read_meta(value), rules, now_ms):
+            if value is None or not expired(meta := read_meta(value), rules, now_ms):
                 positioned = cur.next()
                 continue
             offset = body_offset(value)
-            doc = decode(value[offset:], CODEC)
+            fields = doc = None  # doc: the whole document, when decoded
+            if plan is not None:
+                fields = indexed_fields(plan, value, offset, meta)
+            if fields is None:
+                fields = doc = decode(value[offset:], CODEC)
             log_delete(txn, info, value, doc)
             if env.watched:
                 records.watch(info.id, rb)
-            entries = None if plan is None else plain_entry_keys(plan, doc, rb)
+            entries = None if plan is None else plain_entry_keys(plan, fields, rb)
             if entries is None:
                 records.delete_entries(txn, info, value, rb, frozenset(), doc=doc, expiry=())
             else:
