@@ -32,6 +32,8 @@ from ebbdb.storage.indexes import keys
 from ebbdb.storage.indexes.entries import ID_INDEX_KEY
 from ebbdb.storage.query.paths import MISSING
 
+#: The longest key body keys.fit keeps whole after an index id (8 bytes).
+_ROOM = keys.MAX_KEY - 8 - keys.SUFFIX_ROOM
 #: How many records the fast loop deletes between two looks at the clock.
 _CLOCK_EVERY = 32
 
@@ -153,8 +155,11 @@ def plain_entry_keys(
             if p.sparse:
                 continue
             value = None
-        unique = p.unique
-        out.append((keys.fit(p.prefix, p.encode(value), b"" if unique else rid_bytes)[0], unique))
+        unique, body = p.unique, p.encode(value)
+        if len(body) <= _ROOM:  # keys.fit's common case, without the call
+            out.append((p.prefix + body if unique else p.prefix + body + rid_bytes, unique))
+        else:
+            out.append((keys.fit(p.prefix, body, b"" if unique else rid_bytes)[0], unique))
     return out
 
 
