@@ -39,6 +39,30 @@ _CLOCK_EVERY = 32
 
 
 @dataclass(frozen=True)
+class PurgeJob:
+    """One purge job: delete up to `limit` records of the collection `info` expired at `now_ms`,
+    in the write transaction `txn`, stopping once perf_counter() passes `stop_at` (if set)."""
+
+    records: Records
+    txn: Txn
+    info: CollectionInfo
+    now_ms: int
+    limit: int
+    stop_at: float | None
+
+    def unpack(self) -> tuple[Records, Txn, CollectionInfo, int, int, float | None]:
+        return self.records, self.txn, self.info, self.now_ms, self.limit, self.stop_at
+
+
+def run(job: PurgeJob, general: bool = False) -> tuple[int, int, bool]:
+    """Run the job with the fast loop where the collection's TTL rules give a record at most one
+    expiry entry (unless `general`), else the general loop. Returns (deleted, their BSON bytes,
+    more: it stopped at the limit or the clock, so that expired records may be left)."""
+    fast = not general and ttl.rules_for(job.info).one_entry
+    return purge_one_entry(job) if fast else purge_general(job)
+
+
+@dataclass(frozen=True)
 class PlainIndex:
     """An index whose entry for a document is the encoding of one top-level field's value (or
     null when missing, or none when missing and sparse), as plain_bodies' first case gives."""
@@ -163,16 +187,10 @@ def plain_entry_keys(
     return out
 
 
-def purge_general(
-    records: Records,
-    txn: Txn,
-    info: CollectionInfo,
-    now_ms: int,
-    limit: int,
-    stop_at: float | None,
-) -> tuple[int, int, bool]:
+def purge_general(job: PurgeJob) -> tuple[int, int, bool]:
     """The general loop: candidates in chunks from the expiry index, each record deleted by
     Records.delete_record. Returns (deleted, their BSON bytes, more)."""
+    records, txn, info, now_ms, limit, stop_at = job.unpack()
     rules = ttl.rules_for(info)
     deleted = size = 0
     tick = interrupt.current.get().tick
@@ -224,17 +242,11 @@ def _expired_candidates(
     return found
 
 
-def purge_one_entry(
-    records: Records,
-    txn: Txn,
-    info: CollectionInfo,
-    now_ms: int,
-    limit: int,
-    stop_at: float | None,
-) -> tuple[int, int, bool]:
+def purge_one_entry(job: PurgeJob) -> tuple[int, int, bool]:
     """The fast loop, for rules under which a record has at most one expiry entry: the cursor on
     the entry that found a record deletes it, and plain indexes' keys are computed directly.
     Returns (deleted, their BSON bytes, more)."""
+    records, txn, info, now_ms, limit, stop_at = job.unpack()
     rules = ttl.rules_for(info)
     plan = purge_plan(info)
     env = records.env

@@ -352,10 +352,8 @@ class Engine:
             if info is None:
                 return 0, False
             stop_at = None if budget_seconds is None else time.perf_counter() + budget_seconds
-            loop = purge.purge_one_entry if ttl.rules_for(info).one_entry else purge.purge_general
-            if general:
-                loop = purge.purge_general
-            deleted, size, more = loop(self._records, txn, info, now_ms, limit, stop_at)
+            job = purge.PurgeJob(self._records, txn, info, now_ms, limit, stop_at)
+            deleted, size, more = purge.run(job, general)
             if deleted:
                 self._records.add_stats(txn, info.id, -deleted, -size)
             return deleted, more
