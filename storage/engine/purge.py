@@ -283,7 +283,7 @@ def purge_one_entry(job: PurgeJob) -> tuple[int, int, bool]:
                 fields = doc = decode(value[offset:], CODEC)
             log_delete(txn, info, value, doc)
             if env.watched:
-                records.watch(info.id, rb)
+                records._watch(info.id, rb)  # an index build watches the collection
             entries = None if plan is None else plain_entry_keys(plan, fields, rb)
             if entries is None:
                 records.delete_entries(txn, info, value, rb, frozenset(), doc=doc, expiry=())

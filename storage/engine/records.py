@@ -142,7 +142,7 @@ class Records:
         entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
         rid_bytes = layout.u64(rid)
         if self.env.watched:
-            self.watch(info.id, rid_bytes)
+            self._watch(info.id, rid_bytes)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
         self.date_strings.check(info, doc, header)
         txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
@@ -216,12 +216,12 @@ class Records:
         `doc` its document, if decoded already."""
         rid_bytes = layout.u64(rid)
         if self.env.watched:
-            self.watch(info.id, rid_bytes)
+            self._watch(info.id, rid_bytes)
         self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, doc, meta, expiry=expiry)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
 
-    def watch(self, coll_id: int, rid_bytes: bytes) -> None:
+    def _watch(self, coll_id: int, rid_bytes: bytes) -> None:
         """An index build watches the collection: note the record written."""
         watched = self.env.watched.get(coll_id)
         if watched is not None:
