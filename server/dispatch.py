@@ -19,6 +19,14 @@ from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
+from ebbdb.server.large_messages import (
+    LARGE_BODY,
+    LARGE_FRAME,
+    LargeReply,
+    decode_body,
+    encode_large,
+    parse_frame,
+)
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
@@ -69,13 +77,19 @@ class Dispatcher:
         """The reply frame for one request frame (a large one as the list of its parts, see
         server/raw_reply.py), or None when the client asked for no reply. Raises ProtocolError for
         a frame that cannot be parsed (the connection must be dropped)."""
-        msg = decode_message(frame)
+        large = len(frame) >= LARGE_FRAME  # parsed and decoded off the loop (large_messages)
+        gateway = self.services.gateway
+        msg = await parse_frame(gateway, frame) if large else decode_message(frame)
         if isinstance(msg, Query):
             return await self._handle_query(client, msg)
         # OP_MSG, every request but a legacy driver's first: handled here rather than in a
         # coroutine of its own, since each awaited layer costs on every request.
+        size: int | None = len(msg.body)
         try:
-            body = bson.decode(msg.body, CODEC)
+            if size is not None and size >= LARGE_BODY:
+                body, size = await decode_body(gateway, msg.body)
+            else:
+                body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
             log.warning(
                 "[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc
@@ -95,10 +109,13 @@ class Dispatcher:
                     break
                 body[ident] = DocSequence(docs)
             else:
-                reply = await self.run(client, body, msg.request_id, len(msg.body))
+                reply = await self.run(client, body, msg.request_id, size)
         if msg.more_to_come:
             return None
-        parts = encode_parts(reply, CODEC)
+        if type(reply) is LargeReply:
+            parts: list[bytes] | None = await encode_large(reply)
+        else:
+            parts = encode_parts(reply, CODEC)
         if parts is not None:
             size = sum(map(len, parts))
             return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]

@@ -13,6 +13,7 @@ from ebbdb.server import retryable_writes
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.large_messages import PASS_ITEMS, EncodedDocs, LargeReply, encoded
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.retryable_writes import Retry
 from ebbdb.server.sessions import CURRENT_TRANSACTION
@@ -287,11 +288,31 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         bypass=p.bypass_document_validation,
     )
     ctx.stats.count_documents("insert", result.inserted)
-    reply: dict[str, Any] = {"n": result.inserted}
+    reply: dict[str, Any] = _reply_for(len(result.errors))
+    reply["n"] = result.inserted
     if result.errors:
-        reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+        reply["writeErrors"] = await _write_errors(result.errors)
     reply["ok"] = 1.0
     return reply
+
+
+def _write_error(failure: tuple[int, BaseException]) -> dict[str, Any]:
+    return write_error(*failure)
+
+
+def _reply_for(errors: int) -> dict[str, Any]:
+    """An empty reply; a LargeReply (encoded a pass at a time) when it will hold many errors."""
+    return LargeReply() if errors > PASS_ITEMS else {}
+
+
+async def _write_errors(
+    failures: Sequence[tuple[int, BaseException]],
+) -> list[dict[str, Any]] | EncodedDocs:
+    """The writeErrors entries of `failures`; many are built (and encoded) a pass at a time,
+    for a LargeReply (see _reply_for)."""
+    if len(failures) > PASS_ITEMS:
+        return await encoded(failures, _write_error)
+    return [write_error(i, exc) for i, exc in failures]
 
 
 async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
@@ -329,7 +350,8 @@ async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) 
 
     n, errors = await ctx.gateway.write_stamped(job)
     ctx.stats.count_documents("insert", n)
-    reply: dict[str, Any] = {"n": n}
+    reply: dict[str, Any] = _reply_for(len(errors))
+    reply["n"] = n
     if errors:
         reply["writeErrors"] = errors
     reply["ok"] = 1.0
