@@ -268,7 +268,7 @@ class Engine:
                     if timeseries.OPTION in info.options:
                         raw, doc = timeseries.prepare_measurement(info, raw, doc)
                     schema.check(info, doc, bypass=bypass)
-                    updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
+                    updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc, True)
                 except StorageError as exc:
                     # Kept without its traceback: 50,000 failed documents' frames (and what they
                     # held) kept alive made every garbage collection walk them, for 100s of ms.
@@ -288,6 +288,7 @@ class Engine:
                 removed += gone
                 size -= freed
             if inserted:
+                self._writer.note_insert(info.id)  # once for the batch (a set of ids)
                 self._records.add_stats(txn, info.id, inserted - removed, size)
             return InsertResult(inserted, tuple(errors), created)
 
