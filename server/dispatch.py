@@ -24,6 +24,7 @@ from ebbdb.server.large_messages import (
     LARGE_FRAME,
     LargeReply,
     decode_body,
+    defer_full_collections,
     encode_large,
     parse_frame,
 )
@@ -78,48 +79,59 @@ class Dispatcher:
         server/raw_reply.py), or None when the client asked for no reply. Raises ProtocolError for
         a frame that cannot be parsed (the connection must be dropped)."""
         large = len(frame) >= LARGE_FRAME  # parsed and decoded off the loop (large_messages)
-        gateway = self.services.gateway
-        msg = await parse_frame(gateway, frame) if large else decode_message(frame)
-        if isinstance(msg, Query):
-            return await self._handle_query(client, msg)
-        # OP_MSG, every request but a legacy driver's first: handled here rather than in a
-        # coroutine of its own, since each awaited layer costs on every request.
-        size: int | None = len(msg.body)
+        if large:
+            # Its hundreds of thousands of values are not walked by a full garbage collection
+            # that would hold every thread meanwhile (large_messages.defer_full_collections).
+            defer_full_collections(True)
         try:
-            if size is not None and size >= LARGE_BODY:
-                body, size = await decode_body(gateway, msg.body)
+            gateway = self.services.gateway
+            msg = await parse_frame(gateway, frame) if large else decode_message(frame)
+            if isinstance(msg, Query):
+                return await self._handle_query(client, msg)
+            # OP_MSG, every request but a legacy driver's first: handled here rather than in a
+            # coroutine of its own, since each awaited layer costs on every request.
+            size: int | None = len(msg.body)
+            try:
+                if size is not None and size >= LARGE_BODY:
+                    body, size = await decode_body(gateway, msg.body)
+                else:
+                    body = bson.decode(msg.body, CODEC)
+            except Exception as exc:  # bson raises several types for corrupt input
+                log.warning(
+                    "[conn%d] request %d: body is not valid BSON: %s",
+                    client.id,
+                    msg.request_id,
+                    exc,
+                )
+                reply: dict[str, Any] = error_reply(
+                    CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+                )
             else:
-                body = bson.decode(msg.body, CODEC)
-        except Exception as exc:  # bson raises several types for corrupt input
-            log.warning(
-                "[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc
-            )
-            reply: dict[str, Any] = error_reply(
-                CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
-            )
-        else:
-            for ident, docs in msg.sequences:
-                if ident in body:
-                    reply = error_reply(
-                        CommandError(
-                            ErrorCode.InvalidOptions,
-                            f"'{ident}' is given both in the command and as a document sequence",
+                for ident, docs in msg.sequences:
+                    if ident in body:
+                        reply = error_reply(
+                            CommandError(
+                                ErrorCode.InvalidOptions,
+                                f"'{ident}' is given both in the command and as a document sequence",
+                            )
                         )
-                    )
-                    break
-                body[ident] = DocSequence(docs)
+                        break
+                    body[ident] = DocSequence(docs)
+                else:
+                    reply = await self.run(client, body, msg.request_id, size)
+            if msg.more_to_come:
+                return None
+            if type(reply) is LargeReply:
+                parts: list[bytes] | None = await encode_large(reply)
             else:
-                reply = await self.run(client, body, msg.request_id, size)
-        if msg.more_to_come:
-            return None
-        if type(reply) is LargeReply:
-            parts: list[bytes] | None = await encode_large(reply)
-        else:
-            parts = encode_parts(reply, CODEC)
-        if parts is not None:
-            size = sum(map(len, parts))
-            return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]
-        return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
+                parts = encode_parts(reply, CODEC)
+            if parts is not None:
+                size = sum(map(len, parts))
+                return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]
+            return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
+        finally:
+            if large:
+                defer_full_collections(False)
 
     async def _handle_query(self, client: Client, query: Query) -> bytes:
         try:

@@ -9,6 +9,7 @@ clients between passes, and goes out in parts (server/raw_reply.py)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +50,34 @@ class EncodedDocs(list[bytes]):
     """A LargeReply's array of documents encoded already (as BSON bytes): 50,000 write errors
     held as dicts were 150,000 objects for every garbage collection to walk (a full one, in the
     middle of the request, held the interpreter for 100 ms and more); bytes are not walked."""
+
+
+# -- garbage collection ------------------------------------------------------------------------
+
+#: Large requests in progress (see defer_full_collections).
+_deferring = 0
+#: The collector's third threshold while none is (Python's, or what the process set).
+_full_threshold = gc.get_threshold()[2]
+
+
+def defer_full_collections(start: bool) -> None:
+    """While a large request runs (`start` True when it begins, False when it ends; called on
+    the loop thread), no full collection starts: its 500,000 decoded cursor ids or 50,000
+    failed documents are not garbage, yet each full collection walked them all (and the 10,000
+    collections of a catalog) holding the interpreter for 15 to 250 ms, every thread waiting.
+    Young generations are still collected; what ends up in the old one waits for the next full
+    collection once no large request runs."""
+    global _deferring, _full_threshold
+    first, second, third = gc.get_threshold()
+    if start:
+        if _deferring == 0:
+            _full_threshold = third
+            gc.set_threshold(first, second, 1 << 30)
+        _deferring += 1
+    else:
+        _deferring -= 1
+        if _deferring == 0:
+            gc.set_threshold(first, second, _full_threshold)
 
 
 # -- requests ----------------------------------------------------------------------------------
