@@ -528,6 +528,17 @@ def read_message(sock: socket.socket) -> bytes:
     return data
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """A process's CPU time so far (utime + stime of /proc/<pid>/stat); None where there is no
+    /proc or no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def versions() -> str:
     """The start of each script's banner line."""
     return f"pymongo {pymongo.version}, Python {platform.python_version()}"
@@ -714,7 +725,7 @@ class Goal:
         return self.value >= self.bound if self.op == ">=" else self.value <= self.bound
 
 
-def _fmt_goal(value: float | None, unit: str) -> str:
+def fmt_goal(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     digits = 2 if abs(value) < 100 else 0
@@ -728,7 +739,7 @@ def report_goals(script: str, goals: Sequence[Goal]) -> None:
     print("==== targets ====")
     print()
     rows = [
-        [g.what, _fmt_goal(g.value, g.unit), f"{g.op} {_fmt_goal(g.bound, g.unit)}", verdict(g.ok)]
+        [g.what, fmt_goal(g.value, g.unit), f"{g.op} {fmt_goal(g.bound, g.unit)}", verdict(g.ok)]
         for g in goals
     ]
     table(["target", "measured", "target", "verdict"], rows, left=1)

@@ -4,7 +4,7 @@ Either starts both servers itself (``--spawn``: ebbdb from this checkout on a te
 dbpath, the floor from ../shared/bench/floor_server.py with ``--raw --ndocs <find size>``,
 both stopped at the end) or takes their URIs::
 
-    python bench/write.py --spawn
+    python bench/write.py                                     # the same as --spawn
     python bench/write.py --spawn --quick                     # a smoke run
     python bench/write.py ebbdb=mongodb://127.0.0.1:27017 floor=mongodb://127.0.0.1:27090
 
@@ -23,6 +23,9 @@ measures, on ebbdb and then on the floor (rounds alternate between them), in dat
 - insert_many  ``--batches`` batches of 1,000 documents (docs/s)
 - find         iterating an unfiltered find over ``--find-docs`` documents (docs/s; the floor
                answers its own pre-encoded documents of the same shape)
+- bare socket  insert of one document (a kind-1 document sequence, as drivers send it), then find
+               by ``_id`` over those documents, as raw OP_MSG on one socket, one request at a
+               time, the messages built before the clock starts: the server is the limit (ops/s)
 
 and, the two targets that compare ebbdb with itself (the floor's figures are printed for
 reference only; it stores nothing and ignores the write concern):
@@ -45,6 +48,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import socket
+import struct
 import sys
 import threading
 import time
@@ -52,7 +57,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import bson
 import common
+from bson import ObjectId
 from common import Client, Doc
 from pymongo import MongoClient, UpdateOne
 from pymongo.collection import Collection
@@ -64,14 +71,33 @@ DB_NAME = "bench_write"
 Coll = Collection[Doc]
 Db = Database[Doc]
 
-# Targets from the issue.
-SINGLE_RATIO_MIN = 0.90  # insert_one, update_one, find_one: ebbdb / floor ops/s
-BATCH_RATIO_MIN = 0.75  # insert_many, find iteration: ebbdb / floor docs/s
+# Targets from issue 23.
+SINGLE_RATIO_MIN = 0.75  # insert_one, update_one, find_one: ebbdb / floor ops/s
+INSERT_MANY_RATIO_MIN = 0.50  # insert_many: ebbdb / floor docs/s
+ITERATE_RATIO_MIN = 0.75  # find iteration: ebbdb / floor docs/s
 BULK_TIME_RATIO_MAX = 2.0  # bulk_write of N UpdateOne / insert_many of N documents, time
+BARE_RATIO_MIN = 0.60  # bare-socket insert and find by _id: ebbdb / floor ops/s
 J_RATIO_MIN = 0.5  # j: true / default write concern, inserts/s from 8 connections
 
 # Metric keys in display order: compared with the floor, then ebbdb with itself.
-VS_FLOOR = ("insert_one", "update_one", "find_one", "insert_many", "find")
+VS_FLOOR = (
+    "insert_one",
+    "update_one",
+    "find_one",
+    "insert_many",
+    "find",
+    "bare_insert",
+    "bare_find",
+)
+BOUNDS = {
+    "insert_one": SINGLE_RATIO_MIN,
+    "update_one": SINGLE_RATIO_MIN,
+    "find_one": SINGLE_RATIO_MIN,
+    "insert_many": INSERT_MANY_RATIO_MIN,
+    "find": ITERATE_RATIO_MIN,
+    "bare_insert": BARE_RATIO_MIN,
+    "bare_find": BARE_RATIO_MIN,
+}
 VS_SELF = ("bulk_insert_ms", "bulk_update_ms", "plain", "journaled")
 
 
@@ -134,6 +160,8 @@ def metric(key: str, cfg: Config) -> tuple[str, str]:
         "find_one": ("find_one by _id", "ops/s"),
         "insert_many": (f"insert_many, {cfg.batch_size:,}-doc batches", "docs/s"),
         "find": (f"find, iterate {cfg.find_docs:,} docs", "docs/s"),
+        "bare_insert": ("bare socket: insert of one document", "ops/s"),
+        "bare_find": ("bare socket: find by _id", "ops/s"),
         "bulk_insert_ms": (f"insert_many {cfg.bulk_n:,} docs", "ms"),
         "bulk_update_ms": (f"bulk_write {cfg.bulk_n:,} UpdateOne", "ms"),
         "plain": (f"insert_one, {cfg.j_threads} connections", "ops/s"),
@@ -249,6 +277,62 @@ def bench_find(t: Target, db: Db, cfg: Config) -> dict[str, float]:
         else:
             add_wrong(t, "find", 1)
     return {"find": rate(seen, secs)}
+
+
+# -- a bare socket: the server is the limit ------------------------------------------------------
+
+
+def op_msg_sequence(command: Doc, ident: str, docs: Sequence[bytes], request_id: int) -> bytes:
+    """One OP_MSG holding `command` and the kind-1 document sequence `ident` of `docs` (as
+    drivers send an insert's documents)."""
+    body = b"\x00" + bson.encode(command)
+    payload = ident.encode() + b"\x00" + b"".join(docs)
+    section = b"\x01" + struct.pack("<i", 4 + len(payload)) + payload
+    msg = struct.pack("<I", 0) + body + section
+    return struct.pack("<iiii", 16 + len(msg), request_id, 0, common.OP_MSG) + msg
+
+
+def bench_bare(t: Target, cfg: Config) -> dict[str, float]:
+    """insert of one document, then find by _id over those documents, on one raw socket, one
+    request at a time (pipelined-free), the client's own work precomputed: ops/s."""
+    host, port = t.client.address if t.client is not None and t.client.address else ("", 0)
+    ids = [ObjectId() for _ in range(cfg.n_single)]
+    inserts = [
+        op_msg_sequence(
+            {"insert": "bare", "ordered": True, "$db": DB_NAME},
+            "documents",
+            [bson.encode({"_id": _id, **common.floor_doc(i)})],
+            i + 1,
+        )
+        for i, _id in enumerate(ids)
+    ]
+    finds = [
+        common.op_msg(
+            {
+                "find": "bare",
+                "filter": {"_id": _id},
+                "limit": 1,
+                "singleBatch": True,
+                "$db": DB_NAME,
+            },
+            i + 1,
+        )
+        for i, _id in enumerate(ids)
+    ]
+    out: dict[str, float] = {}
+    with socket.create_connection((host, port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(common.op_msg({"drop": "bare", "$db": DB_NAME}))
+        common.read_message(sock)
+        for key, messages in (("bare_insert", inserts), ("bare_find", finds)):
+
+            def run(messages: list[bytes] = messages) -> None:
+                for m in messages:
+                    sock.sendall(m)
+                    common.read_message(sock)
+
+            out[key] = rate(len(messages), timed(run))
+    return out
 
 
 # -- ebbdb against itself -------------------------------------------------------------------------
@@ -371,6 +455,7 @@ def run_round(t: Target, cfg: Config, rnd: int) -> dict[str, float]:
     got |= common.step(t, "insert_many", lambda: bench_insert_many(db, cfg))
     got |= common.step(t, "find", lambda: bench_find(t, db, cfg))
     got |= common.step(t, "bulk", lambda: bench_bulk(t, db, cfg))
+    got |= common.step(t, "bare", lambda: bench_bare(t, cfg))
     if t.j_clients:
         # Alternate which window goes first, so neither always follows the other.
         order = (False, True) if rnd % 2 == 0 else (True, False)
@@ -404,19 +489,15 @@ def print_round(t: Target, got: dict[str, float], r: int, rounds: int) -> None:
     print(f"round {r + 1}/{rounds}  {t.label:<5}  {figures}", flush=True)
 
 
-def goals(
-    ebbdb: Target, floor: Target | None, cfg: Config
-) -> list[tuple[str, float | None, str, float]]:
-    """(what, measured, ">=" or "<=", bound) for each target of the issue."""
-    out: list[tuple[str, float | None, str, float]] = []
+def goals(ebbdb: Target, floor: Target | None, cfg: Config) -> list[common.Goal]:
+    """Each target of issue 23, measured."""
+    out: list[common.Goal] = []
     for key in VS_FLOOR:
         label, unit = metric(key, cfg)
-        bound = SINGLE_RATIO_MIN if unit == "ops/s" else BATCH_RATIO_MIN
-        out.append(
-            (f"{label}: {unit} ebbdb/floor", ratio(med(ebbdb, key), med(floor, key)), ">=", bound)
-        )
+        value = ratio(med(ebbdb, key), med(floor, key))
+        out.append(common.Goal(f"{label}: {unit} ebbdb/floor", value, ">=", BOUNDS[key]))
     out.append(
-        (
+        common.Goal(
             f"bulk_write {cfg.bulk_n:,} UpdateOne / insert_many {cfg.bulk_n:,}: time, ebbdb",
             ratio(med(ebbdb, "bulk_update_ms"), med(ebbdb, "bulk_insert_ms")),
             "<=",
@@ -424,7 +505,7 @@ def goals(
         )
     )
     out.append(
-        (
+        common.Goal(
             f"insert_one j:true / no j, {cfg.j_threads} connections: ops/s, ebbdb",
             ratio(med(ebbdb, "journaled"), med(ebbdb, "plain")),
             ">=",
@@ -461,19 +542,13 @@ def report(ebbdb: Target, floor: Target | None, cfg: Config, rounds: int) -> Non
         for note in t.notes:
             print(f"{t.label}: note: {note}")
 
-    print()
-    print("==== targets ====")
-    print()
-    rows = []
-    for label, value, op, bound in goals(ebbdb, floor, cfg):
-        ok = None if value is None else (value >= bound if op == ">=" else value <= bound)
-        shown = "-" if value is None else f"{value:.2f}"
-        rows.append([label, shown, f"{op} {bound:.2f}", common.verdict(ok)])
-    common.table(["target", "measured", "target", "verdict"], rows, left=1)
+    common.report_goals("write.py", goals(ebbdb, floor, cfg))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap, args, cfg = common.parse_args(argv, Config, CLI)
+    if not args.targets:
+        args.spawn = True  # no URI given: start both servers
     print(
         f"{common.versions()}; single ops N={cfg.n_single:,}, insert_many {cfg.batches}x"
         f"{cfg.batch_size:,}, find {cfg.find_docs:,} docs x{cfg.find_reps}, bulk {cfg.bulk_n:,} "

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import errno
 import logging
 import socket
 import sys
@@ -24,7 +25,7 @@ from ebbdb.server.context import Services
 from ebbdb.server.cursors import CursorManager
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.gateway import Gateway
-from ebbdb.server.listener import InputBudget, Listener, listen
+from ebbdb.server.listener import InputBudget, Listener, listen, listen_unix
 from ebbdb.server.memory import spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
@@ -36,7 +37,7 @@ from ebbdb.server.tls import server_context
 from ebbdb.server.transactions import TransactionManager
 from ebbdb.server.ttl_monitor import GatewayExpiry, TTLMonitor
 from ebbdb.server.version import EBBDB_VERSION
-from ebbdb.storage.core import interrupt
+from ebbdb.storage.core import interrupt, portability
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.execution import spill
 
@@ -102,6 +103,16 @@ class App:
     @property
     def port(self) -> int:
         return self.address[1] if self.address else 0
+
+    @property
+    def unix_socket(self) -> str | None:
+        """The server's own Unix domain socket (PREFIX/ebbdb-<port>.sock) while it listens on
+        it; None with --nounixsocket, on Windows, and before start."""
+        if not self.config.unix_socket or self.address is None:
+            return None
+        path = self.config.unix_socket_path(self.address[1])
+        listening = any(s.unix_file is not None and s.unix_file[0] == path for s in self._servers)
+        return path if listening else None
 
     def active_connections(self) -> int:
         return sum(1 for c in self.connections.values() if c.busy)
@@ -194,6 +205,8 @@ class App:
                 replica_set.listening(self.address)
                 await gateway.write(replica_set.keep_config)
         except BaseException:
+            for srv in self._servers:
+                srv.close()  # an address that failed leaves none of the others behind
             await self._close_storage()
             self._remove_ephemeral()
             self._detach_logging()
@@ -233,17 +246,40 @@ class App:
 
     async def _listen(self, dispatcher: Dispatcher) -> None:
         """Listen on every address; TLSConfigError, or OSError for an address in use."""
-        port = self.config.port
-        tls = self.config.tls
+        config = self.config
+        port = config.port
+        tls = config.tls
         ctx = server_context(tls) if tls.enabled else None
         tls_only = tls.mode == "requireTLS"
-        for host in self.config.bind_ip:
-            srv = await listen(lambda: Connection(dispatcher, self), host, port, ctx, tls_only)
+
+        def factory() -> Connection:
+            return Connection(dispatcher, self)
+
+        for host in config.hosts:
+            srv = await listen(factory, host, port, ctx, tls_only)
             self._servers.append(srv)
             if self.address is None:
                 sockname = srv.sockets[0].getsockname()
                 self.address = (sockname[0], sockname[1])
                 port = sockname[1]  # with --port 0, every address shares the port picked first
+        # The Unix domain sockets after the TCP port is ours: with --port 0 the socket is named
+        # after the port picked, and a file at that name can only be a dead server's.
+        for path in self.unix_socket_paths():
+            self._servers.append(listen_unix(factory, path, config.unix_socket_mode, ctx, tls_only))
+
+    def unix_socket_paths(self) -> list[str]:
+        """The Unix domain sockets the server listens on (once it listens): its own (unless
+        --nounixsocket) and the --bind_ip entries that are paths; none where the system has no
+        Unix domain sockets (Windows), where a path in --bind_ip is an error (OSError)."""
+        config = self.config
+        paths = list(config.socket_paths)
+        if not portability.unix_sockets():
+            if paths:
+                raise OSError(errno.EAFNOSUPPORT, "no Unix domain sockets on this system", paths[0])
+            return []
+        if config.unix_socket and self.address is not None:
+            paths.insert(0, config.unix_socket_path(self.address[1]))
+        return paths
 
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (briefly), close connections and storage."""

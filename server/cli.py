@@ -48,9 +48,10 @@ async def serve(config: Config) -> int:
         print(f"ebbdb: {exc}", file=sys.stderr)
         return EXIT_BAD_OPTIONS
     except OSError as exc:
+        # A socket's path when the Unix domain socket failed, else the TCP addresses.
+        where = exc.filename or f"{','.join(config.hosts)}:{config.port}"
         print(
-            f"ebbdb: cannot listen on {','.join(config.bind_ip)}:{config.port}: "
-            f"{exc.strerror or exc}",
+            f"ebbdb: cannot listen on {where}: {exc.strerror or exc}",
             file=sys.stderr,
         )
         return EXIT_ADDRESS_IN_USE
@@ -68,7 +69,8 @@ async def serve(config: Config) -> int:
     replica_set = app.services.replica_set
     print(
         f"ebbdb {EBBDB_VERSION} listening on {app.address[0]}:{app.address[1]} "
-        f"dbpath={app.config.dbpath}"
+        + (f"and {app.unix_socket} " if app.unix_socket is not None else "")
+        + f"dbpath={app.config.dbpath}"
         + (" (ephemeral)" if config.ephemeral else "")
         + (
             ""

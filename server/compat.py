@@ -35,6 +35,7 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "internalDocumentSourceGroupMaxMemoryBytes": ("integer", 1, None),
     "internalQueryMaxBlockingSortMemoryUsageBytes": ("integer", 1, None),
     "cursorTimeoutMillis": ("integer", 1, None),
+    "ebbdbExpressPath": ("boolean", None, None),
     "enableTestCommands": ("boolean", None, None),
     "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
     "journalCommitInterval": ("integer", 1, 500),
@@ -56,6 +57,10 @@ PARAMETER_NOTES: dict[str, str] = {
     "internalQueryMaxBlockingSortMemoryUsageBytes": "bytes a blocking sort (find, `$sort`) "
     "may hold before spilling to disk, or failing with 292 without disk use (see Limits)",
     "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
+    "ebbdbExpressPath": "ebbdb's own: one-document commands (an insert of one document; "
+    "find, update, delete and findAndModify by `_id` alone; getMore) skip the general "
+    "machinery they cannot need; false sends every request down the general path, which "
+    "answers byte for byte the same",
     "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to "
     "live), and the test commands of fail points and sessions",
     "incomingMessageTimeoutSecs": "ebbdb's own: a client's message must arrive whole within "

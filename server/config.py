@@ -10,9 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ebbdb.server.config_file import (
+    DEFAULT_SOCKET_MODE,
+    DEFAULT_SOCKET_PREFIX,
+    FILE_MODE_EXPECTED,
     MAX_VERBOSITY,
     PROFILE_MODES,
     ConfigFileError,
+    is_socket_path,
+    parse_file_mode,
     parse_host,
     read_config,
 )
@@ -120,6 +125,26 @@ class Config:
     #: --replSetHost: the host:port the replica set's one member is known by (clients connect to
     #: it after discovery); None: the first --bind_ip address and the port listened on.
     repl_set_host: str | None = None
+    #: net.unixDomainSocket: listen on PREFIX/ebbdb-<port>.sock too, where the system has Unix
+    #: domain sockets (--nounixsocket: not), with these permissions (--filePermissions).
+    unix_socket: bool = True
+    unix_socket_prefix: str = DEFAULT_SOCKET_PREFIX
+    unix_socket_mode: int = DEFAULT_SOCKET_MODE
+
+    def unix_socket_path(self, port: int) -> str:
+        """The socket file for the port the server listens on (the real one with --port 0):
+        mongod's mongodb-<port>.sock, named ebbdb-<port>.sock here."""
+        return os.path.join(self.unix_socket_prefix, f"ebbdb-{port}.sock")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The --bind_ip addresses that are hosts (TCP)."""
+        return tuple(a for a in self.bind_ip if not is_socket_path(a))
+
+    @property
+    def socket_paths(self) -> tuple[str, ...]:
+        """The --bind_ip entries that name Unix domain sockets (a path: mongod's rule)."""
+        return tuple(a for a in self.bind_ip if is_socket_path(a))
 
     def parsed(self) -> dict[str, Any]:
         """The `parsed` section of getCmdLineOpts."""
@@ -132,6 +157,15 @@ class Config:
             net["maxIncomingConnections"] = self.max_connections
         if self.tls.enabled:
             net["tls"] = self.tls.parsed()
+        unix: dict[str, Any] = {}
+        if not self.unix_socket:
+            unix["enabled"] = False
+        if self.unix_socket_prefix != DEFAULT_SOCKET_PREFIX:
+            unix["pathPrefix"] = self.unix_socket_prefix
+        if self.unix_socket_mode != DEFAULT_SOCKET_MODE:
+            unix["filePermissions"] = self.unix_socket_mode
+        if unix:
+            net["unixDomainSocket"] = unix
         out: dict[str, Any] = {}
         if self.config_file is not None:
             out["config"] = self.config_file
@@ -172,6 +206,14 @@ class Config:
         return out
 
 
+def socket_uri_host(path: str) -> str:
+    """A Unix domain socket's path as a connection string's host: percent-encoded, as drivers
+    read it (`/tmp/ebbdb-27017.sock` is `%2Ftmp%2Febbdb-27017.sock`)."""
+    from urllib.parse import quote
+
+    return quote(path, safe="")
+
+
 def _ranged(
     name: str, convert: Callable[[str], Any], low: float, high: float, refusal: str
 ) -> Callable[[str], Any]:
@@ -191,6 +233,16 @@ _port = _ranged("port", int, 0, 65535, "port must be between 0 and 65535")
 _positive = _ranged("count", int, 1, 2**31 - 1, "must be at least 1")
 _fraction = _ranged("fraction", float, 0, 1, "must be between 0 and 1")
 _oplog_size = _ranged("size", int, 1, MAX_OPLOG_SIZE_MB, "must be at least 1 (megabytes)")
+
+
+def _file_mode(text: str) -> int:
+    try:
+        return parse_file_mode(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{FILE_MODE_EXPECTED}, got {text}") from None
+
+
+_file_mode.__name__ = "mode"
 
 
 def _set_name(text: str) -> str:
@@ -254,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--bind_ip",
-        help="comma-separated addresses to listen on (default 127.0.0.1)",
+        help="comma-separated addresses to listen on (default 127.0.0.1); an entry with a "
+        "'/' is the path of a Unix domain socket to listen on as well",
     )
     p.add_argument(
         "--bind_ip_all",
@@ -264,6 +317,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ipv6", action="store_true", default=None, help="with --bind_ip_all, listen on :: too"
+    )
+    p.add_argument(
+        "--nounixsocket",
+        action="store_true",
+        default=None,
+        help="do not listen on the Unix domain socket (POSIX only; there is none on Windows)",
+    )
+    p.add_argument(
+        "--unixSocketPrefix",
+        metavar="DIR",
+        help=f"the directory of the Unix domain socket DIR/ebbdb-<port>.sock (default "
+        f"{DEFAULT_SOCKET_PREFIX})",
+    )
+    p.add_argument(
+        "--filePermissions",
+        type=_file_mode,
+        metavar="MODE",
+        help=f"the Unix domain socket file's permissions (default {DEFAULT_SOCKET_MODE:04o})",
     )
     p.add_argument(
         "--maxConns",
@@ -455,6 +526,11 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
         bind = tuple(part.strip() for part in bind_ip.split(",") if part.strip())
         if not bind:
             parser.error("--bind_ip needs at least one address")
+        if all(is_socket_path(a) for a in bind):
+            parser.error(
+                "--bind_ip: ebbdb needs an IP address to listen on besides socket paths, "
+                "for example 127.0.0.1"
+            )
     logpath = pick(ns.logpath, "systemLog.path", None)
     if logpath is not None and not logpath:
         parser.error("--logpath needs a file name")
@@ -520,4 +596,11 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
         repl_set=repl_set,
         oplog_size_mb=pick(ns.oplogSize, "replication.oplogSizeMB", DEFAULT_OPLOG_SIZE_MB),
         repl_set_host=repl_set_host,
+        unix_socket=not ns.nounixsocket and opts.get("net.unixDomainSocket.enabled", True),
+        unix_socket_prefix=pick(
+            ns.unixSocketPrefix, "net.unixDomainSocket.pathPrefix", DEFAULT_SOCKET_PREFIX
+        ),
+        unix_socket_mode=pick(
+            ns.filePermissions, "net.unixDomainSocket.filePermissions", DEFAULT_SOCKET_MODE
+        ),
     )

@@ -102,6 +102,46 @@ def _log_destination(value: Any) -> str:
     return _one_of("file")(value)
 
 
+#: mongod's net.unixDomainSocket.filePermissions default (since 3.0; 0777 before).
+DEFAULT_SOCKET_MODE = 0o700
+#: mongod's net.unixDomainSocket.pathPrefix default.
+DEFAULT_SOCKET_PREFIX = "/tmp"
+
+
+def parse_file_mode(value: Any) -> int:
+    """--filePermissions / net.unixDomainSocket.filePermissions: mongod reads the number as C
+    does (a leading 0 is octal, 0x hex, else decimal; YAML's `0770` is octal too). ebbdb takes
+    permission bits only (0 to 0777), so that `777` (decimal, which is 0o1411) is refused rather
+    than applied. Raises ValueError."""
+    number = -1
+    if isinstance(value, str):
+        digits = value.strip()
+        try:
+            if digits.lower().startswith(("0x", "0o")):
+                number = int(digits, 0)
+            elif len(digits) > 1 and digits.startswith("0"):
+                number = int(digits, 8)
+            else:
+                number = int(digits, 10)
+        except ValueError:
+            number = -1
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    if not 0 <= number <= 0o777:
+        raise ValueError(FILE_MODE_EXPECTED)
+    return number
+
+
+#: What parse_file_mode refuses with.
+FILE_MODE_EXPECTED = "expected a file mode from 0 to 0777 (octal, as in 0700)"
+
+
+def is_socket_path(address: str) -> bool:
+    """Whether a --bind_ip entry names a Unix domain socket rather than a host: as mongod
+    decides, it holds a '/'."""
+    return "/" in address
+
+
 _INT32_MAX = 2**31 - 1
 
 #: Every option read, by its dotted path, with the check that types it.
@@ -111,6 +151,9 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "net.bindIpAll": _boolean,
     "net.ipv6": _boolean,
     "net.maxIncomingConnections": _integer(1, _INT32_MAX),
+    "net.unixDomainSocket.enabled": _boolean,
+    "net.unixDomainSocket.pathPrefix": _text,
+    "net.unixDomainSocket.filePermissions": parse_file_mode,
     "net.tls.mode": _one_of(*TLS_MODES),
     "net.tls.certificateKeyFile": _text,
     "net.tls.certificateKeyFilePassword": _text,

@@ -11,13 +11,13 @@ import itertools
 import logging
 import sys
 from collections.abc import Coroutine, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard, cast
 
 from ebbdb.protocol import FrameDecoder, ProtocolError
 from ebbdb.server.context import Client
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.failpoints import CloseConnection
-from ebbdb.server.listener import InputBudget
+from ebbdb.server.listener import InputBudget, peer_text
 from ebbdb.server.log import log_event
 from ebbdb.server.profiler import app_name
 from ebbdb.server.raw_reply import TURN_BYTES, slices
@@ -56,6 +56,12 @@ else:
         request: _Request, loop: asyncio.AbstractEventLoop, context: contextvars.Context
     ) -> asyncio.Task[_Reply]:
         raise NotImplementedError("eager tasks are 3.12+")
+
+
+def _answered(request: _Reply | _Request) -> TypeGuard[_Reply]:
+    """A request begun is already answered: its reply frame (or None: no reply), not the
+    coroutine that answers it (checked by type: cheaper than an ABC's isinstance)."""
+    return request is None or type(request) is bytes or type(request) is list
 
 
 class Owner(Protocol):
@@ -126,8 +132,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        self.client.peer = peer_text(transport.get_extra_info("peername"))
         if not self._owner.connection_opened(self):
             # As mongod: the connection is accepted, then closed at once, and nothing is read.
             count = self._owner.open_connections
@@ -362,8 +367,21 @@ class Connection(asyncio.Protocol):
             return  # the Task has a request it has not taken yet
         loop = asyncio.get_running_loop()
         while self._queue and not self._writing_blocked:
-            request = self._next_request()
             self._idle.clear()
+            try:
+                begun = self._next_request()
+            except ProtocolError as exc:
+                self.abort(f"bad message: {exc}")
+                break
+            except Exception as exc:
+                self._failed(exc)
+                break
+            if _answered(begun):
+                # Answered at once (the express path, server/express.py): no task at all.
+                self._send(begun)
+                self._running_bytes = 0
+                continue
+            request = cast(_Request, begun)
             if not _EAGER_TASKS or asyncio.current_task(loop) is not None:
                 # Without eager tasks (3.11), or called from inside some task (not a transport
                 # callback): the connection's Task starts the request on its next step.
@@ -393,13 +411,15 @@ class Connection(asyncio.Protocol):
         self._request_done()
         self._resume_reading()
 
-    def _next_request(self) -> _Request:
+    def _next_request(self) -> _Reply | _Request:
+        """The next queued request begun: its reply when answered at once, else the coroutine
+        that answers it. Raises ProtocolError for a frame that cannot be parsed."""
         frame = self._queue.popleft()
         self._queued_bytes -= len(frame)
         self._running_bytes = len(frame)
         if self._reserved:
             self._account()
-        return self._dispatcher.handle_frame(self.client, frame)
+        return self._dispatcher.start(self.client, frame)
 
     async def _run(self) -> None:
         """The connection's Task: it finishes each request that had to wait, then serves the
@@ -426,7 +446,8 @@ class Connection(asyncio.Protocol):
                 try:
                     self._send(await work)
                     while self._queue and not self._writing_blocked:
-                        self._send(await self._next_request())
+                        begun = self._next_request()
+                        self._send(begun if _answered(begun) else await cast(_Request, begun))
                 except ProtocolError as exc:
                     self.abort(f"bad message: {exc}")
                 except CloseConnection:

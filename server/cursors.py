@@ -156,6 +156,10 @@ class CursorManager:
             cursor.last_used = time.monotonic()
         return cursor
 
+    def peek(self, cid: int) -> Cursor | None:
+        """The cursor `cid`, not marked used (the express path's look before it decides)."""
+        return self._cursors.get(cid)
+
     def close(self, cid: int) -> bool:
         """Forget a cursor; a getMore producing a batch for it learns from `killed`."""
         cursor = self._cursors.pop(cid, None)

@@ -8,12 +8,12 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any
 
 import bson
 
-from ebbdb.protocol import Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
+from ebbdb.protocol import Msg, Query, Reply, decode_message, encode_msg, encode_reply, msg_prefix
 from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
@@ -40,6 +40,9 @@ from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.core.interrupt import current as current_op
 from ebbdb.storage.core.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
 
+if TYPE_CHECKING:
+    from ebbdb.server.express import Express, Route
+
 log = logging.getLogger("ebbdb.command")
 network_log = logging.getLogger("ebbdb.network")
 
@@ -53,6 +56,12 @@ _REQUEST_IDS = itertools.count(1)
 _OP_QUERY_COMMANDS = frozenset({"hello", "isMaster", "ismaster"})
 _RESULT_FLAG_QUERY_FAILURE = 2
 
+
+#: A reply frame: whole, in parts (server/raw_reply.py), or None (the client asked for none).
+_Frame = bytes | list[bytes] | None
+
+#: The commands the express path may take (server/express.py, loaded with the first of them).
+_EXPRESS_COMMANDS = frozenset({"find", "insert", "update", "delete", "findAndModify", "getMore"})
 
 #: Handler contexts a client keeps (see Dispatcher.run).
 _MAX_CONTEXTS = 64
@@ -73,65 +82,107 @@ class Dispatcher:
             from ebbdb.server.auth.check import authorize
 
             self._authorize = authorize
+        #: The express path (server/express.py): requests it routes skip `run`'s general work.
+        #: Loaded (on a worker thread, as a command module is) by the first command it may
+        #: take, which the general path runs: start-up imports none of what it needs.
+        self.express: Express | None = None
 
     async def handle_frame(self, client: Client, frame: bytes) -> bytes | list[bytes] | None:
         """The reply frame for one request frame (a large one as the list of its parts, see
         server/raw_reply.py), or None when the client asked for no reply. Raises ProtocolError for
         a frame that cannot be parsed (the connection must be dropped)."""
-        large = len(frame) >= LARGE_FRAME  # parsed and decoded off the loop (large_messages)
-        if large:
-            # Its hundreds of thousands of values are not walked by a full garbage collection
-            # that would hold every thread meanwhile (large_messages.defer_full_collections).
-            defer_full_collections(True)
+        work = self.start(client, frame)
+        if isinstance(work, Coroutine):
+            return await work
+        return work
+
+    def start(self, client: Client, frame: bytes) -> _Frame | Coroutine[Any, Any, _Frame]:
+        """handle_frame's work, begun now: the reply frame itself when the express path answered
+        at once (server/express.py: a request that never waits), else the coroutine that
+        answers. Raises ProtocolError for a frame that cannot be parsed."""
+        if len(frame) >= LARGE_FRAME:
+            return self._handle_large(client, frame)
+        msg = decode_message(frame)
+        if isinstance(msg, Query):
+            return self._handle_query(client, msg)
+        # OP_MSG, every request but a legacy driver's first.
+        try:
+            body = bson.decode(msg.body, CODEC)
+        except Exception as exc:  # bson raises several types for corrupt input
+            return self._reply(msg, _invalid_body(client, msg, exc))
+        refused = _merge_sequences(msg, body)
+        if refused is not None:
+            return self._reply(msg, refused)
+        express = self.express
+        route = None if express is None else express.route(body)
+        if route is None:
+            return self._handle_msg(client, msg, body, None)
+        if route.now is not None:
+            reply = self._run_now(client, body, route, len(msg.body))
+            if reply is not None:
+                return self._frame(msg, reply)
+        return self._handle_msg(client, msg, body, route)
+
+    async def _reply(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        return self._frame(msg, reply)
+
+    async def _handle_large(self, client: Client, frame: bytes) -> _Frame:
+        """A frame of LARGE_FRAME bytes or more (server/large_messages.py): parsed, and its body
+        decoded, off the loop a pass at a time; no full garbage collection starts meanwhile
+        (its hundreds of thousands of values would be walked, every thread waiting); always
+        the general path."""
+        defer_full_collections(True)
         try:
             gateway = self.services.gateway
-            msg = await parse_frame(gateway, frame) if large else decode_message(frame)
+            msg = await parse_frame(gateway, frame)
             if isinstance(msg, Query):
                 return await self._handle_query(client, msg)
-            # OP_MSG, every request but a legacy driver's first: handled here rather than in a
-            # coroutine of its own, since each awaited layer costs on every request.
             size: int | None = len(msg.body)
             try:
-                if size is not None and size >= LARGE_BODY:
+                if len(msg.body) >= LARGE_BODY:
                     body, size = await decode_body(gateway, msg.body)
                 else:
                     body = bson.decode(msg.body, CODEC)
             except Exception as exc:  # bson raises several types for corrupt input
-                log.warning(
-                    "[conn%d] request %d: body is not valid BSON: %s",
-                    client.id,
-                    msg.request_id,
-                    exc,
-                )
-                reply: dict[str, Any] = error_reply(
-                    CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
-                )
-            else:
-                for ident, docs in msg.sequences:
-                    if ident in body:
-                        reply = error_reply(
-                            CommandError(
-                                ErrorCode.InvalidOptions,
-                                f"'{ident}' is given both in the command and as a document sequence",
-                            )
-                        )
-                        break
-                    body[ident] = DocSequence(docs)
-                else:
-                    reply = await self.run(client, body, msg.request_id, size)
-            if msg.more_to_come:
-                return None
+                return self._frame(msg, _invalid_body(client, msg, exc))
+            refused = _merge_sequences(msg, body)
+            if refused is not None:
+                return self._frame(msg, refused)
+            reply = await self.run(client, body, msg.request_id, size)
             if type(reply) is LargeReply:
-                parts: list[bytes] | None = await encode_large(reply)
-            else:
-                parts = encode_parts(reply, CODEC)
-            if parts is not None:
-                size = sum(map(len, parts))
-                return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]
-            return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
+                return await self._large_frame(msg, reply)
+            return self._frame(msg, reply)
         finally:
-            if large:
-                defer_full_collections(False)
+            defer_full_collections(False)
+
+    async def _large_frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        """The reply frame to `msg` for a LargeReply, encoded a pass at a time."""
+        if msg.more_to_come:
+            return None
+        parts = await encode_large(reply)
+        return [msg_prefix(next(_REQUEST_IDS), msg.request_id, sum(map(len, parts))), *parts]
+
+    async def _handle_msg(
+        self, client: Client, msg: Msg, body: dict[str, Any], route: Route | None
+    ) -> _Frame:
+        # A coroutine of its own only where it must wait: each awaited layer costs.
+        if route is None:
+            reply = await self.run(client, body, msg.request_id, len(msg.body))
+        else:
+            reply = await self.run_express(client, body, route, msg.request_id, len(msg.body))
+        if type(reply) is LargeReply:  # many writeErrors or cursor ids (server/large_messages.py)
+            return await self._large_frame(msg, reply)
+        return self._frame(msg, reply)
+
+    def _frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        """The reply frame to `msg` (None: the client asked for none)."""
+        if msg.more_to_come:
+            return None
+        parts = encode_parts(reply, CODEC)
+        if parts is not None:
+            size = sum(map(len, parts))
+            return [msg_prefix(next(_REQUEST_IDS), msg.request_id, size), *parts]
+        return encode_msg(next(_REQUEST_IDS), msg.request_id, self._encode(reply))
 
     async def _handle_query(self, client: Client, query: Query) -> bytes:
         try:
@@ -198,6 +249,9 @@ class Dispatcher:
                 # or a long computation, and not counted as the operation's time (its latency,
                 # the slow-query log).
                 await asyncio.to_thread(self.registry.lookup, name)
+                started = time.perf_counter_ns()
+            if self.express is None and name in _EXPRESS_COMMANDS:
+                self.express = await asyncio.to_thread(self._load_express)
                 started = time.perf_counter_ns()
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
@@ -306,20 +360,8 @@ class Dispatcher:
             if checked_out is not None:
                 checked_out.release()
             raise
-        except CommandError as exc:
-            reply = error_reply(exc)
-            _log_failure(client, name, db, body, reply)
         except (Exception, Interrupted) as exc:
-            if getattr(exc, "code_name", None) is None:
-                log.error(
-                    "[conn%d] request %d: %s raised an unexpected error",
-                    client.id,
-                    request_id,
-                    name,
-                    exc_info=exc,
-                )
-            reply = error_reply(exc)
-            _log_failure(client, name, db, body, reply)
+            reply = self._failed(client, request_id, name, db, body, exc)
         except BaseException:  # cancelled (the connection closed): the session goes back
             if checked_out is not None:
                 checked_out.release()
@@ -335,6 +377,115 @@ class Dispatcher:
             self.services.replica_set.stamp(reply, name)
             # RetryableWriteError and topologyVersion, for a driver's retry
             label_reply(reply, body, self.services.replica_set.topology_version)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    def _load_express(self) -> Express:
+        from ebbdb.server.express import Express
+
+        return Express(self.services, self._authorize is not None)
+
+    def _run_now(
+        self, client: Client, body: dict[str, Any], route: Route, size: int
+    ) -> dict[str, Any] | None:
+        """An express request answered at once, without waiting (`route.now`), with the common
+        work of `run_express` around it; None, having done nothing, when it cannot be answered
+        at once (its write would wait for the writer) or a check the general path words fails."""
+        started = time.perf_counter_ns()
+        name, db = route.name, route.db
+        assert route.now is not None
+        try:
+            _check_depth(body, size)
+            lsid = body.get("lsid")
+            session = None if lsid is None else self.services.sessions.touch_for(client, lsid)
+        except (Exception, Interrupted):
+            return None  # the general path words the failure
+        ctx = client.contexts.get((db, name))
+        if ctx is None:
+            ctx = self._context(client, db, name)
+        client.op_run = None
+        client.session = session
+        try:
+            reply = route.now(ctx)
+        except (Exception, Interrupted) as exc:
+            reply = self._failed(client, 0, name, db, body, exc)
+        if reply is None:
+            return None
+        # What the general path does around a command that does not wait, in effect: counted,
+        # an operation (its id taken), its latency, the slow-operation log.
+        self.services.stats.count_command(name)
+        self._operations.finish(self._operations.start(client, db, name, body))
+        self.services.stats.latency.record(name, db, body, started)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    async def run_express(
+        self, client: Client, body: dict[str, Any], route: Route, request_id: int, size: int
+    ) -> dict[str, Any]:
+        """`run` for a request the express path routed: the common work its checks left (the
+        nesting depth, the session, the counters, the operation currentOp and killOp see, the
+        latency, the slow-operation log), then its handler. Never raises."""
+        name, db = route.name, route.db
+        started = time.perf_counter_ns()
+        client.op_run = None
+        try:
+            _check_depth(body, size)
+            lsid = body.get("lsid")
+            client.session = (
+                None if lsid is None else self.services.sessions.touch_for(client, lsid)
+            )
+            self.services.stats.count_command(name)
+            ctx = client.contexts.get((db, name))
+            if ctx is None:
+                ctx = self._context(client, db, name)
+            op = client.op = self._operations.start(client, db, name, body)
+            token = current_op.set(op)
+            session_token = CURRENT_SESSION.set(client.session)
+            try:
+                reply = await route.handler(ctx)
+            finally:
+                CURRENT_SESSION.reset(session_token)
+                current_op.reset(token)
+                self._operations.finish(op)
+                client.op = None
+                self.services.stats.latency.record(name, db, body, started)
+        except (Exception, Interrupted) as exc:
+            reply = self._failed(client, request_id, name, db, body, exc)
+        self._after(client, name, db, body, reply, started)
+        return reply
+
+    def _failed(
+        self,
+        client: Client,
+        request_id: int,
+        name: str,
+        db: Any,
+        body: dict[str, Any],
+        exc: BaseException,
+    ) -> dict[str, Any]:
+        """The reply to a command that raised `exc` (an unexpected error is logged whole)."""
+        if not isinstance(exc, CommandError) and getattr(exc, "code_name", None) is None:
+            log.error(
+                "[conn%d] request %d: %s raised an unexpected error",
+                client.id,
+                request_id,
+                name,
+                exc_info=exc,
+            )
+        reply = error_reply(exc)
+        _log_failure(client, name, db, body, reply)
+        return reply
+
+    def _after(
+        self,
+        client: Client,
+        name: str,
+        db: Any,
+        body: dict[str, Any],
+        reply: dict[str, Any],
+        started: int,
+    ) -> None:
+        """Hand a command slower than the profiler's threshold to the profiler."""
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body
@@ -352,7 +503,6 @@ class Dispatcher:
                     f"conn{client.id}",
                 )
             )
-        return reply
 
     async def _fail(self, action: Action) -> None:
         """What the failCommand fail point does before a command it matched runs: wait, then
@@ -372,6 +522,29 @@ class Dispatcher:
         ctx = CommandContext.of(self.services, client, db, command)
         client.contexts[db, command] = ctx
         return ctx
+
+
+def _invalid_body(client: Client, msg: Msg, exc: Exception) -> dict[str, Any]:
+    """The reply to a request whose body is not valid BSON (logged)."""
+    log.warning("[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc)
+    return error_reply(
+        CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+    )
+
+
+def _merge_sequences(msg: Msg, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Merge the document sequences into the body; the error reply for a field given both
+    ways, else None."""
+    for ident, docs in msg.sequences:
+        if ident in body:
+            return error_reply(
+                CommandError(
+                    ErrorCode.InvalidOptions,
+                    f"'{ident}' is given both in the command and as a document sequence",
+                )
+            )
+        body[ident] = DocSequence(docs)
+    return None
 
 
 def _check_depth(body: dict[str, Any], size: int | None) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ebbdb.server.app import App
-from ebbdb.server.config import Config
+from ebbdb.server.config import Config, socket_uri_host
 
 
 class ServerThread:
@@ -56,6 +56,22 @@ class ServerThread:
         if self.config.repl_set is not None:
             return f"mongodb://127.0.0.1:{self.port}/?replicaSet={self.config.repl_set}"
         return f"mongodb://127.0.0.1:{self.port}/?directConnection=true"
+
+    @property
+    def socket_path(self) -> str | None:
+        """The server's Unix domain socket (/tmp/ebbdb-<port>.sock), None where there is none
+        (Windows)."""
+        assert self.app is not None
+        return self.app.unix_socket
+
+    @property
+    def socket_uri(self) -> str | None:
+        """`uri` through the Unix domain socket, None where there is none. A replica set's
+        member is known by its TCP address, which drivers go on to use: None for it too."""
+        path = self.socket_path
+        if path is None or self.config.repl_set is not None:
+            return None
+        return f"mongodb://{socket_uri_host(path)}/?directConnection=true"
 
     def start(self, timeout: float = 30.0) -> ServerThread:
         self._thread.start()

@@ -83,6 +83,7 @@ class ErrorCode(enum.IntEnum):
     # Change streams (server/change_streams.py).
     NoMatchingDocument = 47
     InvalidResumeToken = 260
+    IndexBuildAborted = 276
     ChangeStreamFatalError = 280
     ChangeStreamHistoryLost = 286
     NotImplemented = 238

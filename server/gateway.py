@@ -122,14 +122,26 @@ class Gateway:
 
         if TRANSACTION.get() is not None:
             return await self._in_transaction(stamped)
-        if not self._jobs and not self._locks and not self._closing:
-            outcome = self.engine.try_run(stamped)
-            if outcome is not None:
-                ok, value = outcome
-                if not ok:
-                    raise value
-                return value  # type: ignore[no-any-return]
+        outcome = self.try_now(stamped)
+        if outcome is not None:
+            ok, value = outcome
+            if not ok:
+                raise value
+            return value  # type: ignore[no-any-return]
         return await self._queue(stamped)
+
+    def try_now(self, job: Callable[[], Any]) -> tuple[bool, Any] | None:
+        """Run a small bounded write job at once on the loop when no other write is queued or
+        running (write_small's fast case; the express path's, which answers without waiting):
+        (True, its value) or (False, the exception it raised); None, having done nothing,
+        otherwise (or inside a multi-document transaction)."""
+        if self._jobs or self._locks or self._closing or TRANSACTION.get() is not None:
+            return None
+        return self.engine.try_run(job)
+
+    def clock_ms(self) -> int:
+        """The expiry clock's time: what a write stamps and hides by when it starts."""
+        return self._clock()
 
     async def _queue(self, job: Callable[[], T]) -> T:
         job = _carrying_token(job)

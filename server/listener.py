@@ -4,7 +4,8 @@
 descriptors (EMFILE and its kin) is logged at most once a second and the loop keeps trying, so
 the server serves again as soon as descriptors are free (asyncio's loop logs a traceback for every
 failed accept, tens of thousands a second). With TLS in allowTLS or preferTLS mode it peeks at
-each socket's first bytes to tell TLS clients from plain ones on the same port.
+each socket's first bytes to tell TLS clients from plain ones on the same port. A Listener on a
+Unix domain socket (mongod's net.unixDomainSocket) removes its socket file when it closes.
 
 `InputBudget` bounds the bytes of requests received and not yet run, over all connections: a
 connection reserves the announced length of the message it is receiving before the rest of it
@@ -26,6 +27,7 @@ from typing import Any
 
 from ebbdb.server.log import log_event
 from ebbdb.server.tls import HANDSHAKE_TIMEOUT, opens_tls
+from ebbdb.storage.core import portability
 
 log = logging.getLogger("ebbdb.network")
 
@@ -39,6 +41,30 @@ RETRY_DELAY = 0.1
 LOG_INTERVAL = 1.0
 #: Bytes of received, not yet run requests the server holds over all its connections.
 DEFAULT_INPUT_BUDGET = 256 * 1024 * 1024
+#: Connections waiting to be accepted, per listening socket.
+BACKLOG = 512
+#: mongod's "Listening on" and "removing socket file" lines.
+LISTENING_ON_ID = 23015
+REMOVING_SOCKET_ID = 23017
+UNABLE_TO_REMOVE_SOCKET_ID = 23022
+#: How mongod names a client of a Unix domain socket (the socket has no address of its own).
+UNIX_SOCKET_PEER = "anonymous unix socket"
+
+
+def peer_text(peername: Any) -> str:
+    """A connection's peer as the log, currentOp and whatsmyuri name it: `host:port` over TCP;
+    over a Unix domain socket, as mongod names it: the path a client bound its end to, or
+    (nearly always: clients bind none) "anonymous unix socket"."""
+    if isinstance(peername, tuple):
+        return f"{peername[0]}:{peername[1]}"
+    if isinstance(peername, str) and peername.startswith("/"):
+        return peername
+    return UNIX_SOCKET_PEER
+
+
+def is_unix_socket_peer(peer: str) -> bool:
+    """Whether `peer` (peer_text's) came through a Unix domain socket: on this machine."""
+    return peer.startswith(("/", UNIX_SOCKET_PEER))
 
 
 class InputBudget:
@@ -118,8 +144,11 @@ class Listener:
         factory: Callable[[], asyncio.Protocol],
         tls: ssl.SSLContext | None,
         tls_only: bool,
+        unix_file: tuple[str, int] | None = None,
     ) -> None:
+        """`unix_file`: the path and inode of a Unix domain socket's file, removed on close."""
         self.sockets = [sock]
+        self.unix_file = unix_file
         self._factory = factory
         self._tls = tls
         self._tls_only = tls_only
@@ -196,6 +225,36 @@ class Listener:
             task.cancel()
         for sock in self.sockets:
             sock.close()
+        if self.unix_file is not None:
+            self._remove_socket_file(*self.unix_file)
+            self.unix_file = None
+
+    @staticmethod
+    def _remove_socket_file(path: str, inode: int) -> None:
+        """As mongod at shutdown; a file another server has put there since is left alone."""
+        try:
+            removed = portability.remove_unix_socket(path, inode)
+        except OSError as exc:
+            log_event(
+                log,
+                logging.WARNING,
+                UNABLE_TO_REMOVE_SOCKET_ID,
+                "Unable to remove UNIX socket",
+                {"path": path, "error": exc.strerror or str(exc)},
+                ctx="listener",
+                text=f"cannot remove the socket file {path}: {exc.strerror or exc}",
+            )
+            return
+        if removed:
+            log_event(
+                log,
+                logging.INFO,
+                REMOVING_SOCKET_ID,
+                "removing socket file",
+                {"path": path},
+                ctx="listener",
+                text=f"removed the socket file {path}",
+            )
 
     async def wait_closed(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):
@@ -228,6 +287,30 @@ async def listen(
     otherwise both."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    sock = socket.create_server((host, port), family=infos[0][0], backlog=512)
+    sock = socket.create_server((host, port), family=infos[0][0], backlog=BACKLOG)
     sock.setblocking(False)
     return Listener(sock, factory, tls, tls_only)
+
+
+def listen_unix(
+    factory: Callable[[], asyncio.Protocol],
+    path: str,
+    mode: int,
+    tls: ssl.SSLContext | None,
+    tls_only: bool,
+) -> Listener:
+    """Listen on the Unix domain socket `path` (file permissions `mode`), as mongod does: a file
+    already there (a killed server's socket) is replaced, and the file is removed on close.
+    Raises OSError. Only where portability.unix_sockets()."""
+    sock, inode = portability.listen_unix(path, mode, BACKLOG)
+    sock.setblocking(False)
+    log_event(
+        log,
+        logging.INFO,
+        LISTENING_ON_ID,
+        "Listening on",
+        {"address": path},
+        ctx="listener",
+        text=f"accepting connections on the Unix domain socket {path} (mode {mode:04o})",
+    )
+    return Listener(sock, factory, tls, tls_only, (path, inode))

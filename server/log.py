@@ -32,6 +32,7 @@ _COMPONENTS = {
     "ebbdb.storage": "STORAGE",
     "ebbdb.control": "CONTROL",
     "ebbdb.ttl": "INDEX",
+    "ebbdb.index": "INDEX",
     "ebbdb.access": "ACCESS",
 }
 #: mongod's debug severities D1 to D5, as logging levels just under DEBUG (D1 is DEBUG itself).

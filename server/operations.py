@@ -63,7 +63,7 @@ def parse_max_time_ms(value: Any) -> int:
 class Operation(OpToken):
     """A request being run, and its token."""
 
-    __slots__ = ("body", "client", "command", "db", "opid", "started")
+    __slots__ = ("body", "client", "command", "db", "opid", "progress", "started")
 
     def __init__(
         self,
@@ -78,6 +78,8 @@ class Operation(OpToken):
         self.opid, self.client, self.db, self.command, self.body = opid, client, db, command, body
         self.started = time.monotonic()
         self.deadline, self.killed, self._left = deadline, None, CHECK_EVERY
+        #: (meter name, done, total) of a long operation (an index build), or None.
+        self.progress: tuple[str, int, int] | None = None
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no limit); what a cursor keeps for its next
@@ -127,6 +129,12 @@ class Operation(OpToken):
         doc["ns"] = self.ns
         doc["redacted"] = False
         doc["command"] = loggable_command(self.body, MAX_LOGGED_COMMAND)
+        progress = self.progress
+        if progress is not None:  # mongod's CurOp message and its progress meter
+            name, done, total = progress
+            percent = done * 100 // total if total else 0
+            doc["msg"] = f"{name} {name}: {done}/{total} {percent}%"
+            doc["progress"] = {"done": done, "total": total}
         if self.killed is not None:
             doc["killPending"] = True
         doc["numYields"] = 0

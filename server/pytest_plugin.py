@@ -3,7 +3,8 @@ session and clients connected to it, each test isolated. README, "Testing your a
 is the user's guide; in short:
 
 - `ebbdb_server` (session): the server, started in a background thread on 127.0.0.1, a free port and
-  a temporary data path, test commands on; one per pytest-xdist worker. `ebbdb_uri` is its URI.
+  a temporary data path, test commands on; one per pytest-xdist worker. `ebbdb_uri` is its URI:
+  through its Unix domain socket where there is one (POSIX; the faster way), else TCP.
 - `mongo_client`, `async_mongo_client` (function): pymongo clients; after the test, every database
   that appeared during it is dropped (`ebbdb_cleanup`, which a test whose app opens its own
   connection can request alone). `mongo_db`, `async_mongo_db`: a database of the test's own.
@@ -192,7 +193,9 @@ def _embedded(path: Path, repl_set: str | None) -> Iterator[EbbdbServer]:
 
     srv = ServerThread(str(path), SERVER_PARAMETERS, repl_set=repl_set).start()
     try:
-        yield EbbdbServer(srv.uri, str(path), srv, repl_set)
+        # The Unix domain socket where there is one (a standalone on POSIX): the same server,
+        # without TCP's cost on every round trip.
+        yield EbbdbServer(srv.socket_uri or srv.uri, str(path), srv, repl_set)
     finally:
         srv.stop()
 
@@ -247,8 +250,10 @@ def _ping(uri: str) -> str | None:
 
 @pytest.fixture(scope="session")
 def ebbdb_uri(ebbdb_server: EbbdbServer) -> str:
-    """The URI of the session's server (`mongodb://127.0.0.1:PORT/?directConnection=true`, or
-    with --ebbdb-replset `?replicaSet=rs0`)."""
+    """The URI of the session's server: through its Unix domain socket on POSIX
+    (`mongodb://%2Ftmp%2Febbdb-PORT.sock/?directConnection=true`), else
+    `mongodb://127.0.0.1:PORT/?directConnection=true`; with --ebbdb-replset
+    `mongodb://127.0.0.1:PORT/?replicaSet=rs0` (drivers go on to the member's TCP address)."""
     return ebbdb_server.uri
 
 

@@ -7,6 +7,8 @@ writes it a slice at a time as the socket drains (server/connection.py)."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -81,15 +83,14 @@ def encode_parts(reply: dict[str, Any], codec_options: Any) -> list[bytes] | Non
 
 
 def slices(parts: list[bytes]) -> Iterator[bytes]:
-    """`parts` joined into writes of about SLICE_BYTES each, one at a time as they are asked for
-    (the connection asks when the socket takes more)."""
-    run: list[bytes] = []
-    size = 0
-    for part in parts:
-        run.append(part)
-        size += len(part)
-        if size >= SLICE_BYTES:
-            yield b"".join(run)
-            run, size = [], 0
-    if run:
-        yield b"".join(run)
+    """`parts` joined into writes of about SLICE_BYTES each (a slice ends with the part that
+    takes it to SLICE_BYTES or past), one at a time as they are asked for (the connection asks
+    when the socket takes more). The cuts are found at C speed (running sizes, bisection): a
+    batch of 10,000 small documents is 20,000 parts."""
+    ends = list(itertools.accumulate(map(len, parts)))
+    start, total = 0, 0
+    while start < len(parts):
+        stop = bisect.bisect_left(ends, total + SLICE_BYTES, start) + 1
+        yield b"".join(parts[start:stop])
+        total = ends[min(stop, len(parts)) - 1]
+        start = stop

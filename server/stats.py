@@ -30,6 +30,9 @@ class ServerStats:
     )
     #: Latency per namespace ($collStats' latencyStats).
     latency: NamespaceLatency = field(default_factory=NamespaceLatency)
+    #: Requests the express path answered, by command (server/express.py; serverStatus'
+    #: ebbdb.expressPath).
+    express: dict[str, int] = field(default_factory=dict)
 
     def count_command(self, name: str) -> None:
         """Count one command; write commands count their documents separately (count_documents)."""

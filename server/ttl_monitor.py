@@ -22,11 +22,16 @@ log = logging.getLogger("ebbdb.ttl")
 #: ebbdb's own log id (MongoDB has no such warning) for date-like strings in a TTL index's field.
 DATE_STRINGS_ID = 9_100_001
 
-#: Documents one job of a pass deletes at most: a few milliseconds on the writer thread, so other
-#: clients' writes (which share its group) wait little. No commit syncs, so bigger is not faster.
-BATCH = 250
-#: A pause after each batch, so the purge leaves CPU time to the clients it competes with.
-PAUSE_SECONDS = 0.002
+#: Documents one job of a pass deletes at most ...
+BATCH = 10_000
+#: ... and the time it may take: one short write transaction on the writer thread, so that other
+#: clients' writes (queued behind it) wait little, as mongod's deletes yield. Between two jobs the
+#: writer thread waits for the next, and the event loop's thread has the interpreter: another
+#: client's read waits at most about this long (the interpreter's own switch interval is 5 ms).
+BATCH_SECONDS = 0.002
+#: A pause after each batch: 0 is one turn of the event loop, which answers what came meanwhile
+#: (a longer pause costs the purge its rate and buys the others little more).
+PAUSE_SECONDS = 0.0
 
 
 class Expiring(Protocol):
@@ -44,11 +49,14 @@ class Expiring(Protocol):
 
 class ExpiryStore(Protocol):
     """What a pass needs from storage: the collections that have a TTL index, and a way to delete
-    up to `limit` of a collection's documents expired at `now_ms` (returning how many it did)."""
+    up to `limit` of a collection's documents expired at `now_ms` in one bounded job (returning
+    how many it did, and whether it stopped at its bounds: some may be left)."""
 
     def ttl_collections(self) -> Sequence[Expiring]: ...
 
-    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int: ...
+    async def purge_expired(
+        self, db: str, name: str, now_ms: int, limit: int
+    ) -> tuple[int, bool]: ...
 
     def date_strings(self) -> Sequence[DateStringNotice]:
         """TTL indexes that met date-like strings since the last call (each once per engine)."""
@@ -64,9 +72,10 @@ class GatewayExpiry:
     def ttl_collections(self) -> Sequence[Expiring]:
         return self._gateway.engine.ttl_collections()
 
-    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
+    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> tuple[int, bool]:
         engine = self._gateway.engine
-        return await self._gateway.write(engine.purge_expired, db, name, now_ms, limit)
+        purge = engine.purge_expired_batch
+        return await self._gateway.write(purge, db, name, now_ms, limit, BATCH_SECONDS)
 
     def date_strings(self) -> Sequence[DateStringNotice]:
         return self._gateway.engine.date_strings.take()
@@ -140,7 +149,7 @@ class TTLMonitor:
     async def run_pass(self, now_ms: int | None = None) -> PassResult:
         """One pass at `now_ms` (default: the clock's time): every collection with a TTL index
         gets a batch in turn, again and again, until none has expired documents left (a batch
-        that deletes fewer than the batch size ends its collection's turns). Passes do not
+        that ends within its bounds ends its collection's turns). Passes do not
         overlap: a second one waits for the first."""
         async with self._lock:
             now = self._now() if now_ms is None else now_ms
@@ -154,10 +163,10 @@ class TTLMonitor:
                 still = []
                 for coll in pending:
                     started = time.perf_counter()
-                    n = await self._store.purge_expired(coll.db, coll.name, now, BATCH)
+                    n, more = await self._store.purge_expired(coll.db, coll.name, now, BATCH)
                     elapsed[coll.ns] = elapsed.get(coll.ns, 0.0) + time.perf_counter() - started
                     deleted[coll.ns] = deleted.get(coll.ns, 0) + n
-                    if n >= BATCH:
+                    if more:
                         still.append(coll)
                     if n:
                         await self._pause(PAUSE_SECONDS)

@@ -1,5 +1,5 @@
 """One portability module: what POSIX and Windows do differently (file locks, preallocation,
-signals, fork, /proc, sysconf, statvfs, sessions) is used in storage/core/portability.py only, and no
+signals, fork, /proc, sysconf, statvfs, sessions, Unix domain sockets) is used in storage/core/portability.py only, and no
 module reaches into asyncio's private task bookkeeping. This parses every source file of
 protocol/, storage/ and server/ and fails on such a use anywhere else; tests/e2e/test_portability.py
 then runs the server with those facilities hidden."""
@@ -49,6 +49,9 @@ PLATFORM_NAMES = frozenset(
         "SIGBREAK",
         "_enter_task",
         "_leave_task",
+        "AF_UNIX",
+        "create_unix_server",
+        "open_unix_connection",
     }
 )
 #: Modules whose `signal`/`set_wakeup_fd` and the like are platform facilities.
@@ -144,6 +147,8 @@ def test_the_portability_module_imports_no_asyncio_and_nothing_of_ebbdb() -> Non
         ("subprocess.Popen(a, start_new_session=True)", "start_new_session="),
         ("os.statvfs(path)", "os.statvfs"),
         ("os.sysconf('SC_PAGE_SIZE')", "os.sysconf"),
+        ("socket.socket(socket.AF_UNIX)", ".AF_UNIX"),
+        ("await loop.create_unix_server(f, p)", ".create_unix_server"),
     ],
 )
 def test_the_checker_sees_each_form(source: str, what: str) -> None:

@@ -22,6 +22,7 @@ from pymongo import MongoClient
 
 from ebbdb.server.embedded import running_server
 from ebbdb.server.pytest_plugin import redact
+from ebbdb.storage.core import portability
 
 pytest_plugins = ["pytester"]
 
@@ -222,7 +223,11 @@ def test_every_fixture_through_the_installed_entry_point(
     assert len(servers) == 1, "one server for the session"
     [(worker, uri, dbpath, is_external)] = servers
     assert worker == "main" and not is_external
-    assert re.fullmatch(r"mongodb://127\.0\.0\.1:\d+/\?directConnection=true", uri)
+    # Through the server's Unix domain socket where there is one (POSIX), else TCP.
+    if portability.unix_sockets():
+        assert re.fullmatch(r"mongodb://%2Ftmp%2Febbdb-\d+\.sock/\?directConnection=true", uri)
+    else:
+        assert re.fullmatch(r"mongodb://127\.0\.0\.1:\d+/\?directConnection=true", uri)
     assert dbpath.startswith(str(pytester.path))  # under the run's temporary directory
 
 

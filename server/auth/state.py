@@ -32,6 +32,10 @@ def user_id(user: str, db: str) -> str:
 def is_localhost(peer: str) -> bool:
     """Whether a peer address ("host:port", "[v6]:port" or a bare host) is a loopback address,
     as the localhost exception requires."""
+    from ebbdb.server.listener import is_unix_socket_peer
+
+    if is_unix_socket_peer(peer):
+        return True  # a Unix domain socket's client is on this machine, as mongod counts it
     # The connection writes its peer as f"{host}:{port}", IPv6 hosts without brackets.
     host = peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
     import ipaddress  # only under --auth, for the localhost exception

@@ -218,6 +218,7 @@ async def server_status(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
                 "groups": Int64(ctx.gateway.groups),
                 "syncs": Int64(ctx.gateway.syncs),
             },
+            "expressPath": {name: Int64(n) for name, n in sorted(stats.express.items())},
         },
         "ok": 1.0,
     }

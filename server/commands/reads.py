@@ -25,7 +25,7 @@ from ebbdb.server.commands.aggregate import AggregateParams, aggregate, explain_
 from ebbdb.server.commands.plans import execution_stats, finish_explain, winning_plan
 from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
-from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, each_chunk, fill_batch
+from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, Cursor, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.large_messages import PASS_ITEMS, LargeReply, mapped
 from ebbdb.server.memory import memory_limits
@@ -205,13 +205,22 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
             op.deadline = time.monotonic() + cursor.time_left
     if isinstance(cursor.run, change_streams.ChangeStreamRun):
         return await change_streams.get_more(ctx, cursor, p.batch_size or None, p.max_time_ms)
+    return await next_batch(ctx, cursor, p.batch_size or None, p.max_time_ms)
+
+
+async def next_batch(
+    ctx: CommandContext, cursor: Cursor, batch_size: int | None, max_time_ms: int | None
+) -> dict[str, Any]:
+    """A getMore's reply once its checks are passed: the next batch of `cursor` (a query's or a
+    pipeline's), the cursor closed when it is done or the batch failed (as MongoDB: a failed
+    getMore ends its cursor). The general path's getMore and the express path's."""
     cursor.in_use = True
     ctx.client.op_run = cursor.run
     try:
         if cursor.tail is not None:
-            docs = await tailable.tail_batch(ctx, cursor, p.batch_size or None, p.max_time_ms)
+            docs = await tailable.tail_batch(ctx, cursor, batch_size, max_time_ms)
         else:
-            docs = await fill_batch(ctx.gateway, cursor.run, p.batch_size or None, ctx.now())
+            docs = await fill_batch(ctx.gateway, cursor.run, batch_size, ctx.now())
     except BaseException:
         ctx.cursors.close(cursor.id)  # as MongoDB: a failed getMore ends its cursor
         raise
@@ -225,7 +234,7 @@ async def get_more(ctx: CommandContext, p: GetMoreParams) -> dict[str, Any]:
     if cursor.run.exhausted:
         ctx.cursors.close(cid)
         cid = 0
-    return cursor_reply(ns, cid, "nextBatch", docs)
+    return cursor_reply(cursor.ns, cid, "nextBatch", docs)
 
 
 @dataclass(frozen=True)

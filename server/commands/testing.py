@@ -83,6 +83,10 @@ async def configure_fail_point(ctx: CommandContext, p: ConfigureFailPointParams)
     {activationProbability: p}; `data` names the commands (failCommands) and what happens to
     them (errorCode, closeConnection, blockConnection with blockTimeMS, writeConcernError,
     errorLabels, appName). Replies with how many times it fired before."""
+    from ebbdb.server.commands.indexes import HangBeforeCommit  # loaded with the command
+
+    if p.name == HangBeforeCommit.NAME:
+        return HangBeforeCommit.configure(p.mode)
     if p.name != "failCommand":
         raise CommandError(
             ErrorCode.BadValue, f"{p.name} not found (ebbdb has the failCommand fail point)"

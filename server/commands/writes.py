@@ -23,6 +23,7 @@ from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
 from ebbdb.storage.engine.oplog import WRITE_SESSION
+from ebbdb.storage.engine.store import InsertResult
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -287,32 +288,37 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         p.ordered or in_transaction(),
         bypass=p.bypass_document_validation,
     )
+    if len(result.errors) > PASS_ITEMS:
+        # Many failures (50,000 duplicates): their entries built and encoded a pass at a time,
+        # for a LargeReply (server/large_messages.py).
+        errors = await encoded(result.errors, _write_error)
+        return insert_reply(ctx, result, LargeReply(), errors)
+    return insert_reply(ctx, result)
+
+
+def insert_reply(
+    ctx: CommandContext,
+    result: InsertResult,
+    reply: dict[str, Any] | None = None,
+    errors: EncodedDocs | None = None,
+) -> dict[str, Any]:
+    """An insert's reply (its documents counted): `n`, then writeErrors for those that failed.
+    The general path's and the express path's. `reply`: the (empty) reply to fill, and
+    `errors`: the writeErrors entries already encoded, for a large one."""
     ctx.stats.count_documents("insert", result.inserted)
-    reply: dict[str, Any] = _reply_for(len(result.errors))
+    if reply is None:
+        reply = {}
     reply["n"] = result.inserted
     if result.errors:
-        reply["writeErrors"] = await _write_errors(result.errors)
+        reply["writeErrors"] = (
+            [write_error(i, exc) for i, exc in result.errors] if errors is None else errors
+        )
     reply["ok"] = 1.0
     return reply
 
 
 def _write_error(failure: tuple[int, BaseException]) -> dict[str, Any]:
     return write_error(*failure)
-
-
-def _reply_for(errors: int) -> dict[str, Any]:
-    """An empty reply; a LargeReply (encoded a pass at a time) when it will hold many errors."""
-    return LargeReply() if errors > PASS_ITEMS else {}
-
-
-async def _write_errors(
-    failures: Sequence[tuple[int, BaseException]],
-) -> list[dict[str, Any]] | EncodedDocs:
-    """The writeErrors entries of `failures`; many are built (and encoded) a pass at a time,
-    for a LargeReply (see _reply_for)."""
-    if len(failures) > PASS_ITEMS:
-        return await encoded(failures, _write_error)
-    return [write_error(i, exc) for i, exc in failures]
 
 
 async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
@@ -350,7 +356,7 @@ async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) 
 
     n, errors = await ctx.gateway.write_stamped(job)
     ctx.stats.count_documents("insert", n)
-    reply: dict[str, Any] = _reply_for(len(errors))
+    reply: dict[str, Any] = LargeReply() if len(errors) > PASS_ITEMS else {}
     reply["n"] = n
     if errors:
         reply["writeErrors"] = errors
@@ -567,10 +573,11 @@ async def _find_and_modify(
     if retry is not None:
         return await gateway.write_stamped(_retryable_modify, retry, modify, p.new, p.remove)
     result = await (gateway.write_small if by_id(spec) else gateway.write_stamped)(modify)
-    return _find_and_modify_reply(result, p.remove)
+    return find_and_modify_reply(result, p.remove)
 
 
-def _find_and_modify_reply(result: writes.FindAndModifyResult, remove: bool) -> dict[str, Any]:
+def find_and_modify_reply(result: writes.FindAndModifyResult, remove: bool) -> dict[str, Any]:
+    """A findAndModify's reply (the general path's and the express path's)."""
     last: dict[str, Any] = {"n": result.matched}
     if not remove:
         last["updatedExisting"] = result.updated_existing
@@ -594,7 +601,7 @@ def _retryable_modify(
         return {**done.reply, "ok": 1.0}
     retry.begin_statement(0)
     result = modify(now_ms=now_ms)
-    reply = _find_and_modify_reply(result, remove)
+    reply = find_and_modify_reply(result, remove)
     if result.matched:
         # A copy: the dispatcher may add to the reply it sends (a fail point's write concern
         # error), never to the one a retry gets.

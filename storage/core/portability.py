@@ -1,15 +1,18 @@
 """What ebbdb needs from the operating system that POSIX and Windows do differently, in one place:
 locking the data directory, preallocating disk space, the LMDB map's first size, the signals that
-stop the server, a helper process's own session, and the machine's memory. Each seam takes the
-POSIX way where the platform has it and a portable way where it does not; nothing else in ebbdb
-imports fcntl or msvcrt or assumes Linux (tests/test_portability_seams.py holds that). Plain
-functions, no asyncio: the signal seam is handed the loop's two methods it calls."""
+stop the server, a helper process's own session, the machine's memory, and Unix domain sockets
+(none on Windows). Each seam takes the POSIX way where the platform has it and a portable way
+where it does not; nothing else in ebbdb imports fcntl or msvcrt, uses AF_UNIX or assumes Linux
+(tests/test_portability_seams.py holds that). Plain functions, no asyncio: the signal seam is
+handed the loop's two methods it calls."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -233,6 +236,53 @@ def process_ids() -> list[int]:
     return sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
 
 
+# -- Unix domain sockets ---------------------------------------------------------------------------
+
+
+def unix_sockets() -> bool:
+    """Whether this system gives the server Unix domain sockets to listen on: POSIX does;
+    Windows' Python has no AF_UNIX (and mongod has none there either)."""
+    return hasattr(socket, "AF_UNIX") and sys.platform != "win32"
+
+
+def listen_unix(path: str, mode: int, backlog: int) -> tuple[socket.socket, int]:
+    """A listening Unix domain socket at `path` with permissions `mode` (chmod after the bind,
+    as mongod does), and the inode of its file (see remove_unix_socket). Whatever is at `path`
+    is removed first, as mongod does: the socket a killed server left there. Raises OSError
+    (no such directory, a path too long for a socket, a directory there, ...)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, mode)
+        sock.listen(backlog)
+        inode = os.stat(path).st_ino
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, exc.strerror, path) from exc  # the error names the path
+    except BaseException:
+        sock.close()
+        raise
+    return sock, inode
+
+
+def remove_unix_socket(path: str, inode: int) -> bool:
+    """Remove the socket file at `path` if it is still the one listen_unix made (`inode`): a
+    server started since on the same path has replaced it, and keeps its own. Returns whether
+    it was removed; OSError if it cannot be."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if st.st_ino != inode or not stat.S_ISSOCK(st.st_mode):
+        return False
+    os.unlink(path)
+    return True
+
+
 def facilities() -> dict[str, str]:
     """Which way each seam goes in this process (logged at startup; the portability test reads
     it)."""
@@ -241,4 +291,5 @@ def facilities() -> dict[str, str]:
         "preallocate": preallocate_method(),
         "SIGXFSZ": "yes" if hasattr(signal, "SIGXFSZ") else "no",
         "initialMapSize": str(INITIAL_MAP_SIZE),
+        "unixSocket": "yes" if unix_sockets() else "no",
     }

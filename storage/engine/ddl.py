@@ -19,9 +19,14 @@ from ebbdb.storage.catalog.info import (
 )
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.core.errors import NamespaceExists, NamespaceNotFound, QueryError
+from ebbdb.storage.core.errors import (
+    NamespaceExists,
+    NamespaceNotFound,
+    QueryError,
+    StorageError,
+)
 from ebbdb.storage.engine import layout
-from ebbdb.storage.engine.environment import Environment, Txn
+from ebbdb.storage.engine.environment import EMPTIED, Environment, Txn
 from ebbdb.storage.engine.records import IndexFlags, Records, delete_prefix, flagged, new_uuid
 from ebbdb.storage.engine.writer import CatalogChanges, Writer
 from ebbdb.storage.expiry import expire_after as expire_after_option
@@ -44,6 +49,14 @@ class IndexChange:
     expire_new: int | None = None
     hidden_old: bool | None = None
     hidden_new: bool | None = None
+
+
+class BuildSuperseded(StorageError):
+    """A bulk index build cannot end as it began: its collection was dropped, renamed or
+    emptied, or another build made one of its indexes meanwhile. The createIndexes runs again
+    from the start (as if it came after that change), as the one-transaction build would."""
+
+    code_name = "IndexBuildAborted"
 
 
 @dataclass(frozen=True)
@@ -252,6 +265,9 @@ class Ddl:
         txn.delete(info.ns.encode(), db=self._env.catalog)
 
     def _delete_contents(self, txn: Txn, info: CollectionInfo) -> None:
+        watched = self._env.watched.get(info.id)
+        if watched is not None:  # an index build in flight cannot catch this up
+            watched.add(EMPTIED)
         delete_prefix(txn, self._env.records, layout.collection_prefix(info.id))
         for ix in info.indexes:
             delete_prefix(txn, self._env.index, layout.index_prefix(ix.id))
@@ -261,19 +277,35 @@ class Ddl:
     # -- writes ----------------------------------------------------------------------------------
 
     def create_indexes(self, db: str, name: str, specs: Sequence[IndexSpec]) -> CreateIndexesResult:
+        """create_or_plan_indexes, building in its one transaction."""
+        result: CreateIndexesResult = self.create_or_plan_indexes(db, name, specs)
+        return result
+
+    def create_or_plan_indexes(
+        self,
+        db: str,
+        name: str,
+        specs: Sequence[IndexSpec],
+        bulk_unless: Callable[[CollectionInfo | None, tuple[IndexInfo, ...]], bool] | None = None,
+    ) -> Any:
         """Create indexes, building each over the existing documents, all in one transaction:
         a unique build that meets a duplicate raises DuplicateKey and leaves nothing behind.
-        Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes."""
+        Raises QueryError for conflicts with existing indexes (85, 86) or too many indexes.
+        Returns a CreateIndexesResult; with `bulk_unless` (storage/engine/index_build.py), when
+        it says False for the collection (None: created here) and the new indexes, nothing is
+        built and (collection, new indexes with their ids, their specs, indexes before) come back
+        instead for a bulk build."""
         validate_collection_name(db, name)
         self._refuse_oplog_write(db, name)
 
-        def run(txn: Txn, changes: CatalogChanges) -> CreateIndexesResult:
+        def run(txn: Txn, changes: CatalogChanges) -> Any:
             info = self._writer.lookup((db, name))
             created = info is None
             if info is None:
                 info = self._records.new_collection(txn, db, name, {})
             before = len(info.indexes)
             new: list[IndexInfo] = []
+            new_specs: list[IndexSpec] = []
             for spec in (s.with_default_collation(info.options.get("collation")) for s in specs):
                 if any(conflict(spec, ix) == "same" for ix in (*info.indexes, *new)):
                     continue
@@ -284,6 +316,7 @@ class Ddl:
                 new.append(
                     IndexInfo(self._records.next_id(txn), spec.name, spec.key, dict(spec.options))
                 )
+                new_specs.append(spec)
             if not new:
                 return CreateIndexesResult(before, before, created, "all indexes already exist")
             if sum(map(ttl.is_cosmos_index, (*info.indexes, *new))) > 1:
@@ -293,22 +326,41 @@ class Ddl:
                     "CannotCreateIndex",
                     f"add index fails, too many indexes for {info.ns} key:{new[-1].spec()['key']}",
                 )
+            if bulk_unless is not None and not bulk_unless(None if created else info, tuple(new)):
+                return info, tuple(new), tuple(new_specs), before
             built = self._build_indexes(txn, info, tuple(new))
             info = info.with_indexes(info.indexes + built)
             self._records.put_collection(txn, info)
             changes[(db, name)] = info
-            for ix in built:
-                self._log(txn, db, {"createIndexes": name, **ix.spec()}, info)
+            self.log_built(txn, db, name, info, built)
             return CreateIndexesResult(before, len(info.indexes), created, None)
 
         return self._writer.write(run)
+
+    @staticmethod
+    def check_still_new(info: CollectionInfo, specs: Sequence[IndexSpec]) -> None:
+        """A bulk build's last step: the indexes it built must still be new to the collection
+        (another build may have finished one meanwhile). Raises QueryError (85, 86), or
+        BuildSuperseded for an identical index."""
+        for spec in specs:
+            if any(conflict(spec, ix) == "same" for ix in info.indexes):
+                raise BuildSuperseded(
+                    f"Index build aborted: index {spec.name} on {info.ns} was built meanwhile"
+                )
+
+    def log_built(
+        self, txn: Txn, db: str, name: str, info: CollectionInfo, built: tuple[IndexInfo, ...]
+    ) -> None:
+        """Record new indexes of a collection in the oplog."""
+        for ix in built:
+            self._log(txn, db, {"createIndexes": name, **ix.spec()}, info)
 
     def _build_indexes(
         self, txn: Txn, info: CollectionInfo, indexes: tuple[IndexInfo, ...]
     ) -> tuple[IndexInfo, ...]:
         flags: IndexFlags = {}
         rewrites: list[tuple[bytes, bytes]] = []
-        ttl_view = _ttl_view(info, indexes)
+        view = ttl_view(info, indexes)
         cur = txn.cursor(db=self._env.records)
         prefix = layout.collection_prefix(info.id)
         tick = interrupt.current.get().tick
@@ -324,7 +376,7 @@ class Ddl:
                     flags.setdefault(ix_id, set()).update(names)
                 for key in entries:
                     txn.put(key, rid_bytes, db=self._env.index)
-                rewritten = self._add_expiry_facts(txn, ttl_view, k, v, doc)
+                rewritten = self._add_expiry_facts(txn, view, k, v, doc)
                 if rewritten is not None:
                     rewrites.append((k, rewritten))
         # Headers are rewritten after the scan, not under the cursor walking the same records.
@@ -341,24 +393,37 @@ class Ddl:
         doc: dict[str, Any],
     ) -> bytes | None:
         """For TTL indexes new to a collection (`ttl_view`: the collection with only those, from
-        _ttl_view): add a record's expiry entries (native and Cosmos) and return its record value
+        ttl_view): add a record's expiry entries (native and Cosmos) and return its record value
         with the earliest dates in the header (native), if that changed; the caller writes it."""
         if ttl_view is None:
             return None
+        header, expiry = self.expiry_facts(ttl_view, value, doc, layout.record_rid_bytes(key))
+        for ek in expiry:
+            txn.put(ek, b"", db=self._env.expiry)
+        return None if header is None else header + ttl.body(value)
+
+    def expiry_facts(
+        self, ttl_view: CollectionInfo, value: bytes, doc: dict[str, Any], rid_bytes: bytes
+    ) -> tuple[bytes | None, list[bytes]]:
+        """What new TTL indexes (`ttl_view`) add to a stored record: its new header (None: the
+        same) and its expiry entries under them. Notes date-like strings (date_strings)."""
         meta = ttl.read_meta(value)
         dates = dict(meta.dates)
+        undated = False
         for ix in ttl_view.indexes:
             if ttl.is_native_ttl(ix):
                 d = ttl.earliest_date(ix, doc)
                 if d is None:
                     dates.pop(ix.id, None)
+                    undated = True
                 else:
                     dates[ix.id] = d
         new_meta = ttl.RecordMeta(meta.modified, meta.ttl, tuple(dates.items()))
-        self._records.date_strings.check(ttl_view, doc, new_meta.pack())
-        for ek in ttl.expiry_keys(ttl_view, new_meta, layout.record_rid_bytes(key)):
-            txn.put(ek, b"", db=self._env.expiry)
-        return new_meta.pack() + ttl.body(value) if new_meta != meta else None
+        header = new_meta.pack()
+        if undated:  # only a TTL index that found no date may have met a date-like string
+            self._records.date_strings.check(ttl_view, doc, header)
+        expiry = ttl.expiry_keys(ttl_view, new_meta, rid_bytes)
+        return (header if new_meta != meta else None), expiry
 
     def drop_indexes(self, db: str, name: str, which: str | dict[str, Any] | list[str]) -> int:
         """Drop indexes by name, key pattern, list of names, or "*" (all but `_id_`); returns how
@@ -484,7 +549,7 @@ class Ddl:
         records = list(
             itertools.takewhile(lambda kv: layout.in_collection(kv[0], prefix), cur.iternext())
         )
-        view = _ttl_view(info, (ix,))
+        view = ttl_view(info, (ix,))
         for k, v in records:
             rewritten = self._add_expiry_facts(txn, view, k, v, bson.decode(ttl.body(v), CODEC))
             if rewritten is not None:
@@ -518,7 +583,7 @@ class Ddl:
         return targets
 
 
-def _ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
+def ttl_view(info: CollectionInfo, indexes: tuple[IndexInfo, ...]) -> CollectionInfo | None:
     """The collection seen with only the TTL indexes among `indexes` (None if there are none)."""
     new_ttl = tuple(ix for ix in indexes if ix.expire_after is not None)
     return info.with_indexes(new_ttl) if new_ttl else None

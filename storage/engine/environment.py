@@ -43,6 +43,10 @@ MAX_READERS = 1024
 _MIN_FREE_SHARE = 0.25
 
 
+#: In Environment.watched: the collection was emptied or dropped (no build can catch that up).
+EMPTIED = b""
+
+
 class DataDirLocked(StorageError):
     """Another process already serves this data directory."""
 
@@ -104,6 +108,10 @@ class Environment:
         self.space = DataFileSpace(os.path.join(path, "data.mdb"))
         self._sync_lock = threading.Lock()
         self._closed = False
+        #: Record ids written, by collection, while an index build watches it (the build's
+        #: last step indexes them again: storage/engine/index_build.py). Only the writer's
+        #: thread changes it.
+        self.watched: dict[int, set[bytes]] = {}
         #: Called before the map grows (with no write open): open multi-document transactions
         #: release their snapshots, as LMDB resizes only with no transaction open.
         self.before_grow: list[Callable[[], None]] = []

@@ -450,7 +450,10 @@ def commit_overlay(env: Environment, txn: Txn, overlay: Overlay) -> None:
             continue
         if txn.get(key, db=db) != before:
             raise WriteConflict()
+    watched = env.watched
     for db, key, value, before in changes:
+        if watched and db is env.records and key[:8] in _watched_prefixes(watched):
+            watched[layout.read_u64(key[:8])].add(key[8:16])  # an index build catches it up
         if db is stats:
             n0, s0 = layout.unpack_stats(before)
             n1, s1 = layout.unpack_stats(value)
@@ -466,3 +469,7 @@ def commit_overlay(env: Environment, txn: Txn, overlay: Overlay) -> None:
             txn.delete(key, db=db)
         else:
             txn.put(key, value, db=db)
+
+
+def _watched_prefixes(watched: dict[int, set[bytes]]) -> set[bytes]:
+    return {layout.collection_prefix(coll_id) for coll_id in watched}

@@ -96,6 +96,18 @@ class Reader:
         for k, v in records:
             yield rid(k), v
 
+    def record_run(self, coll: CollectionInfo, after: int, n: int) -> list[tuple[bytes, bytes]]:
+        """Up to `n` (record key, stored record) pairs of the collection after record id `after`
+        (0: from the start), in record-id order, read at C speed (a bulk index build's scan)."""
+        cur = self._txn.cursor(db=self._env.records)
+        if not cur.set_range(layout.record_key(coll.id, after + 1)):
+            return []
+        items = list(itertools.islice(cur.iternext(), n))
+        end = layout.collection_end(coll.id)
+        if items and items[-1][0] >= end:
+            items = [kv for kv in items if kv[0] < end]
+        return items
+
     def scan_batch(
         self,
         coll: CollectionInfo,

@@ -6,7 +6,7 @@ anything."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -143,6 +143,8 @@ class Records:
         `rid_bytes`: `rid` packed, when the caller has it."""
         if rid_bytes is None:
             rid_bytes = layout.u64(rid)
+        if self.env.watched:
+            self._watch(info.id, rid_bytes)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)
         self.date_strings.check(info, doc, header)
         txn.put(layout.record_key(info.id, rid), header + raw, db=self.env.records)
@@ -207,13 +209,23 @@ class Records:
         rid: int,
         value: bytes,
         meta: ttl.RecordMeta | None = None,
+        expiry: Sequence[bytes] | None = None,
     ) -> int:
         """Delete one record with its index and expiry entries; returns its BSON size (the caller
-        counts it out of the collection's stats). `meta` is its header, if already read."""
+        counts it out of the collection's stats). `meta` is its header, if already read, and
+        `expiry` its expiry entries, if known (the TTL purge found the record by its one)."""
         rid_bytes = layout.u64(rid)
-        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta)
+        if self.env.watched:
+            self._watch(info.id, rid_bytes)
+        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta, expiry=expiry)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
+
+    def _watch(self, coll_id: int, rid_bytes: bytes) -> None:
+        """An index build watches the collection: note the record written."""
+        watched = self.env.watched.get(coll_id)
+        if watched is not None:
+            watched.add(rid_bytes)
 
     def delete_entries(
         self,
@@ -224,11 +236,12 @@ class Records:
         keep: frozenset[bytes],
         doc: dict[str, Any] | None = None,
         meta: ttl.RecordMeta | None = None,
+        expiry: Sequence[bytes] | None = None,
     ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
         (which its replacement still needs); returns the kept keys the record had. A unique entry
-        goes only while it names this record. `doc` is the record's document and `meta` its
-        header, if the caller has them already."""
+        goes only while it names this record. `doc` is the record's document, `meta` its header
+        and `expiry` its expiry entries, if the caller has them already."""
         if doc is None:
             doc = bson.decode(ttl.body(value), CODEC)
         kept: set[bytes] = set()
@@ -247,10 +260,12 @@ class Records:
                     held = txn.pop(key, index_db)
                     if held is not None and held != rid_bytes:
                         txn.put(key, held, db=index_db)
-        if meta is None:
-            meta = ttl.read_meta(value)
+        if expiry is None:
+            if meta is None:
+                meta = ttl.read_meta(value)
+            expiry = ttl.expiry_keys(info, meta, rid_bytes)
         expiry_db = self.env.expiry
-        for key in ttl.expiry_keys(info, meta, rid_bytes):
+        for key in expiry:
             txn.delete(key, b"", expiry_db)
         return kept
 

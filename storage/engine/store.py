@@ -10,6 +10,7 @@ immutable catalog snapshot.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ebbdb.storage.engine import layout
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
+from ebbdb.storage.engine.index_build import Builds
 from ebbdb.storage.engine.oplog import (
     OPLOG_DB,
     OPLOG_NAME,
@@ -46,6 +48,7 @@ from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.entries import index_bodies
 
 T = TypeVar("T")
+_U64 = struct.Struct(">Q")
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class Engine:
         self.rename_collection = ddl.rename_collection
         self.set_collection_options = ddl.set_collection_options
         self.change_collection_options = ddl.change_collection_options
+        #: Bulk index builds (storage/engine/index_build.py): createIndexes as the server runs it.
+        self.index_builds = Builds(env, self._records, self._writer, ddl)
         capped_ddl = CappedDdl(env, self._records, self._writer, ddl)
         self.clone_as_capped = capped_ddl.clone_as_capped
         self.convert_to_capped = capped_ddl.convert_to_capped
@@ -330,44 +335,76 @@ class Engine:
     def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
         """Delete up to `limit` documents expired at `now_ms`, in one write transaction, found by
         range reads over the expiry index (never a scan of live documents). Returns how many."""
+        return self.purge_expired_batch(db, name, now_ms, limit)[0]
 
-        def run(txn: Txn, changes: CatalogChanges) -> int:
+    def purge_expired_batch(
+        self, db: str, name: str, now_ms: int, limit: int, budget_seconds: float | None = None
+    ) -> tuple[int, bool]:
+        """purge_expired bounded also in time: it stops once `budget_seconds` have passed (the
+        purge must not hold the one writer for long). Returns (deleted, more): `more` when it
+        stopped at the limit or the budget, so that expired documents may be left."""
+
+        def run(txn: Txn, changes: CatalogChanges) -> tuple[int, bool]:
             info = self._writer.lookup((db, name))
             if info is None:
-                return 0
+                return 0, False
             rules = ttl.rules_for(info)
             deleted = size = 0
             tick = interrupt.current.get().tick
-            for rid in self._expired_candidates(txn, rules, now_ms, limit):
-                tick()
-                value = txn.get(layout.record_key(info.id, rid), db=self.env.records)
-                if value is None:
-                    continue
-                # The predicate decides; the expiry index only finds candidates.
-                meta = ttl.read_meta(value)
-                if ttl.expired(meta, rules, now_ms):
-                    self._records.log_delete(txn, info, value)
-                    size += self._records.delete_record(txn, info, rid, value, meta)
-                    deleted += 1
+            records, get = self._records, txn.get
+            records_db = self.env.records
+            prefix = layout.collection_prefix(info.id)
+            stop_at = None if budget_seconds is None else time.perf_counter() + budget_seconds
+            seen: set[bytes] = set()
+            more = False
+            one_entry = rules.one_entry
+            while deleted < limit:
+                found = self._expired_candidates(txn, rules, now_ms, min(limit - deleted, 32))
+                chunk = [(rb, k) for rb, k in found.items() if rb not in seen]
+                if not chunk:
+                    break
+                seen.update(rb for rb, _k in chunk)
+                for rb, k in chunk:
+                    tick()
+                    value = get(prefix + rb, db=records_db)
+                    if value is None:
+                        continue
+                    # The predicate decides; the expiry index only finds candidates.
+                    meta = ttl.read_meta(value)
+                    if ttl.expired(meta, rules, now_ms):
+                        records.log_delete(txn, info, value)
+                        rid = _U64.unpack(rb)[0]
+                        expiry = (k,) if one_entry else None
+                        size += records.delete_record(txn, info, rid, value, meta, expiry)
+                        deleted += 1
+                if stop_at is not None and time.perf_counter() >= stop_at:
+                    more = True
+                    break
+            more = more or deleted >= limit
             if deleted:
-                self._records.add_stats(txn, info.id, -deleted, -size)
-            return deleted
+                records.add_stats(txn, info.id, -deleted, -size)
+            return deleted, more
 
         return self._writer.write(run)
 
-    def _expired_candidates(self, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int) -> list[int]:
-        found: dict[int, None] = {}
+    def _expired_candidates(
+        self, txn: Txn, rules: ttl.Rules, now_ms: int, limit: int
+    ) -> dict[bytes, bytes]:
+        """Record ids (as key bytes) of up to `limit` expiry-index entries in range at `now_ms`,
+        each with its (last) entry."""
+        found: dict[bytes, bytes] = {}
         cur = txn.cursor(db=self.env.expiry)
+        rid_of = ttl.expiry_rid_bytes
         for start, stop in ttl.expiry_ranges(rules, now_ms):
             if not cur.set_range(start):
                 continue
             for k in cur.iternext(values=False):
                 if k >= stop or len(found) >= limit:
                     break
-                found[ttl.expiry_rid(k)] = None
+                found[rid_of(k)] = k
             if len(found) >= limit:
                 break
-        return list(found)
+        return found
 
     def count_expired(self, coll: CollectionInfo, now_ms: int) -> int:
         """How many documents of the collection are expired at `now_ms` but not yet deleted

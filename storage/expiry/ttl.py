@@ -10,6 +10,7 @@ The last-modified time is the Cosmos `_ts`: kept here, never in the document, ne
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bson import Int64
+from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.catalog import clustered, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, IndexInfo
@@ -66,8 +68,9 @@ def bodies(items: list[tuple[bytes, bytes]]) -> list[bytes]:
 
 def read_meta(value: bytes) -> RecordMeta:
     _fmt, modified, ttl, n = _HEAD.unpack_from(value)
-    dates = tuple(_DATE.unpack_from(value, HEAD_LEN + 16 * i) for i in range(n))
-    return RecordMeta(modified, ttl, dates)
+    if not n:
+        return RecordMeta(modified, ttl)
+    return RecordMeta(modified, ttl, tuple(_DATE.iter_unpack(value[HEAD_LEN : HEAD_LEN + 16 * n])))
 
 
 # -- rules -----------------------------------------------------------------------------------------
@@ -115,7 +118,7 @@ class Rules:
     cosmos_index: IndexInfo | None = None
     derived: tuple[CollectionRule, ...] = ()
 
-    @property
+    @functools.cached_property
     def active(self) -> bool:
         return (
             bool(self.native)
@@ -123,6 +126,27 @@ class Rules:
             # (no generator made for the common case, no derived rules: asked of every insert)
             or (bool(self.derived) and any(r.seconds is not None for r in self.derived))
         )
+
+    @functools.cached_property
+    def bounds(self) -> tuple[tuple[int, int], ...]:
+        """(date space, E in ms) of each date rule in force: a native TTL index, or a collection
+        rule that is on (what `expires_at` adds to a record's earliest date in that space)."""
+        out = [(ix.id, e * 1000) for ix, e in self.native]
+        out += [(r.space, r.seconds * 1000) for r in self.derived if r.seconds is not None]
+        return tuple(out)
+
+    @functools.cached_property
+    def one_entry(self) -> bool:
+        """Whether a record has at most one expiry entry under these rules (one date space, or
+        only the Cosmos default, whose entry is of one kind or the other): then the entry that
+        found a record is all it has."""
+        return len(self.date_spaces) + (self.cosmos_index is not None) == 1
+
+    @functools.cached_property
+    def date_spaces(self) -> tuple[int, ...]:
+        """The spaces whose dates have expiry entries: every native TTL index and collection
+        rule, on or off (`expiry_keys`)."""
+        return tuple([ix.id for ix, _e in self.native] + [r.space for r in self.derived])
 
 
 NO_RULES = Rules()
@@ -200,6 +224,12 @@ def earliest_date(ix: IndexInfo, doc: dict[str, Any]) -> int | None:
     pred = ix.partial_predicate
     if pred is not None and not pred(doc):
         return None
+    field = ix.key[0][0]
+    if "." not in field:
+        # The common case: a top-level date (decoded as DatetimeMS), what the walk below finds.
+        value = doc.get(field)
+        if type(value) is DatetimeMS:
+            return int(value)
     best: int | None = None
     for v in leaves(doc, split(ix.key[0][0])):
         if v is MISSING:
@@ -248,14 +278,12 @@ def header_for(
 def expires_at(meta: RecordMeta, rules: Rules) -> int | None:
     """When the document expires under the rules (ms since the epoch), or None: never."""
     best: int | None = None
-    if rules.native or rules.derived:
+    if meta.dates:
         dates = dict(meta.dates)
-        bounds = [(ix.id, e) for ix, e in rules.native]
-        bounds += [(r.space, r.seconds) for r in rules.derived if r.seconds is not None]
-        for space, e in bounds:
+        for space, e_ms in rules.bounds:
             d = dates.get(space)
-            if d is not None and (best is None or d + e * 1000 < best):
-                best = d + e * 1000
+            if d is not None and (best is None or d + e_ms < best):
+                best = d + e_ms
     if rules.cosmos is not None:
         t: int | None
         if meta.ttl > 0:
@@ -293,6 +321,7 @@ KIND_ABSOLUTE = 2
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
 _EXPIRY_KEY = struct.Struct(">QBQQ")
+_EXPIRY_HEAD = struct.Struct(">QB")
 
 
 def _time(ms: int) -> bytes:
@@ -300,7 +329,7 @@ def _time(ms: int) -> bytes:
 
 
 def expiry_prefix(space: int, kind: int) -> bytes:
-    return _U64.pack(space) + bytes((kind,))
+    return _EXPIRY_HEAD.pack(space, kind)
 
 
 @dataclass(frozen=True)
@@ -323,17 +352,23 @@ def expiry_rid(key: bytes) -> int:
     return int(_U64.unpack_from(key, 17)[0])
 
 
+def expiry_rid_bytes(key: bytes) -> bytes:
+    """The record id an expiry-index entry names, as a record key ends with it."""
+    return key[17:25]
+
+
 def expiry_keys(coll: CollectionInfo, meta: RecordMeta, rid_bytes: bytes) -> list[bytes]:
     """The expiry-index entries of one record under the collection's current TTL indexes."""
     rules = rules_for(coll)
     if not rules.active and not rules.derived:
         return []
     out = []
-    dates = dict(meta.dates)
-    for space in [ix.id for ix, _e in rules.native] + [r.space for r in rules.derived]:
-        d = dates.get(space)
-        if d is not None:
-            out.append(expiry_prefix(space, KIND_DATE) + _time(d) + rid_bytes)
+    if meta.dates:
+        dates = dict(meta.dates)
+        for space in rules.date_spaces:
+            d = dates.get(space)
+            if d is not None:
+                out.append(_EXPIRY_HEAD.pack(space, KIND_DATE) + _time(d) + rid_bytes)
     cosmos = rules.cosmos_index
     if cosmos is not None:
         if meta.ttl == 0:

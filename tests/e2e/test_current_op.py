@@ -4,6 +4,7 @@ is killed the same way; the filters currentOp takes."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -175,3 +176,84 @@ def test_errors(
     for odd in (float("inf"), float("-inf"), float("nan"), 1e300):
         reply = mongo_client.admin.command("killOp", 1, op=odd)
         assert reply == {"info": "attempting to kill op", "ok": 1.0}
+
+
+def test_an_index_build_shows_its_progress_and_logs_it(
+    client: MongoClient[dict[str, Any]], app_client: MongoClient[dict[str, Any]]
+) -> None:
+    """A bulk build held by the hangIndexBuildBeforeCommit fail point, its keys in: currentOp
+    shows mongod's msg and progress {done, total}; the log has mongod's index build lines."""
+    admin = client.admin
+    coll = client.db.build
+    coll.insert_many([{"_id": i, "k": [i, -i]} for i in range(1, 301)])
+    admin.command("configureFailPoint", "hangIndexBuildBeforeCommit", mode="alwaysOn")
+    try:
+        build = Background(lambda: app_client.db.build.create_index("k"))
+        # Held before its commit, with every key in.
+        op = _find_op(admin, {"command.createIndexes": "build", "progress.done": 600})
+        assert op["progress"] == {"done": 600, "total": 600}
+        assert op["msg"] == (
+            "Index Build: inserting keys from external sorter into index Index Build: inserting "
+            "keys from external sorter into index: 600/600 100%"
+        )
+        assert list(op).index("msg") == list(op).index("command") + 1
+    finally:
+        admin.command("configureFailPoint", "hangIndexBuildBeforeCommit", mode="off")
+    assert build.outcome() == "k_1"
+    assert [ix["name"] for ix in coll.list_indexes()] == ["_id_", "k_1"]
+    assert coll.find_one({"k": -299}) == {"_id": 299, "k": [299, -299]}
+    # Over, it shows no more.
+    assert admin.command({"currentOp": 1, "command.createIndexes": "build"})["inprog"] == []
+
+    lines = [json.loads(line) for line in admin.command("getLog", "global")["log"]]
+    mine = [e for e in lines if e.get("attr", {}).get("namespace") == "db.build"]
+    assert [e["msg"] for e in mine] == [
+        "Index build: starting",
+        "Index build: collection scan done",
+        "Index build: inserted keys from external sorter into index",
+        "Index build: completed successfully",
+    ]
+    assert mine[1]["attr"]["totalRecords"] == 300
+    assert mine[2]["attr"]["keysInserted"] == 600
+    assert {e["c"] for e in mine} == {"INDEX"}
+    meters = [
+        e["attr"]
+        for e in lines
+        if e["id"] == 51773
+        and e["attr"]["total"] in (300, 600)
+        and e["attr"]["done"] == e["attr"]["total"]
+    ]
+    assert {
+        "name": "Index Build: scanning collection",
+        "done": 300,
+        "total": 300,
+        "percent": 100,
+    } in meters
+    assert {
+        "name": "Index Build: inserting keys from external sorter into index",
+        "done": 600,
+        "total": 600,
+        "percent": 100,
+    } in meters
+
+
+def test_a_killed_index_build_leaves_nothing(
+    client: MongoClient[dict[str, Any]], app_client: MongoClient[dict[str, Any]]
+) -> None:
+    admin = client.admin
+    coll = client.db.killed_build
+    coll.insert_many([{"_id": i, "k": i} for i in range(100)])
+    admin.command("configureFailPoint", "hangIndexBuildBeforeCommit", mode="alwaysOn")
+    try:
+        build = Background(lambda: app_client.db.killed_build.create_index("k"))
+        op = _find_op(
+            admin, {"command.createIndexes": "killed_build", "progress": {"$exists": True}}
+        )
+        admin.command("killOp", op=op["opid"])
+        _interrupted(build.outcome())
+    finally:
+        admin.command("configureFailPoint", "hangIndexBuildBeforeCommit", mode="off")
+    assert [ix["name"] for ix in coll.list_indexes()] == ["_id_"]
+    assert client.db.command("validate", "killed_build")["valid"] is True
+    coll.create_index("k")
+    assert coll.find_one({"k": 42}) == {"_id": 42, "k": 42}

@@ -29,8 +29,15 @@ EXPECTED = {
         "preallocate": "posix_fallocate",
         "SIGXFSZ": "yes",
         "signals": "loop",
+        "unixSocket": "yes",
     },
-    "hidden": {"lock": "msvcrt", "preallocate": "zeros", "SIGXFSZ": "no", "signals": "signal"},
+    "hidden": {
+        "lock": "msvcrt",
+        "preallocate": "zeros",
+        "SIGXFSZ": "no",
+        "signals": "signal",
+        "unixSocket": "no",
+    },
 }
 _FACILITIES_RE = re.compile(r"platform facilities: (\{.*?\})")
 
@@ -79,6 +86,10 @@ def test_the_server_works_with_and_without_its_posix_facilities(mode: str, tmp_p
         procs.append(first)
         facilities = _facilities(first)
         assert {k: facilities[k] for k in EXPECTED[mode]} == EXPECTED[mode], facilities
+        # A Unix domain socket beside the port on POSIX; none without it, TCP serves alone.
+        sock = Path(f"/tmp/ebbdb-{first.port}.sock")
+        assert sock.exists() == (mode == "posix")
+        assert (f" and {sock} " in first.stdout_lines[0]) == (mode == "posix")
         with first.client() as client:
             assert client.admin.command("ping")["ok"] == 1.0
             _crud(client.port.items)
@@ -111,6 +122,7 @@ def test_the_server_works_with_and_without_its_posix_facilities(mode: str, tmp_p
             )
             assert client.admin.command("ping")["ok"] == 1.0  # the first is still serving
         assert first.stop(signal.SIGTERM) == 0, first.stderr
+        assert not sock.exists()  # removed at exit
         assert "regex helper" not in first.stderr, first.stderr
         size = (dbpath / "data.mdb").stat().st_size
         assert size >= 6_000_000, size  # the pages written, and the headroom allocated
@@ -163,6 +175,7 @@ def test_the_hiding_takes() -> None:
         "try:\n    loop.add_signal_handler(signal.SIGTERM, print)\n"
         "except NotImplementedError:\n    print('no signal handling')\n"
         "print(os.environ['EBBDB_TEST_POSIX_HIDDEN'])\n"
+        "import socket\nprint(hasattr(socket, 'AF_UNIX'))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
@@ -177,5 +190,6 @@ def test_the_hiding_takes() -> None:
         "False False False",
         "no signal handling",
         "1",
+        "False",
         "",
     ]

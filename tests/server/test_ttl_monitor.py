@@ -48,13 +48,13 @@ class Store:
     def ttl_collections(self) -> Sequence[Expiring]:
         return [Coll(*ns.split(".", 1)) for ns in self.expired]
 
-    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> int:
+    async def purge_expired(self, db: str, name: str, now_ms: int, limit: int) -> tuple[int, bool]:
         ns = f"{db}.{name}"
         self.calls.append((ns, now_ms, limit))
         n = min(limit, self.expired[ns])
         self.expired[ns] -= n
         self.purged.set()
-        return n
+        return n, n >= limit
 
     def date_strings(self) -> Sequence[DateStringNotice]:
         taken, self.notices = self.notices, []

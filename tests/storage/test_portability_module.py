@@ -174,5 +174,12 @@ def test_physical_memory_and_facilities() -> None:
     assert memory is None or memory > 1 << 20
     if sys.platform.startswith("linux"):
         assert memory is not None
-    assert set(portability.facilities()) == {"lock", "preallocate", "SIGXFSZ", "initialMapSize"}
+    assert set(portability.facilities()) == {
+        "lock",
+        "preallocate",
+        "SIGXFSZ",
+        "initialMapSize",
+        "unixSocket",
+    }
+    assert portability.facilities()["unixSocket"] == ("yes" if portability.unix_sockets() else "no")
     assert "start_new_session" in portability.own_session() or sys.platform == "win32"

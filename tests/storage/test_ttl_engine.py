@@ -880,3 +880,46 @@ def test_dropping_and_recreating_a_ttl_index(engine: Engine) -> None:
     create(engine, "c", expiring("t", 5))
     create(engine, "c", expiring("_ts", -1))
     check_schedule(engine, {1: T0 + 5_000, 2: T0 + 1_000})
+
+
+@pytest.mark.parametrize("budget", [0.0, None])
+def test_bounded_purge_deletes_what_the_predicate_says(
+    engine: Engine, budget: float | None
+) -> None:
+    """purge_expired_batch, bounded in time (0: one chunk a call) or not, over both models at
+    once: it deletes exactly the documents `ttl.expired` calls expired, says when some may be
+    left, and spares the document that took an expired holder's unique key."""
+    create(
+        engine,
+        "c",
+        expiring("t", 60),
+        expiring("_ts", 3600),
+        {"key": {"u": 1}, "name": "u_1", "unique": True},
+    )
+    docs = [enc({"_id": i, "t": D(T0 - 61_000 - i), "u": i}) for i in range(150)]
+    docs += [enc({"_id": 200 + i, "t": D(T0), "u": 200 + i}) for i in range(20)]  # not yet
+    docs += [enc({"_id": 300 + i, "ttl": 1, "u": 300 + i}) for i in range(80)]  # own ttl 1 s
+    docs += [enc({"_id": 400 + i, "ttl": -1, "u": 400 + i}) for i in range(10)]  # never
+    docs += [enc({"_id": 500 + i, "u": 500 + i}) for i in range(10)]  # D = 3600 s
+    engine.insert(DB, "c", docs, now_ms=T0)
+    now = T0 + 2_000
+    # A new document takes over the unique key of an expired holder (which goes with it).
+    engine.insert(DB, "c", [enc({"_id": 1000, "u": 7})], now_ms=now)
+    rules = ttl.rules_for(coll_of(engine))
+    expected = {
+        _id for _id, v in records(engine).items() if ttl.expired(ttl.read_meta(v), rules, now)
+    }
+    assert len(expected) == 150 - 1 + 80
+    before = set(records(engine))
+    calls, deleted, more = 0, 0, True
+    while more:
+        n, more = engine.purge_expired_batch(DB, "c", now, 10_000, budget)
+        deleted += n
+        calls += 1
+    assert deleted == len(expected)
+    assert calls > 2 if budget == 0.0 else calls == 1
+    assert set(records(engine)) == before - expected
+    assert 1000 in records(engine)
+    assert_stats_match(engine)
+    assert validate_collection(engine, coll_of(engine), full=False).valid
+    assert engine.purge_expired_batch(DB, "c", now, 10_000, budget) == (0, False)

@@ -1,6 +1,6 @@
 """Put first on PYTHONPATH, this makes a Linux Python look like one without the POSIX facilities
-ebbdb can do without (storage/core/portability.py): `import fcntl` fails, os.posix_fallocate, os.fork
-and signal.SIGXFSZ are gone, uvloop is not there, and the event loop has no signal handling
+ebbdb can do without (storage/core/portability.py): `import fcntl` fails, os.posix_fallocate, os.fork,
+signal.SIGXFSZ and socket.AF_UNIX are gone, uvloop is not there, and the event loop has no signal handling
 (add_signal_handler raises NotImplementedError, as on Windows). File locking is then Windows'
 msvcrt.locking, played here by POSIX record locks taken through the fcntl module held before it
 was hidden. Every process started with it (the server, its regex helper) checks the hiding took."""
@@ -12,6 +12,7 @@ import fcntl as _fcntl  # kept for the msvcrt stand-in only, then hidden
 import importlib.abc
 import os
 import signal
+import socket
 import subprocess  # noqa: F401 - before the msvcrt stand-in: it reads "msvcrt there" as Windows
 import sys
 import types
@@ -31,7 +32,25 @@ for _name in list(sys.modules):
         del sys.modules[_name]
 sys.meta_path.insert(0, _Hide())
 
-for _owner, _attr in ((os, "posix_fallocate"), (os, "fork"), (os, "forkpty"), (signal, "SIGXFSZ")):
+# socket.AF_UNIX too: Windows' Python has none. socket.socketpair (the event loop's self-pipe)
+# names AF_UNIX as its default family; Windows' makes a pair of its own, played here by the C
+# function given the family it would have read.
+_socketpair = socket.socketpair
+_AF_UNIX = socket.AF_UNIX
+
+
+def _pair(family: int | None = None, type: int = socket.SOCK_STREAM, proto: int = 0) -> object:
+    return _socketpair(_AF_UNIX if family is None else family, type, proto)
+
+
+socket.socketpair = _pair  # type: ignore[assignment]
+for _owner, _attr in (
+    (os, "posix_fallocate"),
+    (os, "fork"),
+    (os, "forkpty"),
+    (signal, "SIGXFSZ"),
+    (socket, "AF_UNIX"),
+):
     if hasattr(_owner, _attr):
         delattr(_owner, _attr)
 
@@ -72,4 +91,5 @@ else:
     raise AssertionError("fcntl is still importable")
 assert not hasattr(os, "posix_fallocate") and not hasattr(os, "fork")
 assert not hasattr(signal, "SIGXFSZ")
+assert not hasattr(socket, "AF_UNIX")
 os.environ["EBBDB_TEST_POSIX_HIDDEN"] = "1"
