@@ -34,7 +34,7 @@ LARGE_BODY = 256 * 1024
 #: What one pass decodes: BSON elements of about this many bytes.
 PASS_BYTES = 64 * 1024
 #: What one pass on the loop encodes or computes: this many items (of an array, of a list).
-PASS_ITEMS = 2048
+PASS_ITEMS = 512
 #: The loop is given back once a run of passes has held it this long.
 TURN_SECONDS = 0.002
 
