@@ -300,9 +300,16 @@ def _decode_msg(request_id: int, response_to: int, frame: bytes) -> Msg:
             seq_end = pos + size
             ident, p = _cstring(frame, pos + 4, seq_end)
             docs = []
+            # _document inlined: an insert_many's sequence holds 100,000 documents or more.
+            unpack = _INT32.unpack_from
             while p < seq_end:
-                doc, p = _document(frame, p, seq_end)
-                docs.append(doc)
+                if seq_end - p < _MIN_DOC_SIZE:
+                    raise ProtocolError("truncated document")
+                doc_size = unpack(frame, p)[0]
+                if doc_size < _MIN_DOC_SIZE or doc_size > seq_end - p:
+                    raise ProtocolError(f"document length {doc_size} does not fit in the message")
+                docs.append(frame[p : p + doc_size])
+                p += doc_size
             sequences.append((ident, tuple(docs)))
             pos = seq_end
         else:

@@ -19,6 +19,15 @@ from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
 from ebbdb.server.failpoints import Action, CloseConnection
+from ebbdb.server.large_messages import (
+    LARGE_BODY,
+    LARGE_FRAME,
+    LargeReply,
+    decode_body,
+    defer_full_collections,
+    encode_large,
+    parse_frame,
+)
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
@@ -91,6 +100,8 @@ class Dispatcher:
         """handle_frame's work, begun now: the reply frame itself when the express path answered
         at once (server/express.py: a request that never waits), else the coroutine that
         answers. Raises ProtocolError for a frame that cannot be parsed."""
+        if len(frame) >= LARGE_FRAME:
+            return self._handle_large(client, frame)
         msg = decode_message(frame)
         if isinstance(msg, Query):
             return self._handle_query(client, msg)
@@ -98,27 +109,10 @@ class Dispatcher:
         try:
             body = bson.decode(msg.body, CODEC)
         except Exception as exc:  # bson raises several types for corrupt input
-            log.warning(
-                "[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc
-            )
-            return self._reply(
-                msg,
-                error_reply(
-                    CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
-                ),
-            )
-        for ident, docs in msg.sequences:
-            if ident in body:
-                return self._reply(
-                    msg,
-                    error_reply(
-                        CommandError(
-                            ErrorCode.InvalidOptions,
-                            f"'{ident}' is given both in the command and as a document sequence",
-                        )
-                    ),
-                )
-            body[ident] = DocSequence(docs)
+            return self._reply(msg, _invalid_body(client, msg, exc))
+        refused = _merge_sequences(msg, body)
+        if refused is not None:
+            return self._reply(msg, refused)
         express = self.express
         route = None if express is None else express.route(body)
         if route is None:
@@ -132,6 +126,42 @@ class Dispatcher:
     async def _reply(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
         return self._frame(msg, reply)
 
+    async def _handle_large(self, client: Client, frame: bytes) -> _Frame:
+        """A frame of LARGE_FRAME bytes or more (server/large_messages.py): parsed, and its body
+        decoded, off the loop a pass at a time; no full garbage collection starts meanwhile
+        (its hundreds of thousands of values would be walked, every thread waiting); always
+        the general path."""
+        defer_full_collections(True)
+        try:
+            gateway = self.services.gateway
+            msg = await parse_frame(gateway, frame)
+            if isinstance(msg, Query):
+                return await self._handle_query(client, msg)
+            size: int | None = len(msg.body)
+            try:
+                if len(msg.body) >= LARGE_BODY:
+                    body, size = await decode_body(gateway, msg.body)
+                else:
+                    body = bson.decode(msg.body, CODEC)
+            except Exception as exc:  # bson raises several types for corrupt input
+                return self._frame(msg, _invalid_body(client, msg, exc))
+            refused = _merge_sequences(msg, body)
+            if refused is not None:
+                return self._frame(msg, refused)
+            reply = await self.run(client, body, msg.request_id, size)
+            if type(reply) is LargeReply:
+                return await self._large_frame(msg, reply)
+            return self._frame(msg, reply)
+        finally:
+            defer_full_collections(False)
+
+    async def _large_frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
+        """The reply frame to `msg` for a LargeReply, encoded a pass at a time."""
+        if msg.more_to_come:
+            return None
+        parts = await encode_large(reply)
+        return [msg_prefix(next(_REQUEST_IDS), msg.request_id, sum(map(len, parts))), *parts]
+
     async def _handle_msg(
         self, client: Client, msg: Msg, body: dict[str, Any], route: Route | None
     ) -> _Frame:
@@ -140,6 +170,8 @@ class Dispatcher:
             reply = await self.run(client, body, msg.request_id, len(msg.body))
         else:
             reply = await self.run_express(client, body, route, msg.request_id, len(msg.body))
+        if type(reply) is LargeReply:  # many writeErrors or cursor ids (server/large_messages.py)
+            return await self._large_frame(msg, reply)
         return self._frame(msg, reply)
 
     def _frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
@@ -490,6 +522,29 @@ class Dispatcher:
         ctx = CommandContext.of(self.services, client, db, command)
         client.contexts[db, command] = ctx
         return ctx
+
+
+def _invalid_body(client: Client, msg: Msg, exc: Exception) -> dict[str, Any]:
+    """The reply to a request whose body is not valid BSON (logged)."""
+    log.warning("[conn%d] request %d: body is not valid BSON: %s", client.id, msg.request_id, exc)
+    return error_reply(
+        CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
+    )
+
+
+def _merge_sequences(msg: Msg, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Merge the document sequences into the body; the error reply for a field given both
+    ways, else None."""
+    for ident, docs in msg.sequences:
+        if ident in body:
+            return error_reply(
+                CommandError(
+                    ErrorCode.InvalidOptions,
+                    f"'{ident}' is given both in the command and as a document sequence",
+                )
+            )
+        body[ident] = DocSequence(docs)
+    return None
 
 
 def _check_depth(body: dict[str, Any], size: int | None) -> None:

@@ -25,6 +25,7 @@ from bson.raw_bson import RawBSONDocument
 from ebbdb.server.arguments import DocSequence
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.log import log_event
+from ebbdb.server.raw_reply import RawDoc
 from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.values import render
 
@@ -109,6 +110,13 @@ def loggable_command(body: Mapping[str, Any], limit: int) -> dict[str, Any]:
     cmd = {
         k: "xxx" if k in _SECRETS else v for k, v in body.items() if not isinstance(v, DocSequence)
     }
+    budget = _Budget(limit)
+    shown = _trimmed(cmd, budget)
+    if budget.cut:
+        # Past `limit` values (each renders to a character or more, so the text is past `limit`
+        # characters), the rest cannot show: neither encoded nor rendered, so that a command of
+        # 500,000 values does not hold the event loop (as measuring it whole did, for a second).
+        return {"$truncated": render(shown)[: limit - 3] + "..."}
     try:
         size = len(bson.encode(cmd, codec_options=CODEC))
     except Exception:  # a value BSON cannot hold: say so rather than fail the report
@@ -117,6 +125,40 @@ def loggable_command(body: Mapping[str, Any], limit: int) -> dict[str, Any]:
         return cmd
     text = render(cmd)
     return {"$truncated": text[: limit - 3] + "..." if len(text) > limit else text}
+
+
+class _Budget:
+    """How many more values a trimmed copy may hold (see _trimmed), and whether it ran out."""
+
+    __slots__ = ("cut", "left")
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.cut = False
+
+
+def _trimmed(value: Any, budget: _Budget) -> Any:
+    """`value` with its documents' and arrays' values, in document order, cut off once `budget`
+    is spent (`budget.cut` then says so); `value` itself when it holds no document or array."""
+    if isinstance(value, Mapping):
+        doc: dict[Any, Any] = {}
+        for k, v in value.items():
+            if budget.left <= 0:
+                budget.cut = True
+                break
+            budget.left -= 1
+            doc[k] = _trimmed(v, budget)
+        return doc
+    if isinstance(value, (list, tuple)):
+        items: list[Any] = []
+        for v in value:
+            if budget.left <= 0:
+                budget.cut = True
+                break
+            budget.left -= 1
+            items.append(_trimmed(v, budget))
+        return items
+    return value
 
 
 def _namespace(db: str, name: str, body: Mapping[str, Any]) -> str:
@@ -155,11 +197,16 @@ def _metrics(f: Finished) -> dict[str, Any]:
 
         run = f.run if isinstance(f.run, QueryRun) else None
     cursor = f.reply.get("cursor")
-    raw = getattr(cursor, "raw", None)
-    if isinstance(raw, bytes):  # a cursor reply laid out as BSON (server.commands.replies)
-        cursor = RawBSONDocument(raw)
     cursor_id = None
     returned = None
+    if type(cursor) is RawDoc and cursor.batch is not None:
+        # A cursor reply laid out as BSON (server.commands.replies), up to 16 MB: its batch is
+        # not read (inflating it held the event loop for most of a second).
+        returned, cursor_id = cursor.batch
+        if cursor_id:
+            out["cursorid"] = Int64(cursor_id)
+    elif isinstance(cursor, RawDoc):
+        cursor = RawBSONDocument(cursor.raw)
     if isinstance(cursor, Mapping):
         batch = cursor.get("firstBatch", cursor.get("nextBatch"))
         returned = len(batch) if isinstance(batch, list) else None

@@ -31,13 +31,21 @@ class RawDoc:
     `raw` bytes of any object whose `_type_marker` is RawBSONDocument's (101); this class skips
     RawBSONDocument's own validation, which the stored bytes passed on the way in."""
 
-    __slots__ = ("_raw", "parts", "size")
+    __slots__ = ("_raw", "batch", "parts", "size")
     _type_marker = 101
 
-    def __init__(self, raw: bytes | None = None, parts: list[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        raw: bytes | None = None,
+        parts: list[bytes] | None = None,
+        batch: tuple[int, int] | None = None,
+    ) -> None:
         self._raw = raw
         self.parts = parts
         self.size = len(raw) if raw is not None else sum(map(len, parts or ()))
+        #: For a cursor document laid out by hand: (documents in its batch, its cursor id), what
+        #: the slow-query log reports, known without reading (or joining) the bytes.
+        self.batch = batch
 
     @property
     def raw(self) -> bytes:

@@ -27,6 +27,7 @@ from ebbdb.server.commands.replies import cursor_reply, time_left
 from ebbdb.server.context import CommandContext
 from ebbdb.server.cursors import DEFAULT_FIRST_BATCH, Cursor, each_chunk, fill_batch
 from ebbdb.server.errors import CommandError, ErrorCode
+from ebbdb.server.large_messages import PASS_ITEMS, LargeReply, mapped
 from ebbdb.server.memory import memory_limits
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.sessions import check_get_more, check_transaction_get_more
@@ -247,15 +248,18 @@ async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, A
     """Close cursors by id."""
     killed: list[Int64] = []
     not_found: list[Int64] = []
-    for cid in p.cursors:
-        (killed if ctx.cursors.close(int(cid)) else not_found).append(cid)
-    return {
-        "cursorsKilled": killed,
-        "cursorsNotFound": not_found,
-        "cursorsAlive": [],
-        "cursorsUnknown": [],
-        "ok": 1.0,
-    }
+    close = ctx.cursors.close
+
+    def kill(cid: Int64) -> None:
+        (killed if close(int(cid)) else not_found).append(cid)
+
+    # A pass at a time (a killCursors may name 500,000 ids), the loop given back between.
+    await mapped(p.cursors, kill)
+    reply = LargeReply() if len(p.cursors) > PASS_ITEMS else {}
+    reply.update(
+        cursorsKilled=killed, cursorsNotFound=not_found, cursorsAlive=[], cursorsUnknown=[], ok=1.0
+    )
+    return reply
 
 
 # -- count, distinct ------------------------------------------------------------------------------

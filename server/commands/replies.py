@@ -52,9 +52,38 @@ def cursor_reply(ns: str, cid: int, batch_field: str, docs: list[bytes]) -> dict
     parts[2] = _INT32.pack(size + 5)
     parts[0] = _INT32.pack(4 + len(head) + 4 + size + len(tail))  # the whole document
     parts.append(tail)
+    batch = (len(docs), cid)
     if size < STREAM_BYTES:
-        return {"cursor": RawDoc(b"".join(parts)), "ok": 1.0}
-    return {"cursor": RawDoc(parts=parts), "ok": 1.0}
+        return {"cursor": RawDoc(b"".join(parts), batch=batch), "ok": 1.0}
+    return {"cursor": RawDoc(parts=parts, batch=batch), "ok": 1.0}
+
+
+def listing_reply(ns: str, docs: list[bytes]) -> dict[str, Any]:
+    """The reply of a listing command that answers in one batch (listCollections), its documents
+    encoded already (off the event loop): {cursor: {id: 0, ns: <ns>, firstBatch: [docs]}}, in
+    the order mongod gives these fields."""
+    nsb = ns.encode()
+    head = b"".join(
+        (
+            b"\x12id\x00",  # the id: an int64, 0 (no more batches)
+            _INT64.pack(0),
+            b"\x02ns\x00",  # the namespace: a string
+            _INT32.pack(len(nsb) + 1),
+            nsb,
+            b"\x00",
+            b"\x04firstBatch\x00",  # the batch: an array
+        )
+    )
+    parts = [b"", head, b""]
+    parts.extend(itertools.chain.from_iterable(zip(_item_heads(len(docs)), docs)))
+    size = sum(map(len, itertools.islice(parts, 3, None)))
+    parts[2] = _INT32.pack(size + 5)
+    parts.append(b"\x00\x00")  # the batch array's end, the cursor document's end
+    parts[0] = _INT32.pack(4 + len(head) + 4 + size + 2)
+    batch = (len(docs), 0)
+    if size < STREAM_BYTES:
+        return {"cursor": RawDoc(b"".join(parts), batch=batch), "ok": 1.0}
+    return {"cursor": RawDoc(parts=parts, batch=batch), "ok": 1.0}
 
 
 def time_left(ctx: CommandContext) -> float | None:

@@ -13,6 +13,7 @@ from ebbdb.server import retryable_writes
 from ebbdb.server.arguments import COMMAND_VALUE, MAX_WRITE_BATCH_SIZE, ItemCount, Kind, OneOf, arg
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode, write_error
+from ebbdb.server.large_messages import PASS_ITEMS, EncodedDocs, LargeReply, encoded
 from ebbdb.server.registry import REGISTRY
 from ebbdb.server.retryable_writes import Retry
 from ebbdb.server.sessions import CURRENT_TRANSACTION
@@ -348,18 +349,37 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         p.ordered or in_transaction(),
         bypass=p.bypass_document_validation,
     )
+    if len(result.errors) > PASS_ITEMS:
+        # Many failures (50,000 duplicates): their entries built and encoded a pass at a time,
+        # for a LargeReply (server/large_messages.py).
+        errors = await encoded(result.errors, _write_error)
+        return insert_reply(ctx, result, LargeReply(), errors)
     return insert_reply(ctx, result)
 
 
-def insert_reply(ctx: CommandContext, result: InsertResult) -> dict[str, Any]:
+def insert_reply(
+    ctx: CommandContext,
+    result: InsertResult,
+    reply: dict[str, Any] | None = None,
+    errors: EncodedDocs | None = None,
+) -> dict[str, Any]:
     """An insert's reply (its documents counted): `n`, then writeErrors for those that failed.
-    The general path's and the express path's."""
+    The general path's and the express path's. `reply`: the (empty) reply to fill, and
+    `errors`: the writeErrors entries already encoded, for a large one."""
     ctx.stats.count_documents("insert", result.inserted)
-    reply: dict[str, Any] = {"n": result.inserted}
+    if reply is None:
+        reply = {}
+    reply["n"] = result.inserted
     if result.errors:
-        reply["writeErrors"] = [write_error(i, exc) for i, exc in result.errors]
+        reply["writeErrors"] = (
+            [write_error(i, exc) for i, exc in result.errors] if errors is None else errors
+        )
     reply["ok"] = 1.0
     return reply
+
+
+def _write_error(failure: tuple[int, BaseException]) -> dict[str, Any]:
+    return write_error(*failure)
 
 
 def _small(p: InsertParams) -> bool:
@@ -419,7 +439,8 @@ async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) 
     gateway = ctx.gateway
     n, errors = await (gateway.write_stamped(job) if _small(p) else gateway.write_sliced(job))
     ctx.stats.count_documents("insert", n)
-    reply: dict[str, Any] = {"n": n}
+    reply: dict[str, Any] = LargeReply() if len(errors) > PASS_ITEMS else {}
+    reply["n"] = n
     if errors:
         reply["writeErrors"] = errors
     reply["ok"] = 1.0

@@ -14,7 +14,7 @@ from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions, DatetimeConversion
 
 from ebbdb.storage.core.errors import DocumentTooLarge, InvalidBSON, InvalidIdField, QueryError
-from ebbdb.storage.core.limits import check_insert_depth
+from ebbdb.storage.core.limits import MAX_STORAGE_DEPTH, check_insert_depth, may_nest_too_deep
 
 #: How documents are decoded inside ebbdb: dates stay exact milliseconds, UUIDs stay Binary, so a
 #: decoded document re-encodes to the same bytes.
@@ -33,7 +33,8 @@ def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
         doc = bson.decode(raw, CODEC)
     except Exception as exc:  # bson raises several types for corrupt input
         raise InvalidBSON(f"invalid BSON document: {exc}") from None
-    check_insert_depth(doc)
+    if may_nest_too_deep(len(raw), MAX_STORAGE_DEPTH):  # most documents are too short to
+        check_insert_depth(doc)
     if "_id" not in doc:
         oid = ObjectId()
         # Splice one ObjectId element in front of the original elements, so every other value
@@ -52,11 +53,17 @@ def prepare_document(raw: bytes) -> tuple[bytes, dict[str, Any]]:
     return raw, doc
 
 
+#: `_id` types that pass check_id as they are.
+_PLAIN_IDS = frozenset({ObjectId, int, str, float, bson.Int64})
+
+
 def check_id(value: Any) -> None:
     """MongoDB's storage rules for an `_id` (storageValidIdField), for inserts, replacements,
     pipeline updates and upserts alike: not an array or a regular expression (InvalidIdField),
     and, since MongoDB 5.0, no `$`-prefixed field anywhere inside a document `_id`
     (DollarPrefixedFieldName; a well-formed DBRef decodes to a DBRef, which is allowed)."""
+    if type(value) in _PLAIN_IDS:  # nearly every _id: nothing to look into
+        return
     if isinstance(value, list):
         raise InvalidIdField("The '_id' value cannot be of type array")
     if isinstance(value, Regex | re.Pattern):

@@ -241,10 +241,10 @@ _ANY_DATE: CodecOptions[dict[str, Any]] = CodecOptions(
 )
 
 
-def may_nest_too_deep(size: int) -> bool:
-    """Whether BSON of `size` bytes is long enough to nest past MAX_BSON_DEPTH at all (every
+def may_nest_too_deep(size: int, limit: int = MAX_BSON_DEPTH) -> bool:
+    """Whether BSON of `size` bytes is long enough to nest past `limit` levels at all (every
     level takes at least _LEVEL_BYTES): shorter BSON needs no look."""
-    return size > _LEVEL_BYTES * MAX_BSON_DEPTH
+    return size > _LEVEL_BYTES * limit
 
 
 def check_sequence_depth(raws: Iterable[bytes]) -> None:

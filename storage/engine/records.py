@@ -107,16 +107,18 @@ class Records:
         now_ms: int,
         raw: bytes,
         doc: dict[str, Any],
+        noted: bool = False,
     ) -> CollectionInfo:
         """Write one prepared document, its index entries and its expiry entries (its last-modified
         time is `now_ms`); returns the collection's catalog entry, updated if an index became
         multikey. Checks every unique index before writing; a key held only by a document expired
-        at `now_ms` is taken over (that document is deleted in this transaction)."""
+        at `now_ms` is taken over (that document is deleted in this transaction). `noted`: the
+        caller tells `on_insert` itself (once for a batch)."""
         rid_bytes = layout.u64(rid)
         entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
-        if self._on_insert is not None:
+        if self._on_insert is not None and not noted:
             self._on_insert(info.id)
-        return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms)
+        return self.put_record(txn, info, rid, raw, doc, entries, flags, now_ms, rid_bytes)
 
     def append_unindexed(
         self, txn: Txn, info: CollectionInfo, rid: int, header: bytes, raw: bytes
@@ -137,10 +139,13 @@ class Records:
         entries: list[bytes],
         flags: IndexFlags,
         now_ms: int,
+        rid_bytes: bytes | None = None,
     ) -> CollectionInfo:
         """Store a record (header for `now_ms`, then `raw`), its index entries and its expiry
-        entries; record the index flags it set. Returns the (possibly updated) catalog entry."""
-        rid_bytes = layout.u64(rid)
+        entries; record the index flags it set. Returns the (possibly updated) catalog entry.
+        `rid_bytes`: `rid` packed, when the caller has it."""
+        if rid_bytes is None:
+            rid_bytes = layout.u64(rid)
         if self.env.watched:
             self._watch(info.id, rid_bytes)
         header, expiry = ttl.header_for(info, doc, now_ms, rid_bytes)

@@ -23,7 +23,7 @@ from ebbdb.storage.catalog import schema, timeseries
 from ebbdb.storage.catalog.info import CollectionInfo, validate_collection_name
 from ebbdb.storage.core.documents import CODEC, MAX_DOCUMENT_SIZE, prepare_document
 from ebbdb.storage.core.errors import OutOfDiskSpace, StorageError
-from ebbdb.storage.engine import layout, purge
+from ebbdb.storage.engine import capped, layout, purge
 from ebbdb.storage.engine.capped_ddl import CappedDdl
 from ebbdb.storage.engine.ddl import CreateIndexesResult, Ddl, IndexChange
 from ebbdb.storage.engine.environment import INITIAL_MAP_SIZE, DataDirLocked, Environment, Txn
@@ -264,17 +264,23 @@ class Engine:
             errors: list[tuple[int, StorageError]] = []
             oplog = self.oplog if self.oplog.enabled else None
             session = WRITE_SESSION.get()
+            # What a batch's documents all share, looked up once (an insert does not change
+            # whether its collection is capped or a time series).
+            is_capped = capped.limits(info) is not None
+            measurements = timeseries.OPTION in info.options
             for i, raw in enumerate(documents):
                 if session is not None:
                     session.stmt_id = session.first_stmt + i
                 try:
                     raw, doc = prepare_document(raw)
-                    if timeseries.OPTION in info.options:
+                    if measurements:
                         raw, doc = timeseries.prepare_measurement(info, raw, doc)
                     schema.check(info, doc, bypass=bypass)
-                    updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc)
+                    updated = self._records.insert_one(txn, info, rid + 1, stamp, raw, doc, True)
                 except StorageError as exc:
-                    errors.append((i, exc))
+                    # Kept without its traceback: 50,000 failed documents' frames (and what they
+                    # held) kept alive made every garbage collection walk them, for 100s of ms.
+                    errors.append((i, exc.with_traceback(None)))
                     if ordered:
                         break
                     continue
@@ -285,11 +291,14 @@ class Engine:
                 rid += 1
                 inserted += 1
                 size += len(raw)
-                # A capped collection drops its oldest documents as each one goes in.
-                gone, freed = self._records.make_room(txn, info, rid, (inserted - removed, size))
-                removed += gone
-                size -= freed
+                if is_capped:  # it drops its oldest documents as each one goes in
+                    gone, freed = self._records.make_room(
+                        txn, info, rid, (inserted - removed, size)
+                    )
+                    removed += gone
+                    size -= freed
             if inserted:
+                self._writer.note_insert(info.id)  # once for the batch (a set of ids)
                 self._records.add_stats(txn, info.id, inserted - removed, size)
             return InsertResult(inserted, tuple(errors), created)
 

@@ -126,7 +126,8 @@ class Rules:
         return (
             bool(self.native)
             or self.cosmos is not None
-            or any(r.seconds is not None for r in self.derived)
+            # (no generator made for the common case, no derived rules: asked of every insert)
+            or (bool(self.derived) and any(r.seconds is not None for r in self.derived))
         )
 
     @functools.cached_property
