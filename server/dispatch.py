@@ -22,7 +22,7 @@ from ebbdb.server.failpoints import Action, CloseConnection
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
-from ebbdb.server.raw_reply import encode_parts
+from ebbdb.server.raw_reply import encode_parts, small_body
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.sessions import CURRENT_SESSION, label_reply, txn_fields
 from ebbdb.server.transactions import Statement, in_transaction, refuse_transaction_fields
@@ -146,6 +146,9 @@ class Dispatcher:
         """The reply frame to `msg` (None: the client asked for none)."""
         if msg.more_to_come:
             return None
+        body = small_body(reply)
+        if body is not None:
+            return msg_prefix(next(_REQUEST_IDS), msg.request_id, len(body)) + body
         parts = encode_parts(reply, CODEC)
         if parts is not None:
             size = sum(map(len, parts))
@@ -382,7 +385,7 @@ class Dispatcher:
         # What the general path does around a command that does not wait, in effect: counted,
         # an operation (its id taken), its latency, the slow-operation log.
         self.services.stats.count_command(name)
-        self._operations.finish(self._operations.start(client, db, name, body))
+        self._operations.ran()
         self.services.stats.latency.record(name, db, body, started)
         self._after(client, name, db, body, reply, started)
         return reply
@@ -410,7 +413,7 @@ class Dispatcher:
             token = current_op.set(op)
             session_token = CURRENT_SESSION.set(client.session)
             try:
-                reply = await route.handler(ctx)
+                reply = await route.answer(ctx)
             finally:
                 CURRENT_SESSION.reset(session_token)
                 current_op.reset(token)

@@ -18,7 +18,6 @@ import datetime
 import functools
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import bson
@@ -77,25 +76,28 @@ _SMALL_INSERT_BYTES = 256 * 1024
 _MAX_STATEMENTS = 100_000
 
 
-@dataclass(frozen=True)
 class Route:
     """A request the express path takes: its command's canonical name, its database, the handler
     that answers it (given the command's context) and, for one that may be answered without
-    waiting, `now` (Dispatcher.start tries it first, in the connection's turn)."""
+    waiting, `now` (Dispatcher.start tries it first, in the connection's turn; a route without
+    a handler never waits: `now` is its handler). Made per request: a plain slotted class."""
 
-    name: str
-    db: str
-    handler: Handler
-    now: Now | None = None
+    __slots__ = ("db", "handler", "name", "now")
 
+    def __init__(self, name: str, db: str, handler: Handler | None, now: Now | None = None) -> None:
+        self.name = name
+        self.db = db
+        self.handler = handler
+        self.now = now
 
-def _waiting(now: Callable[[CommandContext], dict[str, Any]]) -> Handler:
-    """The handler of a route that never waits: its `now`."""
-
-    async def handler(ctx: CommandContext) -> dict[str, Any]:
-        return now(ctx)
-
-    return handler
+    async def answer(self, ctx: CommandContext) -> dict[str, Any]:
+        """The reply, by the handler (or `now`, which then answers without waiting)."""
+        if self.handler is not None:
+            return await self.handler(ctx)
+        assert self.now is not None
+        reply = self.now(ctx)
+        assert reply is not None
+        return reply
 
 
 def _done(outcome: tuple[bool, Any]) -> Any:
@@ -213,7 +215,7 @@ class Express:
             self._took("find")
             return cursor_reply(coll.ns, 0, "firstBatch", [] if raw is None else [raw])
 
-        return Route("find", db, _waiting(find), find)
+        return Route("find", db, None, find)
 
     # -- insert ----------------------------------------------------------------------------------
 
