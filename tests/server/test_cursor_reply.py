@@ -9,7 +9,7 @@ import bson
 import pytest
 from bson import Int64
 
-from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.commands.replies import cursor_reply, first_batch_body
 from ebbdb.server.raw_reply import SLICE_BYTES, STREAM_BYTES, encode_parts, slices, small_body
 from ebbdb.storage.core.documents import CODEC
 
@@ -89,3 +89,20 @@ def test_small_replies_are_the_encoders_bytes(reply: dict[str, Any]) -> None:
 )
 def test_other_replies_are_left_to_the_encoder(reply: dict[str, Any]) -> None:
     assert small_body(reply) is None
+
+
+@pytest.mark.parametrize("ns", ["db.c", "dé.ç€.x", "d." + "n" * 200])
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_first_batch_body_is_the_encoded_cursor_reply(ns: str, n: int) -> None:
+    doc = bson.encode({"_id": 1, "s": "x" * 10}) if n else None
+    for _ in range(2):  # the template made, then kept
+        expected = bson.encode(
+            cursor_reply(ns, 0, "firstBatch", [doc] if doc else []), codec_options=CODEC
+        )
+        assert first_batch_body(ns, doc) == expected
+
+
+def test_a_large_first_batch_stays_a_reply_document() -> None:
+    doc = bson.encode({"_id": 1, "pad": "p" * STREAM_BYTES})
+    reply = first_batch_body("db.c", doc)
+    assert isinstance(reply, dict) and reply["cursor"].parts is not None
