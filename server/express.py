@@ -381,7 +381,7 @@ class Express:
         small: bool = True,
     ) -> Route:
         """The route of a write: `write(now_ms=...)` run at once when the writer is free (`now`),
-        else as a small write (or, not `small`, a write job of its own), then `replied`."""
+        else as a small write (or, not `small`, sliced), then `replied`."""
 
         def answer(ctx: CommandContext, result: T) -> dict[str, Any]:
             self._took(name)
@@ -396,7 +396,8 @@ class Express:
             gateway = ctx.gateway
             if small:
                 return answer(ctx, await gateway.write_small(write))
-            return answer(ctx, await gateway.write_stamped(write))
+            # Many statements: in slices, as the general path runs them (Gateway.write_sliced).
+            return answer(ctx, await gateway.write_sliced(write))
 
         return Route(name, db, handler, now if small else None)
 

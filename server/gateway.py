@@ -5,11 +5,18 @@ reader threads. Writes are jobs for the one writer thread, which runs every job 
 one LMDB write transaction and commits once (group commit); one loop callback then answers them
 all. A commit does not wait for the disk: the syncer thread makes commits durable every
 journalCommitInterval ms, and at once for a write that asks (`j: true`, `fsync`, "majority"),
-one sync shared by every waiter that arrived before it started."""
+one sync shared by every waiter that arrived before it started.
+
+A statement that may change many documents (update or delete with multi, a large insert) is
+sliced: it runs on a slicer thread, and each of its storage writes (a slice of about 10 ms or a
+bounded number of documents, see storage/execution/writes.py) is a job of the writer like any
+other, queued behind the writes that arrived meanwhile: no write waits behind a long one, as
+mongod yields a multi-document write. Each slice commits on its own, so a crash leaves a prefix."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import logging
@@ -24,7 +31,7 @@ from ebbdb.server.inserts import InsertWatch
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.engine.store import Engine
-from ebbdb.storage.engine.writer import TRANSACTION
+from ebbdb.storage.engine.writer import SLICER, TRANSACTION
 
 T = TypeVar("T")
 log = logging.getLogger("ebbdb.storage")
@@ -35,7 +42,11 @@ GROUP_BUDGET_SECONDS = 0.005
 #: At most this many jobs in one group.
 MAX_GROUP = 1000
 
-_Job = tuple[Callable[[], Any], "asyncio.Future[Any]"]
+#: Statements that commit in slices running at once (more wait for a thread).
+SLICERS = 4
+
+#: A job and who waits for it: a request on the event loop, or a slicer thread.
+_Job = tuple[Callable[[], Any], "asyncio.Future[Any] | concurrent.futures.Future[Any]"]
 #: A job that runs even under an fsync lock (the lock's own barrier).
 _BARRIER: Callable[[], Any] = lambda: None  # noqa: E731
 
@@ -79,9 +90,12 @@ class Gateway:
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-reader")
         #: Where the writes and long reads of multi-document transactions' statements run.
         self._transactions = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ebbdb-txn")
+        #: Where statements that commit in slices run (write_sliced).
+        self._slicers = ThreadPoolExecutor(max_workers=SLICERS, thread_name_prefix="ebbdb-slicer")
         self._jobs: deque[_Job] = deque()
         self._cond = threading.Condition(threading.Lock())
-        self._closing = False
+        self._closing = False  # no new request's write is taken
+        self._closed = False  # nor a slice: the writer ends once the queue is empty
         self._locks = 0  # fsync lock count: while above 0 the writer takes no job
         self._sync_wanted = threading.Event()
         self._sync_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -165,11 +179,53 @@ class Gateway:
             return await self._in_transaction(stamped)
         return await self._queue(stamped)
 
+    async def write_sliced(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Like write_stamped, for a statement that may change many documents: `fn` runs on a
+        slicer thread, and each storage write it makes is a job of the writer, committed with
+        whatever group it joins (write_slice). `fn` itself is run once (never again for a redone
+        group: each slice is re-run alone). Inside a multi-document transaction it is not sliced:
+        its writes commit with the transaction."""
+
+        def stamped() -> T:
+            return fn(*args, now_ms=self._clock(), **kwargs)
+
+        if TRANSACTION.get() is not None:
+            return await self._in_transaction(stamped)
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        ctx.run(SLICER.set, self.write_slice)
+        return await loop.run_in_executor(self._slicers, ctx.run, _carrying_token(stamped))
+
+    def write_slice(self, job: Callable[[], T]) -> T:
+        """On a slicer thread: run `job` (one storage write of a sliced statement) as a job of
+        the writer, queued behind those waiting, and return its result (or raise its error).
+        The job checks the operation's interruption token first (a killOp or maxTimeMS ends the
+        statement between two slices). The writer may run a job again when its group is redone:
+        the session's oplog chain (WRITE_SESSION) is rewound to where this slice began each time."""
+        session = WRITE_SESSION.get()
+        if session is not None:
+            stmt_id, prev, written = session.stmt_id, session.prev_op_time, len(session.written)
+            run = job
+
+            def rewound() -> T:
+                session.stmt_id, session.prev_op_time = stmt_id, prev
+                del session.written[written:]
+                return run()
+
+            job = rewound
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the server is shutting down")
+            self._jobs.append((_carrying_token(job), fut))
+            self._cond.notify()
+        return fut.result()
+
     def _write_loop(self) -> None:
         while True:
             with self._cond:
                 while not self._jobs or (self._locks and self._jobs[0][0] is not _BARRIER):
-                    if self._closing and not self._jobs:
+                    if self._closed and not self._jobs:
                         return
                     self._cond.wait()
                 count = 1 if self._locks else min(len(self._jobs), MAX_GROUP)
@@ -188,12 +244,21 @@ class Gateway:
 
     @staticmethod
     def _answer(done: list[_Job], outcomes: list[tuple[bool, Any]]) -> None:
-        """Resolve the futures of a committed group with one callback on their loop."""
-        if not done:
+        """Resolve the futures of a committed group: the slicer threads' at once, the requests'
+        with one callback on their loop."""
+        waiting: list[tuple[asyncio.Future[Any], tuple[bool, Any]]] = []
+        for (_job, fut), outcome in zip(done, outcomes):
+            if isinstance(fut, asyncio.Future):
+                waiting.append((fut, outcome))
+            elif outcome[0]:
+                fut.set_result(outcome[1])
+            else:
+                fut.set_exception(outcome[1])
+        if not waiting:
             return
 
         def resolve() -> None:
-            for (_job, fut), (ok, value) in zip(done, outcomes):
+            for fut, (ok, value) in waiting:
                 if fut.done():
                     continue  # the request was cancelled (its connection closed)
                 if ok:
@@ -201,7 +266,7 @@ class Gateway:
                 else:
                     fut.set_exception(value)
 
-        loop = done[0][1].get_loop()
+        loop = waiting[0][0].get_loop()
         try:
             loop.call_soon_threadsafe(resolve)
         except RuntimeError:  # the loop is closed: nobody waits any more
@@ -251,7 +316,7 @@ class Gateway:
         while True:
             self._sync_wanted.wait(timeout=self._sync_interval_ms() / 1000)
             self._sync_wanted.clear()
-            closing = self._closing
+            closing = self._closed and not self._writer.is_alive()  # the last writes are in
             try:
                 started = time.perf_counter()
                 covered = self.engine.sync()
@@ -306,6 +371,11 @@ class Gateway:
         with self._cond:
             self._closing = True
             self._locks = 0
+            self._cond.notify_all()
+        # The sliced statements running finish first: their slices need the writer.
+        self._slicers.shutdown(wait=True)
+        with self._cond:
+            self._closed = True
             self._cond.notify_all()
         self._writer.join()
         self._sync_wanted.set()

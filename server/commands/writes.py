@@ -23,6 +23,7 @@ from ebbdb.storage.core.collation import Collation, resolve
 from ebbdb.storage.core.errors import QueryError, StorageError
 from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.engine.store import InsertResult
+from ebbdb.storage.engine.writer import SLICER
 from ebbdb.storage.execution import writes
 from ebbdb.storage.execution.execute import QuerySpec
 from ebbdb.storage.query.expressions import command_variables
@@ -49,19 +50,40 @@ def in_transaction() -> bool:
 
 
 def _each_statement(
-    statements: Sequence[S], ordered: bool, run: Callable[[int, S], None]
-) -> list[dict[str, Any]]:
-    """Run statements in order (inside one writer job); a statement's failure becomes a
-    writeErrors entry, and stops the rest when the command is ordered."""
-    errors: list[dict[str, Any]] = []
-    for i, statement in enumerate(statements):
+    statements: Sequence[S],
+    ordered: bool,
+    run: Callable[[int, S], None],
+    errors: list[dict[str, Any]],
+    start: int = 0,
+    ends: Callable[[int], bool] = lambda i: False,
+) -> int:
+    """Run statements in order from `start` (inside one writer job), until `ends(i)` says the
+    slice is over before statement i; a statement's failure is added to `errors` as a
+    writeErrors entry, and stops the rest when the command is ordered. Returns the index of the
+    statement to run next (len(statements): none)."""
+    i = start
+    while i < len(statements) and not ends(i):
         try:
-            run(i, statement)
+            run(i, statements[i])
         except (StorageError, CommandError) as exc:
             errors.append(write_error(i, exc))
             if ordered:
-                break
-    return errors
+                return len(statements)
+        i += 1
+    return i
+
+
+#: How far a command in pieces got: its reply and writeErrors so far, the next statement, and
+#: (a retryable write) the statements it executed (Retry.pending).
+_Progress = tuple[dict[str, Any], list[dict[str, Any]], int, dict[int, "retryable_writes.Executed"]]
+
+
+def _finished(reply: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """A write command's reply: its counts, then writeErrors (if any), then ok."""
+    if errors:
+        reply["writeErrors"] = errors
+    reply["ok"] = 1.0
+    return reply
 
 
 @dataclass(frozen=True)
@@ -85,28 +107,64 @@ async def _run_statements(
     recorded: Callable[[F], bool] = lambda s: True,
 ) -> dict[str, Any]:
     """Run every statement in one writer job (one commit shared with other clients' writes; a
-    bounded write when the batch is small, see Gateway.write_small) and reply: the counts, which
+    bounded write when the batch is small, see Gateway.write_small), or sliced
+    (Gateway.write_sliced): many statements each on one document in pieces of about a slice's
+    time, each piece a writer job; a statement that may change many documents with each of its
+    writes a slice. Reply: the counts, which
     `run(reply, i, statement, now_ms)` adds to (rebuilt from `counts()` if the job is run again),
     then writeErrors for the statements that failed, then ok. A retryable write (`retry`) skips
     the statements it executed before and records those it executes (`recorded` says which
     may be: one on many documents may not)."""
     each = run if retry is None else retry.wrap(run, recorded)
     ordered = ordered or in_transaction()
+    statements = batch.statements
 
     def job(now_ms: int) -> dict[str, Any]:
         if retry is not None:
             retry.start()
-        reply = counts()
-        errors = _each_statement(batch.statements, ordered, lambda i, s: each(reply, i, s, now_ms))
+        reply, errors = counts(), list[dict[str, Any]]()
+        _each_statement(statements, ordered, lambda i, s: each(reply, i, s, now_ms), errors)
         if retry is not None:
             retry.record(now_ms)
-        if errors:
-            reply["writeErrors"] = errors
-        reply["ok"] = 1.0
-        return reply
+        return _finished(reply, errors)
+
+    def piece(done: _Progress, now_ms: int) -> _Progress:
+        """Statements from the next one for about a slice's time, as one writer job, with a
+        retryable write's record of them. What `done` holds is copied first: the writer may
+        run the job again."""
+        before, errors_before, start, pending = done
+        reply = {k: list(v) if type(v) is list else v for k, v in before.items()}
+        errors = list(errors_before)
+        if retry is not None:
+            retry.pending = dict(pending)
+        ends = writes.slice_end(statements, start)
+        run_one: Callable[[int, F], None] = lambda i, s: each(reply, i, s, now_ms)  # noqa: E731
+        i = _each_statement(statements, ordered, run_one, errors, start, ends)
+        if retry is not None:
+            retry.record(now_ms)
+        return reply, errors, i, {} if retry is None else dict(retry.pending)
+
+    def in_pieces(now_ms: int) -> dict[str, Any]:
+        # Many statements, each on one document: a slice takes as many as fit in its time.
+        if retry is not None:
+            retry.start()
+        slicer = SLICER.get()
+        done: _Progress = (counts(), [], 0, {})
+        while done[2] < len(statements):
+            step = functools.partial(piece, done, now_ms)
+            done = step() if slicer is None else slicer(step)
+        return _finished(done[0], done[1])
 
     gateway = ctx.gateway
-    return await (gateway.write_small(job) if batch.small else gateway.write_stamped(job))
+    if batch.small:
+        return await gateway.write_small(job)
+    if not batch.sliced and len(statements) > SMALL_STATEMENTS:
+        return await gateway.write_sliced(in_pieces)
+    # A statement on many documents commits in slices, letting other writes go in between;
+    # unless a retryable write records a statement, whose record must commit with its write
+    # (the record's lastWriteOpTime is how a restart finds what was executed).
+    sliced = batch.sliced and (retry is None or not any(map(recorded, batch.statements)))
+    return await (gateway.write_sliced(job) if sliced else gateway.write_stamped(job))
 
 
 #: Statements few enough, each found by `_id`, that a command is a small bounded write.
@@ -197,6 +255,8 @@ class _Batch(Generic[F]):
     prepared: Prepared
     #: Few statements, each on one document found by `_id`: a small bounded write.
     small: bool
+    #: A statement may change many documents: the command commits in slices.
+    sliced: bool
 
     def spec(self, i: int, s: F, coll: CollectionInfo | None) -> QuerySpec:
         """Statement `i`'s filter (_statement_spec)."""
@@ -211,7 +271,7 @@ def _batch(
     may_be_small = len(statements) <= SMALL_STATEMENTS and each_on_one
     prepared = _prepare(ctx, p.collection, statements, variables) if may_be_small else {}
     small = may_be_small and _all_by_id(prepared, len(statements))
-    return _Batch(statements, variables, prepared, small)
+    return _Batch(statements, variables, prepared, small, not each_on_one)
 
 
 def _parse_change(
@@ -278,9 +338,10 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
     if retry is not None:
         return await _insert_retryable(ctx, p, retry)
     gateway = ctx.gateway
-    small = len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
-    result = await (gateway.write_small if small else gateway.write_stamped)(
-        gateway.engine.insert,
+    small = _small(p)
+    # A large insert commits in slices (writes.insert), letting other writes go in between.
+    result = await (gateway.write_small if small else gateway.write_sliced)(
+        gateway.engine.insert if small else functools.partial(writes.insert, gateway.engine),
         ctx.db,
         p.collection,
         p.documents,
@@ -301,40 +362,62 @@ def insert_reply(ctx: CommandContext, result: InsertResult) -> dict[str, Any]:
     return reply
 
 
+def _small(p: InsertParams) -> bool:
+    """A small bounded insert (see Gateway.write_small); a larger one commits in slices."""
+    return len(p.documents) <= SMALL_INSERT_DOCS and sum(map(len, p.documents)) <= SMALL_BYTES
+
+
 async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) -> dict[str, Any]:
     """A retryable insert: each document is a statement (its stmtId: its index), recorded when
     inserted; the documents a first try inserted are not inserted again, the others are, in
     runs of consecutive statements."""
     engine = ctx.gateway.engine
 
+    def piece(start: int, stop: int, now_ms: int) -> list[tuple[int, StorageError]]:
+        """Insert documents [start, stop), each recorded as executed, and the session's record:
+        one storage write (one slice). Returns the failures."""
+        retry.begin_statement(start)  # the documents are statements start, start + 1, ...
+        result = engine.insert(
+            ctx.db,
+            p.collection,
+            p.documents[start:stop],
+            p.ordered,
+            now_ms=now_ms,
+            bypass=p.bypass_document_validation,
+        )
+        failed = [(start + i, exc) for i, exc in result.errors]
+        reached = failed[0][0] if failed and p.ordered else stop
+        gone = {i for i, _ in failed}
+        for i in range(start, reached):
+            if i not in gone:
+                retry.done(i, retryable_writes.Executed(n=1))
+        retry.record(now_ms)
+        return failed
+
     def job(now_ms: int) -> tuple[int, list[dict[str, Any]]]:
         retry.start()
+        # Sliced (see _insert): each slice commits its documents with the record naming them.
+        slicer = SLICER.get()
         errors: list[dict[str, Any]] = []
         reached = len(p.documents)  # an ordered insert stops at its first failure
-        for start, stop in retry.unexecuted(len(p.documents)):
-            retry.begin_statement(start)  # the documents are statements start, start + 1, ...
-            result = engine.insert(
-                ctx.db,
-                p.collection,
-                p.documents[start:stop],
-                p.ordered,
-                now_ms=now_ms,
-                bypass=p.bypass_document_validation,
-            )
-            failed = {start + i for i, _ in result.errors}
-            errors += [write_error(start + i, exc) for i, exc in result.errors]
-            if failed and p.ordered:
-                reached = min(failed)
-            for i in range(start, min(stop, reached)):
-                if i not in failed:
-                    retry.done(i, retryable_writes.Executed(n=1))
+        for run_start, run_stop in retry.unexecuted(len(p.documents)):
+            for start, stop in writes.insert_slices(p.documents, run_start, run_stop):
+                failed = (
+                    piece(start, stop, now_ms)
+                    if slicer is None
+                    else slicer(functools.partial(piece, start, stop, now_ms))
+                )
+                errors += [write_error(i, exc) for i, exc in failed]
+                if failed and p.ordered:
+                    reached = failed[0][0]
+                    break
             if reached < len(p.documents):
                 break
         replayed = sum(1 for i in range(reached) if retry.executed(i) is not None)
-        retry.record(now_ms)
         return replayed + len(retry.pending), errors
 
-    n, errors = await ctx.gateway.write_stamped(job)
+    gateway = ctx.gateway
+    n, errors = await (gateway.write_stamped(job) if _small(p) else gateway.write_sliced(job))
     ctx.stats.count_documents("insert", n)
     reply: dict[str, Any] = {"n": n}
     if errors:

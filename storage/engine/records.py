@@ -86,13 +86,16 @@ class Records:
             self.oplog.command(txn, db, created, info.uuid, name=name)
         return info
 
-    def log_delete(self, txn: Txn, info: CollectionInfo, value: bytes) -> None:
+    def log_delete(
+        self, txn: Txn, info: CollectionInfo, value: bytes, doc: dict[str, Any] | None = None
+    ) -> None:
         """Record the deletion of a stored record in the oplog (with its pre-image where the
-        collection keeps them)."""
+        collection keeps them); `doc` is its document, if the caller has it decoded."""
         oplog = self.oplog
         if oplog is None or not oplog.enabled:
             return
-        doc = bson.decode(ttl.body(value), CODEC)
+        if doc is None:
+            doc = bson.decode(ttl.body(value), CODEC)
         pre = doc if wants_pre_images(info) else None
         oplog.op(txn, "d", info, {"_id": doc.get("_id")}, pre_image=pre)
 
@@ -205,14 +208,16 @@ class Records:
         value: bytes,
         meta: ttl.RecordMeta | None = None,
         expiry: Sequence[bytes] | None = None,
+        doc: dict[str, Any] | None = None,
     ) -> int:
         """Delete one record with its index and expiry entries; returns its BSON size (the caller
-        counts it out of the collection's stats). `meta` is its header, if already read, and
-        `expiry` its expiry entries, if known (the TTL purge found the record by its one)."""
+        counts it out of the collection's stats). `meta` is its header, if already read,
+        `expiry` its expiry entries, if known (the TTL purge found the record by its one), and
+        `doc` its document, if decoded already."""
         rid_bytes = layout.u64(rid)
         if self.env.watched:
             self._watch(info.id, rid_bytes)
-        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, meta=meta, expiry=expiry)
+        self.delete_entries(txn, info, value, rid_bytes, _KEEP_NONE, doc, meta, expiry=expiry)
         txn.delete(layout.record_key(info.id, rid), db=self.env.records)
         return len(value) - ttl.body_offset(value)
 
@@ -232,16 +237,18 @@ class Records:
         doc: dict[str, Any] | None = None,
         meta: ttl.RecordMeta | None = None,
         expiry: Sequence[bytes] | None = None,
+        indexes: tuple[IndexInfo, ...] | None = None,
     ) -> set[bytes]:
         """Delete the index and expiry entries of a stored record, except the index keys in `keep`
         (which its replacement still needs); returns the kept keys the record had. A unique entry
         goes only while it names this record. `doc` is the record's document, `meta` its header
-        and `expiry` its expiry entries, if the caller has them already."""
+        and `expiry` its expiry entries, if the caller has them already; `indexes`, if given, the
+        only indexes whose entries go (the others' are unchanged)."""
         if doc is None:
             doc = bson.decode(ttl.body(value), CODEC)
         kept: set[bytes] = set()
         index_db = self.env.index
-        for ix in info.indexes:
+        for ix in info.indexes if indexes is None else indexes:
             bodies, _multi = index_bodies(ix, doc)
             for body, _values in bodies:
                 key, _ = layout.entry_key(ix.id, body, ix.unique, rid_bytes)
@@ -256,6 +263,9 @@ class Records:
                     if held is not None and held != rid_bytes:
                         txn.put(key, held, db=index_db)
         if expiry is None:
+            rules = ttl.rules_for(info)
+            if not rules.active and not rules.derived:
+                return kept  # no expiry entries (ttl.expiry_keys), no header to read
             if meta is None:
                 meta = ttl.read_meta(value)
             expiry = ttl.expiry_keys(info, meta, rid_bytes)
@@ -280,8 +290,15 @@ class Records:
         Unique keys are checked before anything is written (DuplicateKey; a holder expired at
         `now_ms` is taken over). Returns the catalog entry, updated if an index became multikey."""
         rid_bytes = layout.u64(rid)
-        entries, flags = self.index_entries(txn, info, doc, rid_bytes, now_ms=now_ms)
-        kept = self.delete_entries(txn, info, value, rid_bytes, frozenset(entries), old_doc)
+        if old_doc is None:
+            old_doc = bson.decode(ttl.body(value), CODEC)
+        # Only the indexes whose keys the change moves are touched (an update of an unindexed
+        # field, the common case, rewrites no entry and looks up no unique key).
+        moved = tuple(ix for ix in info.indexes if not _same_keys(ix, doc, old_doc))
+        entries, flags = self.index_entries(txn, info, doc, rid_bytes, moved, now_ms)
+        kept = self.delete_entries(
+            txn, info, value, rid_bytes, frozenset(entries), old_doc, indexes=moved
+        )
         # Entries the old version already had stay as they are (no rewrite of their pages).
         changed = [key for key in entries if key not in kept] if kept else entries
         return self.put_record(txn, info, rid, raw, doc, changed, flags, now_ms)
@@ -376,11 +393,11 @@ class CollectionWrites:
             return None
         return self._txn.get(layout.record_key(self.info.id, rid), db=self._records.env.records)
 
-    def delete(self, rid: int, value: bytes) -> None:
-        """Delete a record read with get()."""
+    def delete(self, rid: int, value: bytes, doc: dict[str, Any] | None = None) -> None:
+        """Delete a record read with get() (`doc`: its document, if decoded already)."""
         assert self.info is not None
-        self._records.log_delete(self._txn, self.info, value)
-        self._size -= self._records.delete_record(self._txn, self.info, rid, value)
+        self._records.log_delete(self._txn, self.info, value, doc)
+        self._size -= self._records.delete_record(self._txn, self.info, rid, value, doc=doc)
         self._count -= 1
 
     def replace(
@@ -453,6 +470,26 @@ def _check_size(raw: bytes) -> None:
             "Location17419",
             f"Resulting document after update is larger than {MAX_DOCUMENT_SIZE}",
         )
+
+
+_ABSENT = object()
+
+
+def _same_keys(ix: IndexInfo, doc: dict[str, Any], old_doc: dict[str, Any]) -> bool:
+    """Whether two versions of a document have the same keys in `ix` (in the same order): then
+    its entries stay as they are."""
+    if ix.kind is None and "partialFilterExpression" not in ix.options:
+        # The cheap answer first: the top-level values its keys are made of are the very same
+        # objects (an update leaves the fields it does not change as they were decoded).
+        for path in ix.fields:
+            top = path.partition(".")[0]
+            if doc.get(top, _ABSENT) is not old_doc.get(top, _ABSENT):
+                break
+        else:
+            return True
+    new, _ = index_bodies(ix, doc)
+    old, _ = index_bodies(ix, old_doc)
+    return len(new) == len(old) and all(a[0] == b[0] for a, b in zip(new, old))
 
 
 def _shown(values: dict[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,15 @@ TRANSACTION: contextvars.ContextVar[_Group | None] = contextvars.ContextVar(
 )
 
 
+#: Set in the context of a statement that commits in slices (server/gateway.py runs it on a
+#: thread of its own): each of its storage writes outside a group is handed to this function,
+#: which runs it as one job of the writer (a group member, committed with that group, so that
+#: other queued writes go in between two slices) and returns its result or raises its error.
+SLICER: contextvars.ContextVar[Callable[[Callable[[], Any]], Any] | None] = contextvars.ContextVar(
+    "ebbdb_slicer", default=None
+)
+
+
 class Transaction:
     """A multi-document transaction's storage: its overlay and catalog view (see
     Writer.begin_transaction). `use()` makes it the context's transaction."""
@@ -228,9 +237,13 @@ class Writer:
     def write(self, fn: Callable[[Txn, CatalogChanges], T]) -> T:
         """Run `fn(txn, changes)` as one storage write: `changes` collects catalog entries it
         changes (None for dropped), published with the commit. Inside a group it joins the group;
-        elsewhere it is a group of its own, committed before this returns."""
+        in a sliced statement's context (SLICER) it is one job of the writer; elsewhere it is a
+        group of its own, committed before this returns."""
         group = self._active()
         if group is None:
+            slicer = SLICER.get()
+            if slicer is not None:
+                return slicer(lambda: self.write(fn))  # type: ignore[no-any-return]
             if self._alone == threading.get_ident():
                 return self._write_alone(fn)
             ok, value = self.run_batch([lambda: self.write(fn)])[0]

@@ -332,11 +332,15 @@ class QueryRun:
                     continue
                 yield (i, key), rid, ttl.body(stored)
 
-    def record_ids(self, engine: Engine, now_ms: int, limit: int = 0) -> list[int]:
+    def record_ids(
+        self, engine: Engine, now_ms: int, limit: int = 0, match: bool = True
+    ) -> list[int]:
         """Record ids of the matching documents not expired at `now_ms`, in sort order (or the
         plan's), after `skip`, at most `limit` (0: all). Reads in one transaction: for the write
-        commands, which run on the writer thread and re-check each record inside their write
-        transaction. Documents are kept in memory only when they must be sorted."""
+        commands, which re-check each record inside their write transaction. Documents are kept
+        in memory only when they must be sorted. `match=False` (a filter that matches every
+        document, and a caller that re-checks each): the candidates, never decoded, unless a
+        sort or a proximity orders them."""
         current = engine.collection(self.coll.db, self.coll.name)
         if current is None or current.id != self.coll.id:
             return []
@@ -354,6 +358,9 @@ class QueryRun:
                     continue  # a multikey index lists a document once per key
                 seen.add(rid)
                 self.docs_examined += 1
+                if not match and not sorting:
+                    found.append(rid)
+                    continue
                 ok, doc = self._decode_and_match(raw)
                 if not ok or doc is None:
                     continue

@@ -8,7 +8,7 @@ general path's helpers (storage/execution/writes.py), so a document changes exac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import bson
@@ -22,6 +22,7 @@ from ebbdb.storage.execution.writes import (
     FindAndModifyResult,
     UpdateResult,
     _store,
+    slice_end,
 )
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes import keys
@@ -71,42 +72,88 @@ def update(
     bypass: bool,
     ordered: bool,
 ) -> list[UpdateResult]:
-    """Apply each `(id value, update document of operators)` to the document with that `_id`,
-    all in one write transaction (each statement's change is whole or absent, as in the general
-    path, which also keeps what a statement wrote before it failed); an ordered batch stops after
-    the first failure, a malformed update document included (parsed here, off the event loop, as
-    the general path parses it in its job). One result per statement run."""
+    """Apply each `(id value, update document of operators)` to the document with that `_id`, in
+    slices of statements (writes.slice_end: about a slice's time, each slice one write
+    transaction; on a slicer thread each is a writer job of its own, so that other writes go
+    between). Each statement's change is whole or absent, as in the general path, which also
+    keeps what a statement wrote before it failed; an ordered batch stops after the first
+    failure, a malformed update document included (parsed here, off the event loop, as the
+    general path parses it in its job). One result per statement run."""
+    out: list[UpdateResult] = []
+    while len(out) < len(statements):
+        start = len(out)
+        ends = slice_end(statements, start)
 
-    def run(view: CollectionWrites) -> list[UpdateResult]:
-        out: list[UpdateResult] = []
-        tick = interrupt.current.get().tick
-        for value, u in statements:
-            tick()
-            try:
-                change = parse_update(u)
-            except StorageError as exc:
-                out.append(UpdateResult(0, 0, error=exc))
-                if ordered:
+        # The slice returns what it did rather than adding to `out`: the writer may run it
+        # again from its start (a fresh transaction).
+        def run(
+            view: CollectionWrites, start: int = start, ends: Callable[[int], bool] = ends
+        ) -> tuple[list[UpdateResult], bool]:
+            done: list[UpdateResult] = []
+            tick = interrupt.current.get().tick
+            for i in range(start, len(statements)):
+                if ends(i):
                     break
-                continue
-            rid = locate(engine, coll, value)
-            found = None if rid is None else _current(view, rid)
-            if rid is None or found is None:
-                out.append(UpdateResult(0, 0))
-                continue
-            stored, doc = found
-            try:
-                new_doc = change.apply(doc, now_ms=now_ms)
-                wrote = _store(view, rid, stored, new_doc, doc, change.replacement)
-            except StorageError as exc:
-                out.append(UpdateResult(0, 0, error=exc))
-                if ordered:
-                    break
-                continue
-            out.append(UpdateResult(1, int(wrote)))
-        return out
+                tick()
+                result = _update_one(engine, coll, view, statements[i], now_ms)
+                done.append(result)
+                if ordered and result.error is not None:
+                    return done, True
+            return done, False
 
-    return engine.modify(coll.db, coll.name, run, now_ms, bypass)
+        try:
+            done, stopped = engine.modify(coll.db, coll.name, run, now_ms, bypass)
+        except StorageError:
+            # The transaction itself failed (no room on disk): the slice's first statement
+            # again alone, so that the error is that statement's, as in the general path, where
+            # each statement is a write of its own.
+            done = [_update_alone(engine, coll, statements[start], now_ms, bypass)]
+            stopped = ordered and done[0].error is not None
+        out += done
+        if stopped:
+            break
+    return out
+
+
+def _update_alone(
+    engine: Engine,
+    coll: CollectionInfo,
+    statement: tuple[Any, dict[str, Any]],
+    now_ms: int,
+    bypass: bool,
+) -> UpdateResult:
+    def run(view: CollectionWrites) -> UpdateResult:
+        return _update_one(engine, coll, view, statement, now_ms)
+
+    try:
+        return engine.modify(coll.db, coll.name, run, now_ms, bypass)
+    except StorageError as exc:
+        return UpdateResult(0, 0, error=exc)
+
+
+def _update_one(
+    engine: Engine,
+    coll: CollectionInfo,
+    view: CollectionWrites,
+    statement: tuple[Any, dict[str, Any]],
+    now_ms: int,
+) -> UpdateResult:
+    value, u = statement
+    try:
+        change = parse_update(u)
+    except StorageError as exc:
+        return UpdateResult(0, 0, error=exc)
+    rid = locate(engine, coll, value)
+    found = None if rid is None else _current(view, rid)
+    if rid is None or found is None:
+        return UpdateResult(0, 0)
+    stored, doc = found
+    try:
+        new_doc = change.apply(doc, now_ms=now_ms)
+        wrote = _store(view, rid, stored, new_doc, doc, change.replacement)
+    except StorageError as exc:
+        return UpdateResult(0, 0, error=exc)
+    return UpdateResult(1, int(wrote))
 
 
 def find_and_modify(

@@ -1,14 +1,19 @@
-"""The storage side of delete, update (with upsert) and findAndModify.
+"""The storage side of delete, update (with upsert), findAndModify, and insert in slices.
 
 Matching goes through the query engine (QueryRun), so a document expired at `now` is invisible to
 writes exactly as to reads; each matched record is read again and re-checked (present, not expired,
 still matching) inside the write transaction that changes it. A statement touching many documents
-commits in batches of short transactions, as MongoDB's multi-document writes are not atomic either.
+writes in slices of about SLICE_SECONDS or SLICE_DOCUMENTS documents, each one storage write (one
+commit when the server runs the statement sliced, see server/gateway.py's write_sliced), as
+MongoDB's multi-document writes are not atomic either and yield between documents: each
+document's change (document, index entries, oplog entry) is in one slice, and a crash leaves the
+slices committed before it, a prefix of the statement in the order it visits the documents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +22,7 @@ import bson
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.errors import StorageError
 from ebbdb.storage.core.limits import check_update_depth
-from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine
+from ebbdb.storage.engine.store import CODEC, CollectionWrites, Engine, InsertResult
 from ebbdb.storage.execution.execute import QueryRun, QuerySpec
 from ebbdb.storage.expiry import ttl
 from ebbdb.storage.indexes.planner import id_key, id_point
@@ -25,8 +30,15 @@ from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import Projection
 from ebbdb.storage.query.update import Update, upsert_seed
 
-#: Documents changed per write transaction by a statement that matches many.
-BATCH = 500
+#: A slice of a statement that changes many documents ends after this long (mongod yields a
+#: multi-document write about every 10 ms)...
+SLICE_SECONDS = 0.010
+#: ... or this many documents (mongod: 1,000), whichever comes first.
+SLICE_DOCUMENTS = 1000
+#: An insert's slices: at most this many documents or bytes (the insert path is the engine's,
+#: not timed here).
+INSERT_SLICE_DOCUMENTS = 500
+INSERT_SLICE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,10 @@ def _matches(
             rid = reader.find_unique(coll.id_index, key)
         engine.usage.index_used(coll.id_index.id)
         return [] if rid is None else [rid]
-    return QueryRun(coll, spec).record_ids(engine, now_ms, limit)
+    # Every document matches an empty filter: the candidates need no decoding here (each is
+    # decoded once, by the re-check that applies the whole filter and the expiry rules).
+    match = bool(limit) or bool(spec.query.filter)
+    return QueryRun(coll, spec).record_ids(engine, now_ms, limit, match=match)
 
 
 def _recheck(
@@ -87,8 +102,18 @@ def _recheck(
     return (value, doc) if spec.predicate(doc) else None
 
 
-def _batches(rids: list[int]) -> list[list[int]]:
-    return [rids[i : i + BATCH] for i in range(0, len(rids), BATCH)]
+def slice_end(items: Sequence[Any], start: int) -> Callable[[int], bool]:
+    """For a slice starting at `items[start]` (documents, or statements): whether it ends before
+    the one at position `i` (time or count used up; never before the first, so that every slice
+    goes forward)."""
+    stop = min(len(items), start + SLICE_DOCUMENTS)
+    deadline = time.perf_counter() + SLICE_SECONDS
+    clock = time.perf_counter
+
+    def ends(i: int) -> bool:
+        return i >= stop or (i > start and clock() >= deadline)
+
+    return ends
 
 
 def delete(
@@ -96,20 +121,28 @@ def delete(
 ) -> DeleteResult:
     """Delete the first (`limit_one`) or every document matching `spec` at `now_ms`."""
     deleted = 0
-    for batch in _batches(_matches(engine, db, name, spec, now_ms, 1 if limit_one else 0)):
-
-        def run(view: CollectionWrites, batch: list[int] = batch) -> int:
+    rids = _matches(engine, db, name, spec, now_ms, 1 if limit_one else 0)
+    start = 0
+    while start < len(rids):
+        # Each slice returns how far it got, never changing what it closes over: the engine may
+        # run it again from the start (a fresh transaction) when its group is redone.
+        def run(view: CollectionWrites, start: int = start) -> tuple[int, int]:
             n = 0
             tick = interrupt.current.get().tick
-            for rid in batch:
+            ends = slice_end(rids, start)
+            i = start
+            while not ends(i):
                 tick()
+                rid = rids[i]
+                i += 1
                 found = _recheck(view, rid, spec)
                 if found is not None:
-                    view.delete(rid, found[0])
+                    view.delete(rid, *found)
                     n += 1
-            return n
+            return i, n
 
-        deleted += engine.modify(db, name, run, now_ms)
+        start, n = engine.modify(db, name, run, now_ms)
+        deleted += n
     return DeleteResult(deleted)
 
 
@@ -124,11 +157,15 @@ def _store(
     new_doc: dict[str, Any],
     old_doc: dict[str, Any],
     replacement: bool = False,
+    keeps_depth: bool = False,
 ) -> bool:
     """Write the new version; True if the document changed. An update that changes nothing is
     no modification (nModified counts it out, as MongoDB does), but under a Cosmos default TTL
-    it is still a write that refreshes the last-modified time (spec/ttl.md section 2)."""
-    check_update_depth(new_doc)
+    it is still a write that refreshes the last-modified time (spec/ttl.md section 2).
+    `keeps_depth`: the change cannot nest the document deeper (Update.keeps_depth), so its
+    depth, checked when it was stored, needs no new check."""
+    if not keeps_depth:
+        check_update_depth(new_doc)
     raw = bson.encode(new_doc, codec_options=CODEC)
     changed = raw != ttl.body(value)
     assert view.info is not None
@@ -165,31 +202,37 @@ def update(
     statement; what it already changed stays."""
     matched = modified = 0
     rids = _matches(engine, db, name, spec, now_ms, 0 if multi else 1)
-    for batch in _batches(rids):
+    start = 0
+    while start < len(rids):
         # Counts are returned, not accumulated in place: the engine may run `run` again from
-        # the start (a fresh transaction) when the map has to grow.
+        # the start (a fresh transaction) when its group is redone.
         def run(
-            view: CollectionWrites, batch: list[int] = batch
-        ) -> tuple[int, int, StorageError | None]:
+            view: CollectionWrites, start: int = start
+        ) -> tuple[int, int, int, StorageError | None]:
             n = changed = 0
             tick = interrupt.current.get().tick
-            for rid in batch:
+            ends = slice_end(rids, start)
+            i = start
+            while not ends(i):
                 tick()
+                rid = rids[i]
+                i += 1
                 found = _recheck(view, rid, spec)
                 if found is None:
                     continue
                 value, doc = found
                 try:
+                    new_doc = _apply(change, doc, spec, now_ms)
                     wrote = _store(
-                        view, rid, value, _apply(change, doc, spec, now_ms), doc, change.replacement
+                        view, rid, value, new_doc, doc, change.replacement, change.keeps_depth
                     )
                 except StorageError as exc:
-                    return n, changed, exc
+                    return i, n, changed, exc
                 n += 1
                 changed += wrote
-            return n, changed, None
+            return i, n, changed, None
 
-        n, changed, error = engine.modify(db, name, run, now_ms, bypass)
+        start, n, changed, error = engine.modify(db, name, run, now_ms, bypass)
         matched += n
         modified += changed
         if error is not None:
@@ -240,7 +283,7 @@ def find_and_modify(
                 return None
             value, doc = found
             if remove:
-                view.delete(rid, value)
+                view.delete(rid, value, doc)
                 return FindAndModifyResult(shown(doc), 1, False)
             assert change is not None
             new_doc = _apply(change, doc, spec, now_ms)
@@ -261,13 +304,54 @@ def find_and_modify(
     return engine.modify(db, name, insert, now_ms, bypass)
 
 
+def insert(
+    engine: Engine,
+    db: str,
+    name: str,
+    documents: Sequence[bytes],
+    ordered: bool = True,
+    now_ms: int | None = None,
+    bypass: bool = False,
+) -> InsertResult:
+    """Engine.insert in slices of at most INSERT_SLICE_DOCUMENTS documents or INSERT_SLICE_BYTES
+    (the first document of a slice whatever its size): the same answer, `errors` indexed in the
+    whole of `documents`; an ordered insert stops at the slice that failed, an unordered one goes
+    on with the next."""
+    inserted = 0
+    errors: list[tuple[int, StorageError]] = []
+    created = False
+    for start, stop in insert_slices(documents, 0, len(documents)):
+        part = engine.insert(db, name, documents[start:stop], ordered, now_ms, bypass)
+        inserted += part.inserted
+        errors += [(start + i, exc) for i, exc in part.errors]
+        created = created or part.created_collection
+        if ordered and part.errors:
+            break
+    return InsertResult(inserted, tuple(errors), created)
+
+
+def insert_slices(documents: Sequence[bytes], start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """documents[start:stop] cut into an insert's slices, as (start, stop) pairs: at most
+    INSERT_SLICE_DOCUMENTS documents or INSERT_SLICE_BYTES (a slice's first whatever its size)."""
+    while start < stop:
+        end, size = start + 1, len(documents[start])
+        limit = min(stop, start + INSERT_SLICE_DOCUMENTS)
+        while end < limit and size + len(documents[end]) <= INSERT_SLICE_BYTES:
+            size += len(documents[end])
+            end += 1
+        yield start, end
+        start = end
+
+
 __all__ = [
-    "BATCH",
     "DeleteResult",
     "FindAndModifyResult",
     "id_point",
     "UpdateResult",
     "delete",
     "find_and_modify",
+    "insert",
+    "insert_slices",
+    "slice_end",
     "update",
 ]

@@ -120,6 +120,7 @@ class Rules:
 
     @functools.cached_property
     def active(self) -> bool:
+        # Cached: asked for every record a write or a scan touches.
         return (
             bool(self.native)
             or self.cosmos is not None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bson
+from bson.dbref import DBRef
 
 from ebbdb.storage.core.documents import check_id
 from ebbdb.storage.core.errors import QueryError
@@ -33,6 +34,7 @@ from ebbdb.storage.query.projection import KeyLeaf, key_leaves, match_key
 from ebbdb.storage.query.update_apply import (
     Ctx,
     apply_modifiers,
+    apply_top_level,
     fill,
     index_of,
     put_past_end,
@@ -40,10 +42,16 @@ from ebbdb.storage.query.update_apply import (
 )
 from ebbdb.storage.query.update_parse import (
     DOLLAR_HINT,
+    Leaf,
     ObjNode,
     copy_value,
     parse_array_filters,
     parse_modifiers,
+)
+
+#: Modifiers that replace (or remove) the value at their path, never changing it in place.
+_REPLACING = frozenset(
+    ("$set", "$setOnInsert", "$unset", "$inc", "$mul", "$min", "$max", "$currentDate")
 )
 
 
@@ -66,6 +74,28 @@ class Update:
     _keys: list[tuple[object, tuple[KeyLeaf, ...]]] = field(
         default_factory=list, repr=False, compare=False
     )
+    #: Every modifier is at a top-level field and replaces its value (never changing a container
+    #: in place): a shallow copy of the document is all it needs.
+    _flat: bool = field(default=False, init=False, repr=False, compare=False)
+    #: No modifier names a `$`-prefixed top-level field: the result has the document's own.
+    _dollar_free: bool = field(default=False, init=False, repr=False, compare=False)
+    #: Every modifier puts a scalar at a top-level field (or removes one): the result nests no
+    #: deeper than the document it is applied to.
+    keeps_depth: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        root = self._root
+        if root is None or root.positional is not None:
+            return
+        names = root.children
+        object.__setattr__(self, "_dollar_free", not any(n.startswith("$") for n in names))
+        flat = all(isinstance(c, Leaf) and c.op in _REPLACING for c in names.values())
+        object.__setattr__(self, "_flat", flat)
+        scalars = flat and all(
+            c.op in ("$unset", "$currentDate") or not isinstance(c.arg, dict | list)  # type: ignore[union-attr]
+            for c in names.values()
+        )
+        object.__setattr__(self, "keeps_depth", scalars)
 
     def apply(
         self,
@@ -89,12 +119,19 @@ class Update:
             out = replace(doc, self._document, now_ms)
         else:
             assert self._root is not None
-            out = copy_value(doc)
+            if self._flat:
+                out = dict(doc)
+                for name in self._root.children:
+                    if type(out.get(name)) is DBRef:  # a modifier sees a plain subdocument
+                        out[name] = copy_value(out[name])
+            else:
+                out = copy_value(doc)
             matched = None
             if self._positional and query is not None and not inserting:
                 matched = self._matched_index(query, doc)
-            apply_modifiers(self._root, Ctx(out, now_ms, inserting, matched, self._filters))
-            if not inserting:
+            ctx = Ctx(out, now_ms, inserting, matched, self._filters)
+            (apply_top_level if self._flat else apply_modifiers)(self._root, ctx)
+            if not inserting and not self._dollar_free:
                 _check_top_level_dollars(doc, out)
         if "_id" in out:
             if inserting or self._document is not None or self._pipeline is not None:

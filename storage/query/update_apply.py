@@ -22,6 +22,7 @@ from ebbdb.storage.core.values import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    is_number,
     render,
     render_element,
     type_name,
@@ -52,6 +53,20 @@ _POSITIONAL_NOT_FOUND = "The positional operator did not find the match needed f
 def apply_modifiers(root: ObjNode, ctx: Ctx) -> None:
     """Apply a modifier tree to `ctx.doc` in place (a copy the caller made)."""
     _apply_obj(root, ctx, _At(ctx.doc, None, None, [], []))
+
+
+def apply_top_level(root: ObjNode, ctx: Ctx) -> None:
+    """apply_modifiers for a tree whose children are all leaves at top-level fields, with no
+    positional child (Update's flat case): each leaf where _apply_child would put it, without
+    the walk."""
+    doc = ctx.doc
+    for name in root.order:
+        leaf = root.children[name]
+        assert isinstance(leaf, Leaf)
+        if name in doc:
+            _apply_leaf(leaf, ctx, _At(doc[name], doc, name, [name], []))
+        else:
+            _apply_leaf(leaf, ctx, _At(doc, None, None, [], [name]))
 
 
 # -- applying ---------------------------------------------------------------------------------------
@@ -308,7 +323,7 @@ def _unset_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
 
 def _arith_existing(leaf: Leaf, ctx: Ctx, at: _At) -> bool:
     current = at.value
-    if number_kind(current) is None:
+    if not is_number(current):
         raise QueryError(
             "TypeMismatch",
             f"Cannot apply {leaf.op} to a value of non-numeric type. {{{ctx.id_text()}}} has the "
@@ -621,6 +636,11 @@ def _to_decimal(value: Any) -> decimal.Decimal:
 def _arith(a: Any, b: Any, multiply: bool) -> Any:
     """a + b or a * b with MongoDB's type rules: an int32 result that overflows widens to a long,
     a long that overflows is None (an error); any double makes a double, any decimal a decimal."""
+    if type(a) is int and type(b) is int:  # the common case, without naming the kinds
+        n = a * b if multiply else a + b
+        if INT32_MIN <= a <= INT32_MAX and INT32_MIN <= b <= INT32_MAX:
+            return n if INT32_MIN <= n <= INT32_MAX else Int64(n)
+        return Int64(n) if INT64_MIN <= n <= INT64_MAX else None
     ka, kb = number_kind(a), number_kind(b)
     if "decimal" in (ka, kb):
         x, y = _to_decimal(a), _to_decimal(b)

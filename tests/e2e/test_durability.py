@@ -12,6 +12,7 @@ import pytest
 from pymongo import MongoClient, UpdateOne, WriteConcern
 from pymongo.errors import OperationFailure
 
+from ebbdb.storage.execution import writes
 from tests.waiting import wait_until
 
 Client = MongoClient[dict[str, Any]]
@@ -167,14 +168,18 @@ def test_fsync_lock_blocks_writes_not_reads(client: Client, uri: str) -> None:
     assert (err.code, err.details["errmsg"]) == (20, "fsyncUnlock called when not locked")
 
 
-def test_bulk_updates_share_one_commit(client: Client) -> None:
+def test_bulk_updates_share_commits(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     client.t.c.insert_many([{"_id": i, "n": 0} for i in range(2000)])
+    # A command of many statements commits in slices of SLICE_DOCUMENTS statements or
+    # SLICE_SECONDS; without the time bound, which a loaded machine would make cut more often,
+    # two slices.
+    monkeypatch.setattr(writes, "SLICE_SECONDS", 60.0)
     before = writes_status(client)["commits"]
     result = client.t.c.bulk_write([UpdateOne({"_id": i}, {"$inc": {"n": 1}}) for i in range(2000)])
     assert (result.matched_count, result.modified_count) == (2000, 2000)
-    # pymongo sends at most 100,000 statements a command: one command, one job; the serverStatus
-    # reads in between commit nothing.
-    assert writes_status(client)["commits"] - before <= 2
+    # pymongo sends at most 100,000 statements a command: one command, one commit a slice; the
+    # serverStatus reads in between commit nothing.
+    assert writes_status(client)["commits"] - before <= 2000 // writes.SLICE_DOCUMENTS
     assert client.t.c.count_documents({"n": 1}) == 2000
 
 

@@ -7,6 +7,7 @@ long against double) or a field order that differs from MongoDB's fails the test
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import bson
@@ -14,6 +15,7 @@ from bson import Decimal128, Int64, Timestamp
 from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.update import parse_update
 from tests.case_tables import load_cases
 from tests.helpers import cases
@@ -202,3 +204,48 @@ def test_one_update_many_documents() -> None:
     docs = [{"_id": i, "n": i} for i in range(3)]
     out = [update.apply(d, now_ms=NOW + i) for i, d in enumerate(docs)]
     assert out == [{"_id": i, "n": i + 1, "at": DatetimeMS(NOW + i)} for i in range(3)]
+
+
+_FLAT_UPDATES: list[Doc] = [
+    {"$inc": {"a": 1}},
+    {"$inc": {"a": 1, "missing": 2}, "$set": {"b": {"x": [1]}}},
+    {"$set": {"r": {"$ref": "d", "$id": 3}}, "$unset": {"c": ""}},
+    {"$mul": {"a": 2}, "$min": {"m": 0}, "$max": {"n": [1, 2]}},
+    {"$currentDate": {"t": True}, "$setOnInsert": {"s": 1}},
+    {"$inc": {"s": 1}},  # a string: TypeMismatch
+    {"$set": {"_id": 2}},  # ImmutableField
+    {"$set": {"$dollar": 2}},
+]
+_FLAT_DOCS: list[Doc] = [
+    {"_id": 1, "a": 1, "b": {"x": 1}, "c": [1, {"y": 2}], "s": "text"},
+    {"_id": 1, "r": {"$ref": "c", "$id": 1}, "a": 2.5, "$dollar": 1, "m": 5, "n": [0]},
+    {"_id": 1},
+]
+
+
+@cases(
+    ("u", "d"),
+    [(f"u{i}-d{j}", u, d) for i, u in enumerate(_FLAT_UPDATES) for j, d in enumerate(_FLAT_DOCS)],
+)
+def test_top_level_updates_apply_as_the_walk_does(u: Doc, d: Doc) -> None:
+    """Update's flat case (a shallow copy, apply_top_level) answers as the general one."""
+    change = parse_update(u)
+    assert change._flat
+    walk = copy.copy(change)
+    object.__setattr__(walk, "_flat", False)
+    object.__setattr__(walk, "_dollar_free", False)
+    for inserting in (False, True):
+        doc = bson.decode(bson.encode(d), CODEC)
+        before = bson.encode(doc)
+        got: Any
+        want: Any
+        try:
+            got = bson.encode(change.apply(doc, now_ms=NOW, inserting=inserting))
+        except QueryError as exc:
+            got = (exc.args, str(exc))
+        try:
+            want = bson.encode(walk.apply(doc, now_ms=NOW, inserting=inserting))
+        except QueryError as exc:
+            want = (exc.args, str(exc))
+        assert got == want
+        assert bson.encode(doc) == before  # the document applied to is left as it was

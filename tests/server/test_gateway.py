@@ -10,11 +10,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import bson
 import pytest
 
 from ebbdb.server import gateway as gateway_module
 from ebbdb.server.gateway import Gateway
 from ebbdb.storage.engine.store import Engine
+from ebbdb.storage.expiry import ttl
 from tests.helpers import enc
 
 NOW = 1_700_000_000_000
@@ -139,3 +141,40 @@ def test_fsync_lock_holds_writes_until_unlocked(engine: Engine) -> None:
         assert gateway.fsync_unlock() is None
 
     on_gateway(engine, test)
+
+
+def test_a_write_queued_between_two_slices_commits_between_them(engine: Engine) -> None:
+    first, go_on = threading.Event(), threading.Event()
+
+    def statement(now_ms: int) -> int:
+        insert(engine, 1)  # a slice, committed on the writer
+        first.set()
+        go_on.wait(10)
+        return insert(engine, 2)  # the next slice, queued behind what came meanwhile
+
+    async def test(gw: Gateway) -> None:
+        sliced = asyncio.ensure_future(gw.write_sliced(statement))
+        await asyncio.to_thread(first.wait, 10)
+        other = asyncio.ensure_future(gw.write(insert, engine, 100))
+        await asyncio.sleep(0)  # queued now
+        go_on.set()
+        assert list(await asyncio.gather(sliced, other)) == [1, 1]
+
+    on_gateway(engine, test)
+    coll = engine.collection("db", "c")
+    assert coll is not None
+    with engine.read() as reader:
+        stored = [
+            bson.decode(ttl.body(value))["_id"] for _, value in reader.scan(coll, None, False)
+        ]
+    assert stored == [1, 100, 2]  # in commit order
+
+
+def test_each_write_of_a_sliced_statement_commits_on_its_own(engine: Engine) -> None:
+    def statement(now_ms: int) -> int:
+        return sum(insert(engine, i) for i in range(5))
+
+    async def test(gw: Gateway) -> tuple[int, int]:
+        return await gw.write_sliced(statement), gw.groups
+
+    assert on_gateway(engine, test) == (5, 5)

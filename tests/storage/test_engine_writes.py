@@ -138,8 +138,8 @@ def test_too_large_update_is_refused(engine: Engine) -> None:
 # -- update, delete, findAndModify -----------------------------------------------------------------
 
 
-def test_multi_update_spans_batches(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writes, "BATCH", 7)
+def test_multi_update_spans_slices(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "SLICE_DOCUMENTS", 7)
     load(engine, *({"_id": i, "v": i} for i in range(30)))
     r = update(engine, {"v": {"$gte": 5}}, {"$inc": {"v": 100}}, multi=True)
     assert (r.matched, r.modified) == (25, 25)
@@ -251,3 +251,30 @@ def test_counts_exact_when_the_map_grows_mid_update(tmp_path: Any) -> None:
         assert stats(eng) == (200, stored_sizes(eng))
     finally:
         eng.close()
+
+
+def test_insert_slices_bound_documents_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writes, "INSERT_SLICE_DOCUMENTS", 3)
+    monkeypatch.setattr(writes, "INSERT_SLICE_BYTES", 100)
+    docs = [b"x" * 10] * 7 + [b"y" * 150, b"z" * 60, b"z" * 60]
+    assert list(writes.insert_slices(docs, 0, len(docs))) == [
+        (0, 3),
+        (3, 6),
+        (6, 7),
+        (7, 8),
+        (8, 9),
+        (9, 10),
+    ]
+    assert list(writes.insert_slices(docs, 2, 5)) == [(2, 5)]
+
+
+def test_sliced_insert_reports_errors_in_the_whole_batch(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writes, "INSERT_SLICE_DOCUMENTS", 4)
+    docs = [bson.encode({"_id": i}) for i in range(10)]
+    docs[6] = bson.encode({"_id": 1})
+    ordered = writes.insert(engine, DB, "o", docs, True, T0)
+    assert (ordered.inserted, [i for i, _ in ordered.errors]) == (6, [6])
+    unordered = writes.insert(engine, DB, "u", docs, False, T0)
+    assert (unordered.inserted, [i for i, _ in unordered.errors]) == (9, [6])
