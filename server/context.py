@@ -87,7 +87,17 @@ class Client:
     """The connection a command came on, as handlers see it: its id, the peer's address, and the
     metadata its driver sent with the first hello."""
 
-    __slots__ = ("auth", "contexts", "id", "metadata", "op", "op_run", "peer", "session")
+    __slots__ = (
+        "auth",
+        "contexts",
+        "id",
+        "lsid_key",
+        "metadata",
+        "op",
+        "op_run",
+        "peer",
+        "session",
+    )
 
     def __init__(self, id: int, peer: str = "") -> None:
         self.id = id
@@ -105,6 +115,9 @@ class Client:
         self.auth = ClientAuth()
         #: The logical session of the request running now (its `lsid`), or None.
         self.session: Session | None = None
+        #: (lsid, user, session key) of this connection's last lsid (server/sessions.py's
+        #: touch_for): a driver sends the same lsid with request after request.
+        self.lsid_key: tuple[Any, tuple[str, str] | None, bytes] | None = None
 
 
 @dataclass(frozen=True)

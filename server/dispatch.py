@@ -31,7 +31,7 @@ from ebbdb.server.large_messages import (
 from ebbdb.server.log import debug_level, log_event
 from ebbdb.server.operations import parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
-from ebbdb.server.raw_reply import encode_parts
+from ebbdb.server.raw_reply import encode_parts, small_body
 from ebbdb.server.registry import REGISTRY, Registry
 from ebbdb.server.sessions import CURRENT_SESSION, label_reply, txn_fields
 from ebbdb.server.transactions import Statement, in_transaction, refuse_transaction_fields
@@ -166,6 +166,7 @@ class Dispatcher:
         self, client: Client, msg: Msg, body: dict[str, Any], route: Route | None
     ) -> _Frame:
         # A coroutine of its own only where it must wait: each awaited layer costs.
+        reply: dict[str, Any] | bytes
         if route is None:
             reply = await self.run(client, body, msg.request_id, len(msg.body))
         else:
@@ -174,10 +175,16 @@ class Dispatcher:
             return await self._large_frame(msg, reply)
         return self._frame(msg, reply)
 
-    def _frame(self, msg: Msg, reply: dict[str, Any]) -> _Frame:
-        """The reply frame to `msg` (None: the client asked for none)."""
+    def _frame(self, msg: Msg, reply: dict[str, Any] | bytes) -> _Frame:
+        """The reply frame to `msg` (None: the client asked for none); `reply` is the reply
+        document, or (the express path's) its BSON."""
         if msg.more_to_come:
             return None
+        if isinstance(reply, bytes):
+            return msg_prefix(next(_REQUEST_IDS), msg.request_id, len(reply)) + reply
+        body = small_body(reply)
+        if body is not None:
+            return msg_prefix(next(_REQUEST_IDS), msg.request_id, len(body)) + body
         parts = encode_parts(reply, CODEC)
         if parts is not None:
             size = sum(map(len, parts))
@@ -387,7 +394,7 @@ class Dispatcher:
 
     def _run_now(
         self, client: Client, body: dict[str, Any], route: Route, size: int
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any] | bytes | None:
         """An express request answered at once, without waiting (`route.now`), with the common
         work of `run_express` around it; None, having done nothing, when it cannot be answered
         at once (its write would wait for the writer) or a check the general path words fails."""
@@ -414,14 +421,14 @@ class Dispatcher:
         # What the general path does around a command that does not wait, in effect: counted,
         # an operation (its id taken), its latency, the slow-operation log.
         self.services.stats.count_command(name)
-        self._operations.finish(self._operations.start(client, db, name, body))
+        self._operations.ran()
         self.services.stats.latency.record(name, db, body, started)
         self._after(client, name, db, body, reply, started)
         return reply
 
     async def run_express(
         self, client: Client, body: dict[str, Any], route: Route, request_id: int, size: int
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | bytes:
         """`run` for a request the express path routed: the common work its checks left (the
         nesting depth, the session, the counters, the operation currentOp and killOp see, the
         latency, the slow-operation log), then its handler. Never raises."""
@@ -442,7 +449,7 @@ class Dispatcher:
             token = current_op.set(op)
             session_token = CURRENT_SESSION.set(client.session)
             try:
-                reply = await route.handler(ctx)
+                reply = await route.answer(ctx)
             finally:
                 CURRENT_SESSION.reset(session_token)
                 current_op.reset(token)
@@ -482,14 +489,18 @@ class Dispatcher:
         name: str,
         db: Any,
         body: dict[str, Any],
-        reply: dict[str, Any],
+        reply: dict[str, Any] | bytes,
         started: int,
     ) -> None:
-        """Hand a command slower than the profiler's threshold to the profiler."""
+        """Hand a command slower than the profiler's threshold to the profiler (`reply` the
+        reply document or its BSON)."""
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body
         if seconds > self._profiler.threshold and not awaited_hello:
+            if type(reply) is bytes:
+                reply = bson.decode(reply, CODEC)
+            assert not isinstance(reply, bytes)
             self._profiler.finished(
                 Finished(
                     db if isinstance(db, str) else "",

@@ -18,7 +18,6 @@ import datetime
 import functools
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import bson
@@ -26,7 +25,7 @@ from bson import Int64, ObjectId
 
 from ebbdb.server.arguments import DocSequence
 from ebbdb.server.commands.reads import next_batch
-from ebbdb.server.commands.replies import cursor_reply
+from ebbdb.server.commands.replies import first_batch_body
 from ebbdb.server.commands.writes import find_and_modify_reply, insert_reply
 from ebbdb.server.context import CommandContext, Services
 from ebbdb.server.errors import write_error
@@ -40,10 +39,12 @@ from ebbdb.storage.execution.writes import DeleteResult, UpdateResult
 from ebbdb.storage.query.update import Update, parse_update
 
 T = TypeVar("T")
-Handler = Callable[[CommandContext], Awaitable[dict[str, Any]]]
+#: A reply: the document, or its BSON (laid out from a template).
+Reply = dict[str, Any] | bytes
+Handler = Callable[[CommandContext], Awaitable[Reply]]
 #: A route's answer at once, without waiting: the reply, or None having done nothing (its write
 #: would wait for the writer: `handler` then answers).
-Now = Callable[[CommandContext], dict[str, Any] | None]
+Now = Callable[[CommandContext], Reply | None]
 
 #: Fields every express request may carry besides its own: accepted and ignored by the general
 #: path too (the session's `lsid` is touched by the dispatcher, as there).
@@ -77,25 +78,28 @@ _SMALL_INSERT_BYTES = 256 * 1024
 _MAX_STATEMENTS = 100_000
 
 
-@dataclass(frozen=True)
 class Route:
     """A request the express path takes: its command's canonical name, its database, the handler
     that answers it (given the command's context) and, for one that may be answered without
-    waiting, `now` (Dispatcher.start tries it first, in the connection's turn)."""
+    waiting, `now` (Dispatcher.start tries it first, in the connection's turn; a route without
+    a handler never waits: `now` is its handler). Made per request: a plain slotted class."""
 
-    name: str
-    db: str
-    handler: Handler
-    now: Now | None = None
+    __slots__ = ("db", "handler", "name", "now")
 
+    def __init__(self, name: str, db: str, handler: Handler | None, now: Now | None = None) -> None:
+        self.name = name
+        self.db = db
+        self.handler = handler
+        self.now = now
 
-def _waiting(now: Callable[[CommandContext], dict[str, Any]]) -> Handler:
-    """The handler of a route that never waits: its `now`."""
-
-    async def handler(ctx: CommandContext) -> dict[str, Any]:
-        return now(ctx)
-
-    return handler
+    async def answer(self, ctx: CommandContext) -> Reply:
+        """The reply, by the handler (or `now`, which then answers without waiting)."""
+        if self.handler is not None:
+            return await self.handler(ctx)
+        assert self.now is not None
+        reply = self.now(ctx)
+        assert reply is not None
+        return reply
 
 
 def _done(outcome: tuple[bool, Any]) -> Any:
@@ -208,12 +212,12 @@ class Express:
         # Without batchSize the first batch has room for the one document there can be, and
         # the general path's run ends (exhausted) with it: no cursor whatever the limit.
 
-        def find(ctx: CommandContext) -> dict[str, Any]:
+        def find(ctx: CommandContext) -> Reply:
             raw = point.read(self._engine, coll, value, ctx.now())
             self._took("find")
-            return cursor_reply(coll.ns, 0, "firstBatch", [] if raw is None else [raw])
+            return first_batch_body(coll.ns, raw)
 
-        return Route("find", db, _waiting(find), find)
+        return Route("find", db, None, find)
 
     # -- insert ----------------------------------------------------------------------------------
 

@@ -86,6 +86,60 @@ def listing_reply(ns: str, docs: list[bytes]) -> dict[str, Any]:
     return {"cursor": RawDoc(parts=parts, batch=batch), "ok": 1.0}
 
 
+#: Per namespace: what follows a one-document first batch's array in its reply (the cursor's id
+#: 0 and `ns`, the cursor document's end, `ok: 1.0`, the reply's end), and the fixed bytes.
+_FIRST_BATCH_TAILS: dict[str, tuple[bytes, int]] = {}
+_FIRST_BATCH_TAILS_MAX = 1024
+_FIRST_BATCH_HEAD = b"\x04firstBatch\x00"
+_OK = b"\x01ok\x00" + struct.pack("<d", 1.0)
+
+
+def first_batch_body(ns: str, doc: bytes | None) -> bytes | dict[str, Any]:
+    """The encoded reply of a find whose whole result is `doc` (or nothing) and whose cursor is
+    exhausted: the bytes of `cursor_reply(ns, 0, "firstBatch", ...)` encoded, laid out from a
+    template kept per namespace (the express path's find by `_id`). A document of STREAM_BYTES
+    or more gets cursor_reply's reply document (its parts are not joined on the event loop)."""
+    if doc is not None and len(doc) >= STREAM_BYTES:
+        return cursor_reply(ns, 0, "firstBatch", [doc])
+    cached = _FIRST_BATCH_TAILS.get(ns)
+    if cached is None:
+        nsb = ns.encode()
+        tail = b"".join(
+            (
+                b"\x12id\x00",
+                _INT64.pack(0),
+                b"\x02ns\x00",
+                _INT32.pack(len(nsb) + 1),
+                nsb,
+                b"\x00\x00",  # the string's end, the cursor document's end
+                _OK,
+                b"\x00",  # the reply's end
+            )
+        )
+        # The reply's length, its cursor element's head, the cursor's length and batch head.
+        cached = (tail, 4 + 8 + 4 + len(_FIRST_BATCH_HEAD) + len(tail))
+        if len(_FIRST_BATCH_TAILS) >= _FIRST_BATCH_TAILS_MAX:
+            _FIRST_BATCH_TAILS.clear()
+        _FIRST_BATCH_TAILS[ns] = cached
+    tail, fixed = cached
+    if doc is None:
+        batch = b"\x05\x00\x00\x00\x00"
+    else:
+        batch = b"".join((_INT32.pack(len(doc) + 8), b"\x030\x00", doc, b"\x00"))
+    size = fixed + len(batch)
+    cursor_size = size - 4 - 8 - len(_OK) - 1
+    return b"".join(
+        (
+            _INT32.pack(size),
+            b"\x03cursor\x00",
+            _INT32.pack(cursor_size),
+            _FIRST_BATCH_HEAD,
+            batch,
+            tail,
+        )
+    )
+
+
 def time_left(ctx: CommandContext) -> float | None:
     """What is left of the command's maxTimeMS, for its cursor's getMores (MongoDB counts a
     find's or an aggregate's time limit over the getMores too, not the time between them)."""

@@ -339,3 +339,43 @@ def test_profiling_and_fail_points_leave_it(pair: Pair) -> None:
     _find_one(pair, "pf", 1)  # its one time used up: the fail point is off, the path taken
     pair.both({"configureFailPoint": "failCommand", "mode": "off", "$db": "admin"})
     assert _taken(pair) == {"insert": 1, "find": 1}
+
+
+def test_sessions_keep_the_express_path(pair: Pair) -> None:
+    """A driver's implicit session (its `lsid` on every command) keeps a request on the express
+    path; the connection's cached session key never hides a changed or malformed lsid."""
+    pair.both({"create": "ls", "$db": DB})
+    a = {"id": bson.Binary(bytes(range(16)), 4)}
+    b = {"id": bson.Binary(bytes(range(1, 17)), 4)}
+    with_uid = {"id": a["id"], "uid": bson.Binary(bytes(32), 0)}
+    for i, lsid in enumerate((a, a, b, a, with_uid, with_uid, a)):
+        _insert(pair, "ls", {"_id": i, "v": 0}, lsid=lsid)
+        _find_one(pair, "ls", i, lsid=lsid)
+        _update(pair, "ls", {"q": {"_id": i}, "u": {"$inc": {"v": 1}}}, lsid=lsid)
+    # Malformed lsids right after a good one (the cache must not answer for them): the general
+    # path words each error.
+    for bad in (
+        {"id": a["id"], "x": 1},
+        {"id": bson.Binary(bytes(range(16)), 3)},
+        {"id": bson.Binary(bytes(15), 4)},
+        {"id": a["id"], "uid": bson.Binary(bytes(31), 0)},
+        {},
+        "a",
+    ):
+        _find_one(pair, "ls", 0, lsid=a)
+        _find_one(pair, "ls", 0, lsid=bad)
+        _insert(pair, "ls", {"_id": f"bad {bad!r}"}, lsid=bad)
+    # Both servers know the same sessions (their ids and owners), used as often.
+    pair.same(
+        {
+            "aggregate": 1,
+            "pipeline": [
+                {"$listLocalSessions": {}},
+                {"$project": {"_id": 1}},
+                {"$sort": {"_id.id": 1, "_id.uid": 1}},
+            ],
+            "cursor": {},
+            "$db": "admin",
+        }
+    )
+    assert _taken(pair) == {"insert": 7, "find": 13, "update": 7}

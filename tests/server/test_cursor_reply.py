@@ -3,12 +3,14 @@ encoding the same document would give, whatever the batch."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import bson
 import pytest
 from bson import Int64
 
-from ebbdb.server.commands.replies import cursor_reply
-from ebbdb.server.raw_reply import SLICE_BYTES, STREAM_BYTES, encode_parts, slices
+from ebbdb.server.commands.replies import cursor_reply, first_batch_body
+from ebbdb.server.raw_reply import SLICE_BYTES, STREAM_BYTES, encode_parts, slices, small_body
 from ebbdb.storage.core.documents import CODEC
 
 
@@ -48,3 +50,59 @@ def test_a_small_batch_is_joined_at_once() -> None:
     reply = cursor_reply("db.c", 0, "firstBatch", [bson.encode({"_id": 1})])
     assert reply["cursor"].parts is None
     assert encode_parts(reply, CODEC) is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"ok": 1.0},
+        {"ok": 0.0},
+        {"n": 0, "ok": 1.0},
+        {"n": 1, "ok": 1.0},
+        {"n": -(2**31), "ok": 1.0},
+        {"n": 2**31 - 1, "nModified": 0, "ok": 1.0},
+        {"n": 1, "nModified": 1, "ok": 1.0},
+        {"cursor": "raw", "ok": 1.0},
+    ],
+)
+def test_small_replies_are_the_encoders_bytes(reply: dict[str, Any]) -> None:
+    if reply.get("cursor") == "raw":
+        reply = cursor_reply("db.c", 0, "firstBatch", [bson.encode({"_id": 1, "a": "b"})])
+    assert small_body(reply) == bson.encode(reply, codec_options=CODEC)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"n": 2**31, "ok": 1.0},  # an int64
+        {"n": True, "ok": 1.0},
+        {"n": Int64(1), "ok": 1.0},
+        {"n": 1, "ok": 1},  # an int ok
+        {"ok": 1.0, "n": 1},
+        {"n": 1, "ok": 1.0, "nModified": 1},
+        {"n": 1, "nModified": 1, "ok": 1.0, "writeErrors": []},
+        {"n": 1, "writeErrors": [], "ok": 1.0},
+        {"cursor": {"id": 0}, "ok": 1.0},
+        {"ok": 1.0, "cursor": {"id": 0}},
+        {"errmsg": "x", "ok": 0.0},
+    ],
+)
+def test_other_replies_are_left_to_the_encoder(reply: dict[str, Any]) -> None:
+    assert small_body(reply) is None
+
+
+@pytest.mark.parametrize("ns", ["db.c", "dé.ç€.x", "d." + "n" * 200])
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_first_batch_body_is_the_encoded_cursor_reply(ns: str, n: int) -> None:
+    doc = bson.encode({"_id": 1, "s": "x" * 10}) if n else None
+    for _ in range(2):  # the template made, then kept
+        expected = bson.encode(
+            cursor_reply(ns, 0, "firstBatch", [doc] if doc else []), codec_options=CODEC
+        )
+        assert first_batch_body(ns, doc) == expected
+
+
+def test_a_large_first_batch_stays_a_reply_document() -> None:
+    doc = bson.encode({"_id": 1, "pad": "p" * STREAM_BYTES})
+    reply = first_batch_body("db.c", doc)
+    assert isinstance(reply, dict) and reply["cursor"].parts is not None
