@@ -340,9 +340,16 @@ async def _insert(ctx: CommandContext, p: InsertParams, retry: Retry | None) -> 
         return await _insert_retryable(ctx, p, retry)
     gateway = ctx.gateway
     small = _small(p)
-    # A large insert commits in slices (writes.insert), letting other writes go in between.
-    result = await (gateway.write_small if small else gateway.write_sliced)(
-        gateway.engine.insert if small else functools.partial(writes.insert, gateway.engine),
+    if small:
+        write, run = gateway.write_small, gateway.engine.insert
+    elif writes.one_insert_slice(p.documents):
+        # One slice's worth: one writer job, without the slicer thread's two hand-offs.
+        write, run = gateway.write_stamped, gateway.engine.insert
+    else:
+        # A large insert commits in slices (writes.insert), letting other writes go in between.
+        write, run = gateway.write_sliced, functools.partial(writes.insert, gateway.engine)
+    result = await write(
+        run,
         ctx.db,
         p.collection,
         p.documents,

@@ -37,7 +37,7 @@ SLICE_SECONDS = 0.010
 SLICE_DOCUMENTS = 1000
 #: An insert's slices: at most this many documents or bytes (the insert path is the engine's,
 #: not timed here).
-INSERT_SLICE_DOCUMENTS = 500
+INSERT_SLICE_DOCUMENTS = 1000
 INSERT_SLICE_BYTES = 1 << 20
 
 
@@ -330,6 +330,13 @@ def insert(
     return InsertResult(inserted, tuple(errors), created)
 
 
+def one_insert_slice(documents: Sequence[bytes]) -> bool:
+    """Whether `documents` make one insert slice (see insert_slices)."""
+    return (
+        len(documents) <= INSERT_SLICE_DOCUMENTS and sum(map(len, documents)) <= INSERT_SLICE_BYTES
+    )
+
+
 def insert_slices(documents: Sequence[bytes], start: int, stop: int) -> Iterator[tuple[int, int]]:
     """documents[start:stop] cut into an insert's slices, as (start, stop) pairs: at most
     INSERT_SLICE_DOCUMENTS documents or INSERT_SLICE_BYTES (a slice's first whatever its size)."""
@@ -352,6 +359,7 @@ __all__ = [
     "find_and_modify",
     "insert",
     "insert_slices",
+    "one_insert_slice",
     "slice_end",
     "update",
 ]
