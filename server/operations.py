@@ -9,12 +9,13 @@ thread or the writer thread) checks its deadline and kill flag."""
 from __future__ import annotations
 
 import datetime
+import decimal
 import itertools
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from bson import Int64
+from bson import Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, app_name, loggable_command
@@ -46,10 +47,13 @@ def parse_max_time_ms(value: Any) -> int:
     limit). BadValue otherwise, in MongoDB's words."""
     if not is_number(value) or isinstance(value, bool):
         raise CommandError(ErrorCode.BadValue, "maxTimeMS must be a number")
+    if type(value) is Decimal128:
+        value = value.to_decimal()  # compared and truncated as a number, as mongod's
     try:
         whole = int(value)
-    except (ValueError, OverflowError):  # NaN, infinities
+    except (ValueError, OverflowError, decimal.InvalidOperation):  # NaN, infinities
         whole = 0 if value != value else (2**63 - 1 if value > 0 else -(2**63))
+    whole = max(-(2**63), min(2**63 - 1, whole))  # mongod's safeNumberLong saturates
     if whole < 0 or whole > _INT_MAX:
         raise CommandError(
             ErrorCode.BadValue,

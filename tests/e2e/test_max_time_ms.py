@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bson import Decimal128
 from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import ExecutionTimeout, OperationFailure
@@ -172,6 +173,13 @@ def test_a_write_job_keeps_the_statements_before_the_interrupted_one(
         (2**31, "2147483648 value for maxTimeMS is out of range [0, 2147483647]"),
         ("10", "maxTimeMS must be a number"),
         (1.5, "maxTimeMS has non-integral value"),
+        # A decimal is a number: truncated, and saturated at a long as mongod's safeNumberLong.
+        (
+            Decimal128("1e300"),
+            "9223372036854775807 value for maxTimeMS is out of range [0, 2147483647]",
+        ),
+        (Decimal128("-2.5"), "-2 value for maxTimeMS is out of range [0, 2147483647]"),
+        (1e300, "9223372036854775807 value for maxTimeMS is out of range [0, 2147483647]"),
     ],
 )
 def test_max_time_ms_values(mongo_db: Database[dict[str, Any]], value: Any, message: str) -> None:
