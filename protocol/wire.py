@@ -28,7 +28,13 @@ _REPLY_FIXED = struct.Struct("<iqii")  # responseFlags, cursorID, startingFrom, 
 
 
 class ProtocolError(Exception):
-    """The bytes are not a well-formed wire message; the connection that sent them must be closed."""
+    """The bytes are not a well-formed wire message; the connection that sent them must be closed.
+    Raised by FrameDecoder.feed, `frames` holds the whole messages that came before the broken one
+    in the bytes fed: they still deserve their replies before the connection closes."""
+
+    def __init__(self, *args: object, frames: list[bytes] | None = None) -> None:
+        super().__init__(*args)
+        self.frames: list[bytes] = frames or []
 
 
 class OpCode(enum.IntEnum):
@@ -140,8 +146,8 @@ class FrameDecoder:
     """Cuts a byte stream into whole messages. Feed it whatever arrived; it returns complete frames.
 
     `feed` raises ProtocolError as soon as a header announces an impossible length, before waiting
-    for the rest, so an oversized message never gets buffered. A large message is received into
-    one buffer of its announced size.
+    for the rest, so an oversized message never gets buffered; the error's `frames` are the whole
+    messages before it. A large message is received into one buffer of its announced size.
     """
 
     __slots__ = ("_buf", "_big", "_fill")
@@ -180,7 +186,11 @@ class FrameDecoder:
         pos = 0
         while len(buf) - pos >= 4:
             length = _INT32.unpack_from(buf, pos)[0]
-            _check_length(length)
+            try:
+                _check_length(length)
+            except ProtocolError as exc:
+                exc.frames = frames
+                raise
             if len(buf) - pos < length:
                 if length > _PREALLOCATE:
                     big = mmap.mmap(-1, length)
@@ -217,7 +227,11 @@ class FrameDecoder:
         frames = [big[:]]
         big.close()
         if n < len(data):
-            frames += self.feed(view[n:])
+            try:
+                frames += self.feed(view[n:])
+            except ProtocolError as exc:
+                exc.frames = frames + exc.frames
+                raise
         return frames
 
 

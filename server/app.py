@@ -17,6 +17,7 @@ from typing import Any
 # the process has no file descriptor left to open a module with.
 import ebbdb.server.commands.handshake  # noqa: F401
 from ebbdb.server import log as logsetup
+from ebbdb.server import startup
 from ebbdb.server.auth import startup as auth_startup
 from ebbdb.server.clock import ExpiryClock
 from ebbdb.server.config import Config
@@ -26,7 +27,7 @@ from ebbdb.server.cursors import CursorManager
 from ebbdb.server.dispatch import Dispatcher
 from ebbdb.server.gateway import Gateway
 from ebbdb.server.listener import InputBudget, Listener, listen, listen_unix
-from ebbdb.server.memory import spill_dir
+from ebbdb.server.memory import cap_pool, spill_dir
 from ebbdb.server.operations import Operations
 from ebbdb.server.parameters import Parameters
 from ebbdb.server.profiler import Profiler
@@ -46,11 +47,17 @@ network_log = logging.getLogger("ebbdb.network")
 
 #: mongod's "Waiting for connections", the line that says the server is ready.
 WAITING_FOR_CONNECTIONS_ID = 23016
+#: A warning about a config file option accepted and ignored (ebbdb's own id).
+CONFIG_WARNING_ID = 9_250_001
 
 #: How long a shutdown by signal (SIGTERM, SIGINT) may take: requests in flight get the first
 #: half to finish, then every operation is interrupted (11600 InterruptedAtShutdown) and the rest
 #: lets them end; the shutdown command's timeoutSecs plays this part for it.
 SHUTDOWN_GRACE_SECONDS = 10.0
+#: Of the grace, what stop() keeps for closing connections and storage after the operations it
+#: interrupted have had their time (at most a quarter of it): in the CLI, the shutdown watchdog
+#: ends the process at the grace (server/shutdown.py), closed or not.
+CLOSE_RESERVE_SECONDS = 2.5
 _CURSOR_REAP_INTERVAL = 60.0
 _SWITCH_INTERVAL = 0.0005
 
@@ -82,7 +89,8 @@ class App:
         self.stop_requested = asyncio.Event()
         self.stopped = asyncio.Event()
         self._grace = SHUTDOWN_GRACE_SECONDS
-        self.operations = Operations()
+        self.operations = Operations(scripting=config.scripting)
+        cap_pool(self.parameters, self.operations.pool)  # ebbdbMaxTrackedMemoryBytes
         self._requester: int | None = None
 
     @property
@@ -141,7 +149,8 @@ class App:
 
     async def start(self) -> None:
         """Open the data directory (with --ephemeral, a new temporary one) and listen. Raises
-        DataDirLocked, LogFileError, or OSError (port in use)."""
+        StartupError (the data directory, an address: server/startup.py), LogFileError or
+        TLSConfigError."""
         # The writer thread runs Python too: a short switch interval keeps a long write (a TTL
         # batch, a large insert) from holding the interpreter for the default 5 ms at a time
         # while clients wait on the event loop.
@@ -156,12 +165,22 @@ class App:
             log_format=config.log_format,
         )
         try:
+            for warning in config.warnings:
+                logsetup.log_event(
+                    log, logging.WARNING, CONFIG_WARNING_ID, warning, ctx="initandlisten"
+                )
+            if config.pid_file is not None:
+                startup.write_pid_file(config.pid_file)
+            if config.timezone_info is not None:
+                startup.use_time_zone_database(config.timezone_info)
             if config.ephemeral:
                 import tempfile
 
                 self._ephemeral_dir = tempfile.mkdtemp(prefix="ebbdb-ephemeral-")
                 self.config = config = dataclasses.replace(config, dbpath=self._ephemeral_dir)
-            self._engine = Engine.open(config.dbpath)
+            else:
+                startup.prepare_dbpath(config.dbpath)
+            self._engine = self._open_storage(config.dbpath)
             replica_set: ReplicaSet | None = None
             if config.repl_set is not None:
                 self._engine.enable_oplog(config.oplog_size_mb)
@@ -204,9 +223,13 @@ class App:
             if replica_set is not None and self.address is not None:
                 replica_set.listening(self.address)
                 await gateway.write(replica_set.keep_config)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, startup.StartupError) and config.logpath is not None:
+                exc.log()  # the CLI says it on stderr; the log file says it too
             for srv in self._servers:
                 srv.close()  # an address that failed leaves none of the others behind
+            if config.pid_file is not None:
+                startup.remove_pid_file(config.pid_file)
             await self._close_storage()
             self._remove_ephemeral()
             self._detach_logging()
@@ -237,6 +260,17 @@ class App:
         )
         self.log_ring.starting = False
 
+    @staticmethod
+    def _open_storage(dbpath: str) -> Engine:
+        """Engine.open, its errors as StartupError (what in the files stopped the start)."""
+        try:
+            return Engine.open(dbpath)
+        except Exception as exc:
+            error = startup.storage_error(dbpath, exc)
+            if error is None:
+                raise
+            raise error from exc
+
     def _sync_interval_ms(self) -> float:
         """The background sync's period: journalCommitInterval, or syncdelay if that is shorter
         (never, with mongod's ranges, unless syncdelay is below half a second)."""
@@ -245,7 +279,8 @@ class App:
         return min(interval, delay) if delay > 0 else interval
 
     async def _listen(self, dispatcher: Dispatcher) -> None:
-        """Listen on every address; TLSConfigError, or OSError for an address in use."""
+        """Listen on every address; TLSConfigError, or StartupError for an address in use (or
+        a Unix domain socket that cannot be made)."""
         config = self.config
         port = config.port
         tls = config.tls
@@ -256,7 +291,10 @@ class App:
             return Connection(dispatcher, self)
 
         for host in config.hosts:
-            srv = await listen(factory, host, port, ctx, tls_only)
+            try:
+                srv = await listen(factory, host, port, ctx, tls_only)
+            except OSError as exc:
+                raise startup.listen_error(f"{host}:{port}", exc) from exc
             self._servers.append(srv)
             if self.address is None:
                 sockname = srv.sockets[0].getsockname()
@@ -264,8 +302,19 @@ class App:
                 port = sockname[1]  # with --port 0, every address shares the port picked first
         # The Unix domain sockets after the TCP port is ours: with --port 0 the socket is named
         # after the port picked, and a file at that name can only be a dead server's.
-        for path in self.unix_socket_paths():
-            self._servers.append(listen_unix(factory, path, config.unix_socket_mode, ctx, tls_only))
+        own = config.unix_socket_path(port) if config.unix_socket else None
+        try:
+            paths = self.unix_socket_paths()
+        except OSError as exc:
+            raise startup.listen_error(str(exc.filename), exc) from exc
+        for path in paths:
+            try:
+                srv = listen_unix(factory, path, config.unix_socket_mode, ctx, tls_only)
+            except OSError as exc:
+                directory = path == own and exc.errno in startup.DIRECTORY_ERRNOS
+                hint = startup.SOCKET_DIRECTORY_HINT if directory else ""
+                raise startup.listen_error(path, exc, hint) from exc
+            self._servers.append(srv)
 
     def unix_socket_paths(self) -> list[str]:
         """The Unix domain sockets the server listens on (once it listens): its own (unless
@@ -281,11 +330,19 @@ class App:
             paths.insert(0, config.unix_socket_path(self.address[1]))
         return paths
 
+    @property
+    def shutdown_grace(self) -> float:
+        """How long stop() waits for requests in flight: SHUTDOWN_GRACE_SECONDS, or the
+        shutdown command's timeoutSecs (0 with force)."""
+        return self._grace
+
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (briefly), close connections and storage."""
         if self.stopped.is_set():
             return
         log.info("shutting down")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         if self._services is not None and self._services.replica_set is not None:
             self._services.replica_set.closing.set()  # awaitable hellos answer now
         for srv in self._servers:
@@ -294,7 +351,8 @@ class App:
             task.cancel()
         # The connection that sent shutdown waits for the end without a reply: not for itself.
         # Requests in flight get half the grace to finish; then every operation is interrupted
-        # (those that start later are born interrupted) and the other half lets them end.
+        # (those that start later are born interrupted) and the other half, but for what
+        # closing needs, lets them end.
         conns = [c for c in self.connections.values() if c.id != self._requester]
         idle = asyncio.gather(*(c.wait_idle() for c in conns))
         with contextlib.suppress(TimeoutError):
@@ -303,8 +361,9 @@ class App:
         if not idle.done():
             n = self.operations.kill_all("InterruptedAtShutdown")
             log.info("interrupting %d operations still running", n)
+        reserve = min(CLOSE_RESERVE_SECONDS, self._grace / 4)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._grace / 2):
+            async with asyncio.timeout_at(started + self._grace - reserve):
                 await idle
         self.operations.kill_all("InterruptedAtShutdown")
         conns = list(self.connections.values())
@@ -320,7 +379,9 @@ class App:
             self._services.transactions.close()  # open transactions end with their snapshots
         await self._close_storage()
         # Off the loop, as closing storage is: a large directory takes a while to delete.
-        await asyncio.get_running_loop().run_in_executor(None, self._remove_ephemeral)
+        await loop.run_in_executor(None, self._remove_ephemeral)
+        if self.config.pid_file is not None:
+            startup.remove_pid_file(self.config.pid_file)
         log.info("shutdown complete")
         self._detach_logging()
         self.stopped.set()
@@ -370,6 +431,7 @@ class App:
     def connection_opened(self, conn: Connection) -> bool:
         """Count `conn` in, unless net.maxIncomingConnections are open already (False)."""
         if len(self.connections) >= self.config.max_connections:
+            self.stats.connections_rejected += 1
             return False
         self.connections[conn.id] = conn
         self.stats.connections_current += 1

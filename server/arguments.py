@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import bson
-from bson import Decimal128, Int64
+from bson import Code, Decimal128, Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.storage.core.collation import parse_collation
@@ -66,6 +66,12 @@ class Kind(enum.Enum):
 
     ANY = "any"
     STRING = "string"
+    #: The collection a command names (its own value), as MongoDB's IDL parses one: another type
+    #: is 2 BadValue "collection name has invalid type <type>".
+    COLLECTION = "collection name"
+    #: The same for the commands mongod parses by hand (count, distinct, validate, collStats,
+    #: convertToCapped, cloneCollectionAsCapped): 73 InvalidNamespace with that message.
+    COLLECTION_BY_HAND = "collection name, parsed by hand"
     INT = "int"  # any number, as a Python int (fractions truncated, as MongoDB's IDL does)
     NUMBER = "number"  # any number, as given
     BOOL = "bool"  # bool or number, as MongoDB's "safeBool"
@@ -85,6 +91,8 @@ class Kind(enum.Enum):
 
 _EXPECTED = {
     Kind.STRING: "type 'string'",
+    Kind.COLLECTION: "type 'string'",
+    Kind.COLLECTION_BY_HAND: "type 'string'",
     Kind.INT: "types '[long, int, decimal, double]'",
     Kind.NUMBER: "types '[long, int, decimal, double]'",
     Kind.BOOL: "types '[bool, long, int, decimal, double]'",
@@ -289,15 +297,31 @@ def _as_any(command: str, a: Arg, value: Any) -> Any:
     return value
 
 
+_Converter = Callable[[str, Arg, Any], Any]
+
+
 def _of_types(*types: type) -> Callable[[str, Arg, Any], Any]:
     """The converter for a kind whose values are taken as they are: those of `types` (the first
-    one tested first, by exact type: what drivers send)."""
+    one tested first, by exact type: what drivers send). BSON's JavaScript code is no string,
+    though pymongo's Code is a str subclass."""
     exact = types[0]
 
     def convert(command: str, a: Arg, value: Any) -> Any:
-        if type(value) is exact or isinstance(value, types):
+        if type(value) is exact or (isinstance(value, types) and not isinstance(value, Code)):
             return value
         raise _wrong_type(command, a, value)
+
+    return convert
+
+
+def _collection_name(code: ErrorCode) -> _Converter:
+    """The converter of a collection name: a string (BSON's JavaScript code is not one, though
+    pymongo decodes it as a str subclass), else `code` with mongod's message."""
+
+    def convert(command: str, a: Arg, value: Any) -> Any:
+        if type(value) is str:
+            return value
+        raise CommandError(code, f"collection name has invalid type {type_name(value)}")
 
     return convert
 
@@ -350,12 +374,12 @@ def _as_cursor_ids(command: str, a: Arg, value: Any) -> Any:
 
 def _as_string_or_doc_or_strings(command: str, a: Arg, value: Any) -> Any:
     if isinstance(value, list):
-        if not all(isinstance(item, str) for item in value):
+        if not all(type(item) is str for item in value):
             raise CommandError(
                 ErrorCode.TypeMismatch, f"{command} '{a.name}' array must contain only strings"
             )
         return value
-    if isinstance(value, (str, Mapping)):
+    if type(value) is str or isinstance(value, Mapping):
         return value
     raise _wrong_type(command, a, value)
 
@@ -366,12 +390,12 @@ def _as_documents(command: str, a: Arg, value: Any) -> Any:
     raise _wrong_type(command, a, value)
 
 
-_Converter = Callable[[str, Arg, Any], Any]
-
 #: One converter per kind: checks the type (14 TypeMismatch) and converts as MongoDB's IDL does.
 _CONVERTERS: dict[Kind, _Converter] = {
     Kind.ANY: _as_any,
     Kind.STRING: _of_types(str),
+    Kind.COLLECTION: _collection_name(ErrorCode.BadValue),
+    Kind.COLLECTION_BY_HAND: _collection_name(ErrorCode.InvalidNamespace),
     Kind.INT: _as_int,
     Kind.NUMBER: _as_number,
     Kind.BOOL: _as_bool,

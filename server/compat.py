@@ -34,8 +34,13 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "allowDiskUseByDefault": ("boolean", None, None),
     "internalDocumentSourceGroupMaxMemoryBytes": ("integer", 1, None),
     "internalQueryMaxBlockingSortMemoryUsageBytes": ("integer", 1, None),
+    "internalLookupStageIntermediateDocumentMaxSizeBytes": ("integer", 1, None),
+    "internalDocumentSourceSetWindowFieldsMaxMemoryBytes": ("integer", 1, None),
+    "internalQueryMaxAllowedDensifyDocs": ("integer", 1, 2_147_483_647),
+    "internalDocumentSourceDensifyMaxMemoryBytes": ("integer", 1, 2_147_483_647),
     "cursorTimeoutMillis": ("integer", 1, None),
     "ebbdbExpressPath": ("boolean", None, None),
+    "ebbdbMaxTrackedMemoryBytes": ("integer", 0, None),
     "enableTestCommands": ("boolean", None, None),
     "incomingMessageTimeoutSecs": ("number", 0.1, 86_400),
     "journalCommitInterval": ("integer", 1, 500),
@@ -47,6 +52,11 @@ PARAMETER_VALUES: dict[str, tuple[str, float | None, float | None]] = {
     "ttlMonitorSleepSecs": ("integer", 1, None),
 }
 
+#: Defaults that depend on the machine, as the table words them.
+PARAMETER_DEFAULTS_SHOWN: dict[str, str] = {
+    "ebbdbMaxTrackedMemoryBytes": "half the machine's memory, at least 268435456",
+}
+
 #: What each server parameter does, for the table.
 PARAMETER_NOTES: dict[str, str] = {
     "allowDiskUseByDefault": "a find or aggregate that does not give `allowDiskUse` may spill "
@@ -54,6 +64,18 @@ PARAMETER_NOTES: dict[str, str] = {
     "internalDocumentSourceGroupMaxMemoryBytes": "bytes the groups of a `$group` (and "
     "`$bucket`, `$sortByCount`) may hold before spilling to disk, or failing with 292 without "
     "disk use (see Limits)",
+    "internalLookupStageIntermediateDocumentMaxSizeBytes": "bytes the `$lookup` results of one "
+    "document may take (as mongod measures values), past which 4568; MongoDB Atlas's value, "
+    "as results past it could not be returned in one document (a self-managed mongod's default "
+    "is 104857600)",
+    "internalDocumentSourceSetWindowFieldsMaxMemoryBytes": "bytes one `$setWindowFields` "
+    "partition may hold; past it, without disk use, 5414201 (with disk use ebbdb goes on "
+    "holding it, counted against `ebbdbMaxTrackedMemoryBytes`: it does not spill windows)",
+    "internalQueryMaxAllowedDensifyDocs": "documents one `$densify` may generate (those it "
+    "passes through do not count); the one past them fails with 5897900, naming this limit",
+    "internalDocumentSourceDensifyMaxMemoryBytes": "bytes a `$densify` may hold of its "
+    "partitions' state (every partition's at once for `full` bounds, the current one's "
+    "otherwise); past it, 6007200 (`$densify` does not spill)",
     "internalQueryMaxBlockingSortMemoryUsageBytes": "bytes a blocking sort (find, `$sort`) "
     "may hold before spilling to disk, or failing with 292 without disk use (see Limits)",
     "cursorTimeoutMillis": "an idle cursor is closed after this many milliseconds",
@@ -61,8 +83,14 @@ PARAMETER_NOTES: dict[str, str] = {
     "find, update, delete and findAndModify by `_id` alone; getMore) skip the general "
     "machinery they cannot need; false sends every request down the general path, which "
     "answers byte for byte the same",
+    "ebbdbMaxTrackedMemoryBytes": "ebbdb's own: bytes all operations' stages (sorts, groups, "
+    "accumulators, `$lookup` results, `$facet` inputs, windows) may hold together, counted as "
+    "Python holds them; past it the operation asking for more fails with 146 "
+    "`ExceededMemoryLimit` and the others go on (0: no cap; serverStatus `ebbdb.memory` shows "
+    "what is held)",
     "enableTestCommands": "the `ttlClock` and `ttlMonitorPass` commands exist (see Time to "
-    "live), and the test commands of fail points and sessions",
+    "live), and the test commands of fail points and sessions, and `resetTestState` (what the "
+    "pytest plugin sends before each test)",
     "incomingMessageTimeoutSecs": "ebbdb's own: a client's message must arrive whole within "
     "this many seconds of its first byte, or the connection is closed (slow or truncated "
     "messages cannot hold memory for ever)",
@@ -88,6 +116,10 @@ _INDEX_OPTION_NOTES = {
 }
 
 _NOT_YET = "not yet (238 `NotImplemented`)"
+
+#: Stages the aggregate command runs itself when they open a pipeline (server/commands/aggregate.py
+#: turns them into the documents they list), which the storage registry knows only by position.
+SERVER_STAGES = ("$currentOp", "$listLocalSessions", "$listSessions")
 
 
 # -- rendering ----------------------------------------------------------------------------------------
@@ -131,6 +163,7 @@ def commands_table() -> str:
 
 def language_table() -> str:
     stages = {kind.name: kind.parser is not None for kind in STAGES.kinds()}
+    stages.update(dict.fromkeys(SERVER_STAGES, True))
     expressions = {
         name: name not in expression_objects.UNSUPPORTED for name in EXPRESSION_OPERATORS
     }
@@ -218,8 +251,9 @@ def parameters() -> str:
         if name not in PARAMETER_VALUES or name not in PARAMETER_NOTES:
             raise KeyError(f"server parameter {name!r} needs an entry in server/compat.py")
         runtime = "yes" if p.runtime else "no (start only)"
+        shown = PARAMETER_DEFAULTS_SHOWN.get(name) or f"`{_value(p.default)}`"
         rows.append(
-            f"| `{name}` | `{_value(p.default)}` | {_range(*PARAMETER_VALUES[name])} | {runtime} "
+            f"| `{name}` | {shown} | {_range(*PARAMETER_VALUES[name])} | {runtime} "
             f"| {PARAMETER_NOTES[name]} |"
         )
     return "\n".join(rows)

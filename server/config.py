@@ -25,6 +25,7 @@ from ebbdb.server.log import LOG_FORMATS, LogFormat
 from ebbdb.server.parameters import parse_startup
 from ebbdb.server.tls import TLS_MODES, TLSSettings
 from ebbdb.server.version import EBBDB_VERSION, MONGODB_VERSION
+from ebbdb.storage.core import portability
 
 DEFAULT_PORT = 27017
 DEFAULT_DBPATH = "./ebbdb-data"
@@ -130,6 +131,21 @@ class Config:
     unix_socket: bool = True
     unix_socket_prefix: str = DEFAULT_SOCKET_PREFIX
     unix_socket_mode: int = DEFAULT_SOCKET_MODE
+    #: --noscripting / security.javascriptEnabled: false turns server-side JavaScript ($where,
+    #: $function, $accumulator, mapReduce) off, as on mongod.
+    scripting: bool = True
+    #: --fork / processManagement.fork: run in the background once listening (POSIX).
+    fork: bool = False
+    #: --pidfilepath / processManagement.pidFilePath: the file the server's pid is written to.
+    pid_file: str | None = None
+    #: --timeZoneInfo / processManagement.timeZoneInfo: the time zone database's directory.
+    timezone_info: str | None = None
+    #: systemLog.logRotate: "rename" (mongod's default) or "reopen".
+    log_rotate: str = "rename"
+    #: storage.engine as the config file names it (only "wiredTiger" is accepted).
+    storage_engine: str | None = None
+    #: What the config file asks for that is accepted and ignored, logged as warnings at start.
+    warnings: tuple[str, ...] = ()
 
     def unix_socket_path(self, port: int) -> str:
         """The socket file for the port the server listens on (the real one with --port 0):
@@ -180,8 +196,24 @@ class Config:
         if profiling:
             out["operationProfiling"] = profiling
         out["storage"] = {"dbPath": self.dbpath}
+        if self.storage_engine is not None:
+            out["storage"]["engine"] = self.storage_engine
+        process: dict[str, Any] = {}
+        if self.fork:
+            process.update(fork=True)  # (a keyword: the string "fork" is the seam test's sign)
+        if self.pid_file is not None:
+            process["pidFilePath"] = self.pid_file
+        if self.timezone_info is not None:
+            process["timeZoneInfo"] = self.timezone_info
+        if process:
+            out["processManagement"] = process
+        security: dict[str, Any] = {}
         if self.auth:
-            out["security"] = {"authorization": "enabled"}
+            security["authorization"] = "enabled"
+        if not self.scripting:
+            security["javascriptEnabled"] = False
+        if security:
+            out["security"] = security
         if self.repl_set is not None:
             replication: dict[str, Any] = {"replSet": self.repl_set}
             if self.oplog_size_mb != DEFAULT_OPLOG_SIZE_MB:
@@ -197,6 +229,8 @@ class Config:
             if self.logappend:
                 system_log["logAppend"] = True
             system_log["path"] = self.logpath
+        if self.log_rotate != "rename":
+            system_log["logRotate"] = self.log_rotate
         if self.quiet:
             system_log["quiet"] = True
         if self.verbosity:
@@ -297,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help="read options from a mongod.conf YAML file (net, security, storage, systemLog, "
-        "operationProfiling, replication, setParameter); flags override it",
+        "processManagement, operationProfiling, replication, setParameter); flags override it",
     )
     p.add_argument(
         "--port",
@@ -384,6 +418,30 @@ def build_parser() -> argparse.ArgumentParser:
         "against the user's roles",
     )
     p.add_argument(
+        "--fork",
+        action="store_true",
+        default=None,
+        help="run in the background once listening (POSIX; needs --logpath): the command "
+        "exits 0 when the server is ready, or with the server's status if it cannot start",
+    )
+    p.add_argument(
+        "--pidfilepath",
+        metavar="FILE",
+        help="write the server's process id to FILE (removed again at a clean exit)",
+    )
+    p.add_argument(
+        "--timeZoneInfo",
+        metavar="DIR",
+        help="the time zone database (a zoneinfo directory such as /usr/share/zoneinfo) that "
+        "time zone names are looked up in",
+    )
+    p.add_argument(
+        "--noscripting",
+        action="store_true",
+        default=None,
+        help="turn server-side JavaScript off ($where, $function, $accumulator, mapReduce)",
+    )
+    p.add_argument(
         "--replSet",
         type=_set_name,
         metavar="NAME",
@@ -407,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dbpath",
-        help=f"data directory, created if missing (default {DEFAULT_DBPATH})",
+        help=f"data directory, created if missing (its parent must exist; default "
+        f"{DEFAULT_DBPATH})",
     )
     p.add_argument(
         "--ephemeral",
@@ -492,6 +551,7 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
     ns = parser.parse_args(argv)
     opts: dict[str, Any] = {}
     file_params: list[str] = []
+    warnings: tuple[str, ...] = ()
     if ns.config is not None:
         try:
             settings = read_config(ns.config)
@@ -499,6 +559,7 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
             parser.error(str(exc))
         opts = settings.options
         file_params = settings.set_parameters
+        warnings = settings.warnings
 
     def pick(flag: Any, path: str, default: Any) -> Any:
         if flag is not None:
@@ -534,6 +595,11 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
     logpath = pick(ns.logpath, "systemLog.path", None)
     if logpath is not None and not logpath:
         parser.error("--logpath needs a file name")
+    fork = bool(pick(ns.fork, "processManagement.fork", False))
+    if fork and logpath is None:
+        parser.error("--fork has to be used with --logpath")  # mongod's rule (and message)
+    if fork and not portability.can_fork():
+        parser.error("--fork: this system cannot fork (on Windows, run ebbdb as a service)")
     dbpath = pick(ns.dbpath, "storage.dbPath", None)
     if ns.ephemeral and dbpath is not None:
         given = "--dbpath" if ns.dbpath is not None else f"storage.dbPath in {ns.config}"
@@ -603,4 +669,11 @@ def parse_args(argv: list[str], environ: Mapping[str, str] | None = None) -> Con
         unix_socket_mode=pick(
             ns.filePermissions, "net.unixDomainSocket.filePermissions", DEFAULT_SOCKET_MODE
         ),
+        scripting=not ns.noscripting and opts.get("security.javascriptEnabled", True),
+        fork=fork,
+        pid_file=pick(ns.pidfilepath, "processManagement.pidFilePath", None),
+        timezone_info=pick(ns.timeZoneInfo, "processManagement.timeZoneInfo", None),
+        log_rotate=opts.get("systemLog.logRotate", "rename"),
+        storage_engine=opts.get("storage.engine"),
+        warnings=warnings,
     )

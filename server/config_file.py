@@ -144,6 +144,32 @@ def is_socket_path(address: str) -> bool:
 
 _INT32_MAX = 2**31 - 1
 
+
+def _number(low: float, high: float) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a number from {low:g} to {high:g}")
+        if not low <= value <= high:
+            raise ValueError(f"expected a number from {low:g} to {high:g}")
+        return value
+
+    return check
+
+
+def _storage_engine(value: Any) -> str:
+    # ebbdb has one engine of its own. wiredTiger, mongod's default (and what its packaged
+    # mongod.conf names), is accepted with a warning; any other engine is refused, as its data
+    # files and its promises (inMemory's: nothing on disk) are not what ebbdb gives.
+    if value != "wiredTiger":
+        raise ValueError(
+            "ebbdb stores data in its own engine and accepts only 'wiredTiger' here (with a "
+            "warning); for data that goes away with the server, use --ephemeral"
+        )
+    return str(value)
+
+
+_COMPRESSORS = ("none", "snappy", "zlib", "zstd")
+
 #: Every option read, by its dotted path, with the check that types it.
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "net.port": _integer(0, 65535),
@@ -174,17 +200,58 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "operationProfiling.mode": _profile_mode,
     "operationProfiling.slowOpThresholdMs": _integer(-_INT32_MAX - 1, _INT32_MAX),
     "operationProfiling.slowOpSampleRate": _fraction,
+    "security.javascriptEnabled": _boolean,
+    # processManagement: as the packages' mongod.conf has it.
+    "processManagement.fork": _boolean,
+    "processManagement.pidFilePath": _text,
+    "processManagement.timeZoneInfo": _text,
+    "systemLog.logRotate": _one_of("rename", "reopen"),
+    "storage.engine": _storage_engine,
+    # Mapped to the server parameters mongod maps them to (see MAPPED).
+    "storage.journal.commitIntervalMs": _integer(1, 500),
+    "storage.syncPeriodSecs": _number(0, 9 * 1000 * 1000),
+}
+
+#: Options mongod has that ebbdb accepts and ignores, with a start-up warning naming each one
+#: given (its value is still checked as mongod checks it).
+IGNORED: dict[str, Callable[[Any], Any]] = {
+    "storage.journal.enabled": _boolean,
+    "storage.directoryPerDB": _boolean,
+    "storage.wiredTiger.engineConfig.cacheSizeGB": _number(0.25, 10000),
+    "storage.wiredTiger.engineConfig.journalCompressor": _one_of(*_COMPRESSORS),
+    "storage.wiredTiger.engineConfig.directoryForIndexes": _boolean,
+    "storage.wiredTiger.engineConfig.maxCacheOverflowFileSizeGB": _number(0, 10**9),
+    "storage.wiredTiger.engineConfig.zstdCompressionLevel": _integer(1, 22),
+    "storage.wiredTiger.collectionConfig.blockCompressor": _one_of(*_COMPRESSORS),
+    "storage.wiredTiger.indexConfig.prefixCompression": _boolean,
+}
+
+#: Why each family of IGNORED options does nothing here.
+_IGNORED_BECAUSE = {
+    "storage.journal.": "writes are always journaled, as on MongoDB 6.1 and later (a commit "
+    "survives a crash of the server at once, and of the machine after journalCommitInterval)",
+    "storage.directoryPerDB": "ebbdb keeps every database in one LMDB environment",
+    "storage.wiredTiger.": "ebbdb stores data in its own engine, not WiredTiger",
+}
+
+#: Options that are server parameters in ebbdb, as mongod documents them: the parameter each
+#: sets (a --setParameter of the same name wins, as a flag over the file).
+MAPPED = {
+    "storage.journal.commitIntervalMs": "journalCommitInterval",
+    "storage.syncPeriodSecs": "syncdelay",
 }
 
 
 @dataclass(frozen=True)
 class FileSettings:
     """What a config file set: `options` by dotted path (typed), and `set_parameters` as the
-    `name=value` pairs --setParameter takes."""
+    `name=value` pairs --setParameter takes (MAPPED options among them, first)."""
 
     path: str
     options: dict[str, Any]
     set_parameters: list[str]
+    #: What the file asks for that ebbdb accepts and ignores, one line each (logged at start).
+    warnings: tuple[str, ...] = ()
 
 
 def _scalar_text(value: Any) -> str:
@@ -229,12 +296,12 @@ def parse_config(text: str, path: str = "<config>") -> FileSettings:
                         )
                     params.append(f"{name}={_scalar_text(v)}")
                 continue
-            check = OPTIONS.get(where)
+            check = OPTIONS.get(where) or IGNORED.get(where)
             if check is None:
                 if isinstance(value, Mapping) and value:
                     walk(value, where + ".")  # unknown leaves are named in full
                     continue
-                if any(p.startswith(where + ".") for p in OPTIONS):
+                if any(p.startswith(where + ".") for p in (*OPTIONS, *IGNORED)):
                     raise ConfigFileError(
                         f"config file {path}: {where}: expected a mapping of options, "
                         f"got {_describe(value)}"
@@ -248,13 +315,29 @@ def parse_config(text: str, path: str = "<config>") -> FileSettings:
                 ) from None
 
     walk(tree, "")
+    mapped = [f"{MAPPED[k]}={_scalar_text(options[k])}" for k in MAPPED if k in options]
+    warnings = [_ignored_warning(k, options.pop(k)) for k in IGNORED if k in options]
+    if options.get("storage.engine") == "wiredTiger":
+        warnings.insert(
+            0, "storage.engine: wiredTiger accepted, but ebbdb stores data in its own engine (LMDB)"
+        )
+    if options.get("systemLog.logRotate") == "reopen" and not options.get("systemLog.logAppend"):
+        # mongod's rule: reopening the same file only makes sense when it is appended to.
+        raise ConfigFileError(
+            f"config file {path}: systemLog.logRotate: reopen needs systemLog.logAppend: true"
+        )
     if "systemLog.path" in options and options.get("systemLog.destination") is None:
         options["systemLog.destination"] = "file"
     if options.get("systemLog.destination") == "file" and "systemLog.path" not in options:
         raise ConfigFileError(
             f"config file {path}: systemLog.path: required when systemLog.destination is file"
         )
-    return FileSettings(path, options, params)
+    return FileSettings(path, options, mapped + params, tuple(warnings))
+
+
+def _ignored_warning(option: str, value: Any) -> str:
+    because = next(v for k, v in _IGNORED_BECAUSE.items() if option.startswith(k))
+    return f"{option}: {_scalar_text(value)} is ignored: {because}"
 
 
 def read_config(path: str) -> FileSettings:

@@ -1,6 +1,6 @@
 """One client connection: an asyncio.Protocol that frames bytes, runs requests one after another in
 arrival order inside the connection's own Task, and writes replies. Broken framing closes only this
-connection."""
+connection, once the requests that came whole before it are answered."""
 
 from __future__ import annotations
 
@@ -99,6 +99,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, owner: Owner) -> None:
         self._dispatcher = dispatcher
         self._owner = owner
+        self._stats = dispatcher.services.stats  # serverStatus' network counters
         self.client = Client(next(_CONNECTION_IDS))
         self.id = self.client.id
         self._transport: asyncio.Transport | None = None
@@ -120,6 +121,9 @@ class Connection(asyncio.Protocol):
         self._reserved = 0  # bytes reserved from the input budget
         self._message_timer: asyncio.TimerHandle | None = None
         self._stopping = False  # close() was called: the server stops
+        #: Why the connection closes once the requests before it are answered (broken framing,
+        #: or the client's end of the stream: ""); None while it goes on.
+        self._broken: str | None = None
         self.closed = asyncio.Event()
         #: Set while no request runs (cleared before one starts; shutdown waits on it).
         self._idle = asyncio.Event()
@@ -231,11 +235,17 @@ class Connection(asyncio.Protocol):
         )
 
     def data_received(self, data: bytes) -> None:
+        self._stats.bytes_in += len(data)
+        if self._broken is not None:
+            return  # read after the break (a last chunk the transport had): not looked at
+        broken = None
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
-            self.abort(f"bad frame: {exc}")
-            return
+            # As mongod, which reads a message, answers it, then reads the next: the messages
+            # that came whole before the broken one are answered, then the connection closes.
+            frames, broken = exc.frames, f"bad frame: {exc}"
+            self._decoder.clear()
         if frames:
             self._queue.extend(frames)
             self._queued_bytes += sum(map(len, frames))
@@ -244,7 +254,10 @@ class Connection(asyncio.Protocol):
                 self._update_reading()
         if self._reserved or self._held_bytes() > _FREE_INPUT:
             self._account()
-        if self._decoder.pending:
+        if broken is not None:
+            self._stop_message_timer()
+            self._break(broken)
+        elif self._decoder.pending:
             if frames:  # a message came whole: the clock starts again for the next one
                 self._stop_message_timer()
             self._start_message_timer()
@@ -301,7 +314,7 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         """Pause the transport's reading while requests pile up or the budget is short; resume
         it when neither holds."""
-        stop = self._read_paused or self._budget_blocked
+        stop = self._read_paused or self._budget_blocked or self._broken is not None
         if stop == self._reading_stopped or self._transport is None:
             return
         self._reading_stopped = stop
@@ -338,6 +351,14 @@ class Connection(asyncio.Protocol):
                 self.id,
                 self._decoder.pending,
             )
+        tls = self._transport is not None and self._transport.get_extra_info("ssl_object")
+        if not tls and (self._queue or not self._idle.is_set() or self._outgoing is not None):
+            # The client shut its side of the stream only (or closed it): the requests it sent
+            # whole are answered, then the connection closes (a closed client resets the writes).
+            self._decoder.clear()
+            self._stop_message_timer()
+            self._break("")
+            return True
         return None
 
     def pause_writing(self) -> None:
@@ -371,7 +392,7 @@ class Connection(asyncio.Protocol):
             try:
                 begun = self._next_request()
             except ProtocolError as exc:
-                self.abort(f"bad message: {exc}")
+                self._break(f"bad message: {exc}", drop_queued=True)
                 break
             except Exception as exc:
                 self._failed(exc)
@@ -396,7 +417,7 @@ class Connection(asyncio.Protocol):
             try:
                 self._send(task.result())
             except ProtocolError as exc:
-                self.abort(f"bad message: {exc}")
+                self._break(f"bad message: {exc}", drop_queued=True)
                 break
             except CloseConnection:
                 self.abort("the failCommand fail point closes it")
@@ -410,11 +431,13 @@ class Connection(asyncio.Protocol):
         self._idle.set()
         self._request_done()
         self._resume_reading()
+        self._close_if_broken()
 
     def _next_request(self) -> _Reply | _Request:
         """The next queued request begun: its reply when answered at once, else the coroutine
         that answers it. Raises ProtocolError for a frame that cannot be parsed."""
         frame = self._queue.popleft()
+        self._stats.requests += 1
         self._queued_bytes -= len(frame)
         self._running_bytes = len(frame)
         if self._reserved:
@@ -449,7 +472,7 @@ class Connection(asyncio.Protocol):
                         begun = self._next_request()
                         self._send(begun if _answered(begun) else await cast(_Request, begun))
                 except ProtocolError as exc:
-                    self.abort(f"bad message: {exc}")
+                    self._break(f"bad message: {exc}", drop_queued=True)
                 except CloseConnection:
                     self.abort("the failCommand fail point closes it")
                 except asyncio.CancelledError:
@@ -461,12 +484,37 @@ class Connection(asyncio.Protocol):
                 self._idle.set()
                 self._request_done()
                 self._resume_reading()
+                self._close_if_broken()
                 if self._transport is None:
                     return  # the connection ended and the requests it left have run
         finally:
             self._idle.set()
             if self._transport is None:
                 self._end()
+
+    def _break(self, reason: str, drop_queued: bool = False) -> None:
+        """Read no more from this client (`reason` says why: broken framing, a message that does
+        not parse, or "" for the end of its stream) and close once the requests before the break
+        are answered; `drop_queued`: those queued after a broken message are not run."""
+        if self._broken is None:
+            self._broken = reason
+        if drop_queued:
+            self._queue.clear()
+            self._queued_bytes = 0
+        self._update_reading()
+        self._close_if_broken()
+
+    def _close_if_broken(self) -> None:
+        """Close a broken connection gracefully (what is written still goes out) once no request
+        is queued or running and no large reply is still being written."""
+        reason = self._broken
+        if reason is None or self._transport is None or self._transport.is_closing():
+            return
+        if self._queue or not self._idle.is_set() or self._outgoing is not None:
+            return
+        if reason:
+            log.warning("[conn%d] closing connection from %s: %s", self.id, self.peer, reason)
+        self._transport.close()
 
     def _resume_reading(self) -> None:
         if self._read_paused and len(self._queue) <= _MAX_QUEUED // 2:
@@ -477,8 +525,10 @@ class Connection(asyncio.Protocol):
         if reply is None or self._transport is None:
             return
         if isinstance(reply, bytes):
+            self._stats.bytes_out += len(reply)
             self._transport.write(reply)
             return
+        self._stats.bytes_out += sum(map(len, reply))
         # A large reply, in parts: written a slice at a time as the socket takes them.
         self._outgoing = slices(reply)
         self._write_out()
@@ -494,6 +544,7 @@ class Connection(asyncio.Protocol):
             if piece is None:
                 self._outgoing = None
                 self._pump()  # the requests that queued behind the reply
+                self._close_if_broken()
                 return
             self._transport.write(piece)
             written += len(piece)

@@ -18,7 +18,7 @@ from ebbdb.server import read_concern, view_guard, write_concern
 from ebbdb.server.arguments import DocSequence, extract, extract_lenient
 from ebbdb.server.context import Client, CommandContext, Services
 from ebbdb.server.errors import CommandError, ErrorCode, error_reply
-from ebbdb.server.failpoints import Action, CloseConnection
+from ebbdb.server.failpoints import Action, CloseConnection, SpinIgnoringInterrupts
 from ebbdb.server.large_messages import (
     LARGE_BODY,
     LARGE_FRAME,
@@ -29,7 +29,7 @@ from ebbdb.server.large_messages import (
     parse_frame,
 )
 from ebbdb.server.log import debug_level, log_event
-from ebbdb.server.operations import parse_max_time_ms
+from ebbdb.server.operations import Operation, parse_max_time_ms
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, Finished, app_name, loggable_command
 from ebbdb.server.raw_reply import encode_parts, small_body
 from ebbdb.server.registry import REGISTRY, Registry
@@ -39,6 +39,7 @@ from ebbdb.storage.core.documents import CODEC
 from ebbdb.storage.core.interrupt import Interrupted
 from ebbdb.storage.core.interrupt import current as current_op
 from ebbdb.storage.core.limits import check_bson_depth, check_sequence_depth, may_nest_too_deep
+from ebbdb.storage.core.values import type_name
 
 if TYPE_CHECKING:
     from ebbdb.server.express import Express, Route
@@ -247,6 +248,8 @@ class Dispatcher:
         statement: Statement | None = None
         checked_out: asyncio.Lock | None = None
         client.op_run = None
+        peak = 0  # the operation's peak tracked memory, for the profiler
+        op: Operation | None = None
         db: Any = body.get("$db")
         try:
             _check_depth(body, size)
@@ -263,10 +266,12 @@ class Dispatcher:
             cmd = self.registry.lookup(name)
             if cmd is None or (cmd.test_only and not self.services.test_commands_enabled()):
                 raise CommandError(ErrorCode.CommandNotFound, f"no such command: '{name}'")
-            if not isinstance(db, str):
-                raise CommandError(
-                    ErrorCode.Location40571, "OP_MSG requests require a $db argument"
-                )
+            # Counted as mongod counts it (metrics.commands' total): every run of a known
+            # command, whatever stops it later (its $db, arguments, authorization), so that
+            # failed is never more than total.
+            self.services.stats.count_command(cmd.name)
+            if type(db) is not str:
+                raise _bad_db(db)
             if cmd.admin_only and db != "admin":
                 raise CommandError(
                     ErrorCode.Unauthorized, f"{name} may only be run against the admin database."
@@ -317,7 +322,6 @@ class Dispatcher:
             if replica_set is not None and "readConcern" in body and "autocommit" not in body:
                 # (A transaction's statements follow the transaction's rules.)
                 read = read_concern.parse(cmd.name, body["readConcern"])
-            self.services.stats.count_command(cmd.name)
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
@@ -327,6 +331,8 @@ class Dispatcher:
             token = current_op.set(op)
             session_token = CURRENT_SESSION.set(client.session)
             try:
+                if SpinIgnoringInterrupts.on:  # a test's fail point, as an operation (currentOp)
+                    await SpinIgnoringInterrupts.run(cmd.name, self.services.gateway.read)
                 if read is not None and replica_set is not None:
                     await replica_set.before_read(read, self.services.gateway)
                 if refused is not None:
@@ -344,6 +350,7 @@ class Dispatcher:
                 CURRENT_SESSION.reset(session_token)
                 current_op.reset(token)
                 self._operations.finish(op)
+                peak = op.peak_memory
                 client.op = None
                 self.services.stats.latency.record(cmd.name, db, body, started)
                 if cmd.writes and db == "admin":
@@ -368,6 +375,8 @@ class Dispatcher:
                 checked_out.release()
             raise
         except (Exception, Interrupted) as exc:
+            if op is not None:
+                op.release_memory()  # a failed operation keeps no cursor: nothing it held is held
             reply = self._failed(client, request_id, name, db, body, exc)
         except BaseException:  # cancelled (the connection closed): the session goes back
             if checked_out is not None:
@@ -384,7 +393,7 @@ class Dispatcher:
             self.services.replica_set.stamp(reply, name)
             # RetryableWriteError and topologyVersion, for a driver's retry
             label_reply(reply, body, self.services.replica_set.topology_version)
-        self._after(client, name, db, body, reply, started)
+        self._after(client, name, db, body, reply, started, peak)
         return reply
 
     def _load_express(self) -> Express:
@@ -415,12 +424,14 @@ class Dispatcher:
         try:
             reply = route.now(ctx)
         except (Exception, Interrupted) as exc:
+            self.services.stats.count_command(name)  # a run, as the general path counts it
             reply = self._failed(client, 0, name, db, body, exc)
-        if reply is None:
-            return None
-        # What the general path does around a command that does not wait, in effect: counted,
-        # an operation (its id taken), its latency, the slow-operation log.
-        self.services.stats.count_command(name)
+        else:
+            if reply is None:
+                return None
+            # What the general path does around a command that does not wait, in effect:
+            # counted, an operation (its id taken), its latency, the slow-operation log.
+            self.services.stats.count_command(name)
         self._operations.ran()
         self.services.stats.latency.record(name, db, body, started)
         self._after(client, name, db, body, reply, started)
@@ -437,11 +448,11 @@ class Dispatcher:
         client.op_run = None
         try:
             _check_depth(body, size)
+            self.services.stats.count_command(name)  # where the general path counts it
             lsid = body.get("lsid")
             client.session = (
                 None if lsid is None else self.services.sessions.touch_for(client, lsid)
             )
-            self.services.stats.count_command(name)
             ctx = client.contexts.get((db, name))
             if ctx is None:
                 ctx = self._context(client, db, name)
@@ -480,6 +491,7 @@ class Dispatcher:
                 exc_info=exc,
             )
         reply = error_reply(exc)
+        self.services.stats.count_failure(name, reply.get("code"))
         _log_failure(client, name, db, body, reply)
         return reply
 
@@ -491,9 +503,11 @@ class Dispatcher:
         body: dict[str, Any],
         reply: dict[str, Any] | bytes,
         started: int,
+        peak: int = 0,
     ) -> None:
         """Hand a command slower than the profiler's threshold to the profiler (`reply` the
-        reply document or its BSON)."""
+        reply document or its BSON; `peak` the most memory its operation held, tracked)."""
+        self.services.stats.count_reply(reply, client.op_run, body, client.session)
         seconds = (time.perf_counter_ns() - started) / 1e9
         # (An awaitable hello waits by design: not a slow operation, as mongod does not log it.)
         awaited_hello = name in _OP_QUERY_COMMANDS and "maxAwaitTimeMS" in body
@@ -503,7 +517,7 @@ class Dispatcher:
             assert not isinstance(reply, bytes)
             self._profiler.finished(
                 Finished(
-                    db if isinstance(db, str) else "",
+                    db if type(db) is str else "",
                     name,
                     body,
                     reply,
@@ -512,6 +526,7 @@ class Dispatcher:
                     client.metadata,
                     client.op_run,
                     f"conn{client.id}",
+                    peak,
                 )
             )
 
@@ -541,6 +556,18 @@ def _invalid_body(client: Client, msg: Msg, exc: Exception) -> dict[str, Any]:
     return error_reply(
         CommandError(ErrorCode.InvalidBSON, f"command body is not valid BSON: {exc}")
     )
+
+
+def _bad_db(db: Any) -> CommandError:
+    """mongod's refusal of a missing `$db` (40571), or of one that is not a string (13111, as
+    its BSONElement::chk words it, with the BSON type numbers; Code is not a string here
+    though pymongo's Code is a str subclass)."""
+    if db is None:
+        return CommandError(ErrorCode.Location40571, "OP_MSG requests require a $db argument")
+    from ebbdb.storage.query.compare import BSON_TYPE_CODES  # (start-up loads no query language)
+
+    found = BSON_TYPE_CODES.get(type_name(db), 0)
+    return CommandError(ErrorCode.Location13111, f"wrong type for field ($db) {found} != 2")
 
 
 def _merge_sequences(msg: Msg, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -584,7 +611,7 @@ def _log_failure(
         "Assertion while executing command",
         {
             "command": name,
-            "db": db if isinstance(db, str) else "",
+            "db": db if type(db) is str else "",
             "body": loggable_command(body, MAX_LOGGED_COMMAND),
             "error": error,
         },

@@ -71,6 +71,7 @@ class ErrorCode(enum.IntEnum):
     ConflictingOperationInProgress = 117
     DocumentValidationFailure = 121
     CursorInUse = 143
+    JSInterpreterFailure = 139
     ExceededMemoryLimit = 146
     IncompatibleCollationVersion = 161
     ViewDepthLimitExceeded = 165
@@ -79,6 +80,10 @@ class ErrorCode(enum.IntEnum):
     InvalidPipelineOperator = 168
     AmbiguousIndexKeyPattern = 181
     InvalidIndexSpecificationOption = 197
+    # A driver's handshake metadata (server/commands/handshake.py).
+    ClientMetadataMissingField = 183
+    ClientMetadataAppNameTooLarge = 184
+    ClientMetadataDocumentTooLarge = 185
     CursorKilled = 237
     # Change streams (server/change_streams.py).
     NoMatchingDocument = 47
@@ -104,6 +109,7 @@ class ErrorCode(enum.IntEnum):
     Interrupted = 11601
     BSONObjectTooLarge = 10334
     OutOfDiskSpace = 14031
+    Location13111 = 13111
     Location31253 = 31253
     Location31254 = 31254
     Location40414 = 40414

@@ -215,6 +215,7 @@ class Express:
         def find(ctx: CommandContext) -> Reply:
             raw = point.read(self._engine, coll, value, ctx.now())
             self._took("find")
+            ctx.stats.count_point_read(raw is not None)
             return first_batch_body(coll.ns, raw)
 
         return Route("find", db, None, find)

@@ -9,7 +9,7 @@ command runs (one attribute read while it is off)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +130,7 @@ class FailCommand:
 
     def _set_data(self, data: Mapping[str, Any]) -> None:
         names = data.get("failCommands")
-        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, (list, tuple)) or not all(type(n) is str for n in names):
             raise CommandError(
                 ErrorCode.BadValue,
                 "failCommand fail point requires 'failCommands', an array of command names",
@@ -150,11 +150,11 @@ class FailCommand:
             raise CommandError(ErrorCode.TypeMismatch, "'writeConcernError' must be a document")
         labels = data.get("errorLabels")
         if labels is not None and (
-            not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
+            not isinstance(labels, (list, tuple)) or not all(type(x) is str for x in labels)
         ):
             raise CommandError(ErrorCode.TypeMismatch, "'errorLabels' must be an array of strings")
         app = data.get("appName")
-        if app is not None and not isinstance(app, str):
+        if app is not None and type(app) is not str:
             raise CommandError(ErrorCode.TypeMismatch, "'appName' must be a string")
         self.commands = frozenset(names)
         self.app_name = app
@@ -230,3 +230,56 @@ def _parse_mode(mode: Any) -> tuple[str, int, float]:
         "mode must be 'alwaysOn', 'off', or a document with 'times', 'skip' or "
         "'activationProbability'",
     )
+
+
+class SpinIgnoringInterrupts:
+    """`ebbdbSpinIgnoringInterrupts`, ebbdb's own test fail point (configureFailPoint, with
+    enableTestCommands=1): while on (mode alwaysOn; off turns it off), each command it names
+    (data `failCommands`, on the general path of the dispatcher: not those the express path
+    answers) spins on a reader thread, or with data `onEventLoop: true` on the event loop
+    itself, never checking its operation's kill flag or deadline: a loop that forgets mongod's
+    checkForInterrupt. It shows that a shutdown ends the process anyway (server/shutdown.py).
+    One per process, as the index builds' hangIndexBuildBeforeCommit."""
+
+    NAME = "ebbdbSpinIgnoringInterrupts"
+    on = False
+    on_event_loop = False
+    commands: frozenset[str] = frozenset()
+    entered = 0
+
+    @classmethod
+    def configure(cls, mode: Any, data: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Mode alwaysOn or off; replies with the times it made a command spin."""
+        if mode not in ("alwaysOn", "off"):
+            raise CommandError(ErrorCode.BadValue, f"{cls.NAME} takes mode alwaysOn or off")
+        if mode == "alwaysOn":
+            data = data or {}
+            names = data.get("failCommands")
+            if not isinstance(names, (list, tuple)) or not all(type(n) is str for n in names):
+                raise CommandError(
+                    ErrorCode.BadValue,
+                    f"{cls.NAME} requires 'failCommands', an array of command names",
+                )
+            cls.commands = frozenset(names) - _NEVER
+            cls.on_event_loop = bool(data.get("onEventLoop", False))
+        cls.on = mode == "alwaysOn"
+        return {"count": cls.entered, "ok": 1.0}
+
+    @classmethod
+    async def run(
+        cls, command: str, on_reader: Callable[[Callable[[], None]], Awaitable[None]]
+    ) -> None:
+        """Spin if `command` is one of the fail point's (`on_reader` runs a function on a
+        reader thread: the gateway's read)."""
+        if command not in cls.commands:
+            return
+        cls.entered += 1
+        if cls.on_event_loop:
+            cls._spin()
+        else:
+            await on_reader(cls._spin)
+
+    @classmethod
+    def _spin(cls) -> None:
+        while cls.on:
+            pass

@@ -36,8 +36,20 @@ _KINDS = {
 #: Commands after which figures start again (MongoDB's Top forgets a dropped collection, and a
 #: renamed one under its old name).
 _FORGET = frozenset({"drop", "renameCollection", "dropDatabase"})
+#: The handshake commands a client may ask to wait (maxAwaitTimeMS) for a topology change.
+_AWAITABLE = frozenset({"hello", "isMaster", "ismaster"})
 #: Namespaces kept at most: a client naming ever new collections cannot grow the table for ever.
 MAX_NAMESPACES = 10_000
+
+
+def is_read(name: str) -> bool:
+    """Command `name` reads (MongoDB's ReadWriteType kRead)."""
+    return _KINDS.get(name) == _READ
+
+
+def is_write(name: str) -> bool:
+    """Command `name` writes (MongoDB's ReadWriteType kWrite)."""
+    return _KINDS.get(name) == _WRITE
 
 
 def _bucket_bounds() -> tuple[int, ...]:
@@ -94,20 +106,31 @@ class NamespaceLatency:
     def __init__(self) -> None:
         #: (database, collection) -> one histogram per kind (None until an operation of it ran).
         self._table: dict[tuple[str, str], _Row] = {}
+        #: The whole server's [microseconds, operations] per kind (transactions: ServerStats
+        #: counts those that end).
+        self.totals: list[list[int]] = [[0, 0] for _ in _ORDER]
 
     def record(self, name: str, db: str, body: Mapping[str, Any], started_ns: int) -> None:
         """Count command `name` (its canonical name), sent as `body` to `db`, that started at
-        `started_ns` (time.perf_counter_ns) and has just ended. Runs for every command: the
-        common cases cost a few dictionary look-ups."""
+        `started_ns` (time.perf_counter_ns) and has just ended: in the server's totals
+        (serverStatus' opLatencies) and, for a command on a collection, in its namespace's
+        figures. Runs for every command: the common cases cost a few dictionary look-ups."""
+        micros = (time.perf_counter_ns() - started_ns) // 1000
         kind = _KINDS.get(name)
+        total = self.totals[_COMMAND if kind is None else kind]
+        total[1] += 1
         if kind is None:
+            # An awaitable hello waits for a topology change by design: mongod pauses the
+            # operation's timer meanwhile, so it counts as an operation of no time at all.
+            if name not in _AWAITABLE or "maxAwaitTimeMS" not in body:
+                total[0] += micros
             if name in _FORGET:
                 self._forget(name, db, body)
             return
+        total[0] += micros
         coll = body.get("collection") if name == "getMore" else next(iter(body.values()), None)
         if type(coll) is not str or not coll:
             return  # {aggregate: 1}, or a malformed command
-        micros = (time.perf_counter_ns() - started_ns) // 1000
         row = self._table.get((db, coll))
         if row is None:
             if len(self._table) >= MAX_NAMESPACES:
@@ -128,6 +151,18 @@ class NamespaceLatency:
             self._table.pop((source_db, source), None)
         elif name == "drop" and isinstance(target, str):
             self._table.pop((db, target), None)
+
+    def server_document(self) -> dict[str, Any]:
+        """serverStatus' `opLatencies`: each kind's total microseconds and operations (and
+        queryableEncryptionLatencyMicros, always 0: ebbdb has no Queryable Encryption)."""
+        return {
+            kind: {
+                "latency": Int64(micros),
+                "ops": Int64(ops),
+                "queryableEncryptionLatencyMicros": Int64(0),
+            }
+            for kind, (micros, ops) in zip(_ORDER, self.totals)
+        }
 
     def document(self, ns: str, histograms: bool) -> dict[str, Any]:
         """MongoDB's `latencyStats` for a namespace: reads, writes, commands and transactions

@@ -15,6 +15,7 @@ import queue
 import sys
 import threading
 import time
+import traceback
 from typing import Any, Literal, Protocol, TextIO
 
 from bson import json_util
@@ -48,6 +49,58 @@ LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 #: Attribute values mongod writes as relaxed extended JSON ({"$oid": ...}, {"$date": ...}).
 _JSON_OPTIONS = json_util.RELAXED_JSON_OPTIONS
+#: mongod's maxLogSizeKB (10 KB): a longer string attribute is truncated in the line, which then
+#: says so in `truncated` and `size`.
+MAX_ATTRIBUTE_BYTES = 10 * 1024
+#: The most of a string a client chose (a user name, a driver's name) a line shows: so that a
+#: request of a client not logged in adds about 1 KB to the log at most.
+CLIENT_STRING_BYTES = 256
+#: Control characters in the text log as the JSON log writes them (`\n`, `\u001b`, ...): no
+#: value can start a line of its own.
+_CONTROLS = {
+    **{c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F)},
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\b"): "\\b",
+    ord("\f"): "\\f",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters (and the Unicode line and paragraph separators)
+    written as JSON escapes them."""
+    return text.translate(_CONTROLS) if not text.isprintable() else text
+
+
+def clip(text: str, limit: int = CLIENT_STRING_BYTES) -> str:
+    """`text` cut to about `limit` UTF-8 bytes, saying how long it was: `abc...(1048576 bytes)`."""
+    if len(text) <= limit // 4:  # (no character takes more than 4 bytes)
+        return text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return text
+    cut = text.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+    return f"{cut}...({size} bytes)"
+
+
+def _truncated(attr: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The attributes with every string past MAX_ATTRIBUTE_BYTES cut there, and what mongod's
+    line adds when it truncates ({"truncated": {name: {"type": "string", "size": n}}, "size":
+    {name: n}}; empty when nothing was cut)."""
+    cut: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
+    for name, value in attr.items():
+        if type(value) is str and len(value) > MAX_ATTRIBUTE_BYTES // 4:
+            size = len(value.encode("utf-8", "surrogatepass"))
+            if size > MAX_ATTRIBUTE_BYTES:
+                raw = value.encode("utf-8", "surrogatepass")[:MAX_ATTRIBUTE_BYTES]
+                attr[name] = raw.decode("utf-8", "ignore")
+                cut[name] = {"type": "string", "size": size}
+                sizes[name] = size
+    return attr, ({"truncated": cut, "size": sizes} if cut else {})
 
 
 def debug_level(n: int) -> int:
@@ -134,7 +187,8 @@ def as_json(record: logging.LogRecord) -> str:
     if record.exc_info:
         attr["error"] = logging.Formatter().formatException(record.exc_info)
     if attr:
-        entry["attr"] = attr
+        entry["attr"], truncated = _truncated(attr)
+        entry.update(truncated)
         line = json_util.dumps(entry, json_options=_JSON_OPTIONS, separators=(",", ":"))
     else:
         line = json.dumps(entry, separators=(",", ":"))
@@ -165,11 +219,13 @@ class RingHandler(logging.Handler):
 
 
 class _TextFormatter(logging.Formatter):
-    """Readable lines: time, severity, component, `[context]` where known, and the message."""
+    """Readable lines: time, severity, component, `[context]` where known, and the message, with
+    its control characters escaped (a value with a newline cannot forge a line), cut at
+    MAX_ATTRIBUTE_BYTES."""
 
     def format(self, record: logging.LogRecord) -> str:
         event: Event | None = record.__dict__.get("event")
-        message = record.getMessage()
+        message = clip(escape_controls(record.getMessage()), MAX_ATTRIBUTE_BYTES)
         ctx = event.ctx if event is not None else None
         if ctx and not message.startswith("["):
             message = f"[{ctx}] {message}"
@@ -180,6 +236,18 @@ class _TextFormatter(logging.Formatter):
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return text
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback on lines of its own, as Python writes it, but for the exceptions' own
+        messages: their control characters are escaped (a message may carry a client's text)."""
+        parts = []
+        for part in traceback.TracebackException(*ei).format():
+            # Python's own lines: headers, frames (indented), chaining separators.
+            if part[:1].isspace() or part.startswith("Traceback (most recent call last)"):
+                parts.append(part)
+            else:
+                parts.append(escape_controls(clip(part.rstrip("\n"), MAX_ATTRIBUTE_BYTES)) + "\n")
+        return "".join(parts).rstrip("\n")
 
 
 class _JsonFormatter(logging.Formatter):

@@ -20,6 +20,7 @@ from bson import Decimal128, Int64
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.profiler import MAX_LOGGED_COMMAND, app_name, loggable_command
 from ebbdb.storage.core.interrupt import CHECK_EVERY, OpToken
+from ebbdb.storage.core.memory import UNLIMITED, Pool
 from ebbdb.storage.core.values import is_number
 
 
@@ -77,13 +78,28 @@ class Operation(OpToken):
         command: str,
         body: Mapping[str, Any],
         deadline: float | None,
+        pool: Pool = UNLIMITED,
+        scripting: bool = True,
     ) -> None:
         # OpToken's fields, set here rather than through its __init__ (every request pays this).
         self.opid, self.client, self.db, self.command, self.body = opid, client, db, command, body
         self.started = time.monotonic()
         self.deadline, self.killed, self._left = deadline, None, CHECK_EVERY
+        self.pool, self._memory, self.scripting = pool, None, scripting
         #: (meter name, done, total) of a long operation (an index build), or None.
         self.progress: tuple[str, int, int] | None = None
+
+    @property
+    def peak_memory(self) -> int:
+        """The most memory this operation's stages held at once, tracked (0: none)."""
+        memory = self._memory
+        return 0 if memory is None else memory.peak
+
+    def release_memory(self) -> None:
+        """Give back to the server's pool all this operation's stages still hold (it failed: its
+        stages' generators may be closed only later, when collected)."""
+        if self._memory is not None:
+            self._memory.close()
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no limit); what a cursor keeps for its next
@@ -153,11 +169,15 @@ class Operation(OpToken):
 class Operations:
     """The operations in progress. Used on the event loop only (tokens are read on any thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scripting: bool = True) -> None:
         self._ops: dict[int, Operation] = {}
+        #: Whether operations may run server-side JavaScript (Config.scripting).
+        self.scripting = scripting
         #: Tokens of the server's own work (the TTL monitor), interrupted at shutdown.
         self._internal: list[OpToken] = []
         self._ids = itertools.count(1)
+        #: The server's memory for operations (its cap: ebbdbMaxTrackedMemoryBytes).
+        self.pool = Pool()
         #: Set once shutdown interrupts everything: operations that start later are born killed.
         self.closing: str | None = None
 
@@ -176,7 +196,9 @@ class Operations:
         max_time_ms: int = 0,
     ) -> Operation:
         deadline = time.monotonic() + max_time_ms / 1000 if max_time_ms else None
-        op = Operation(next(self._ids), client, db, command, body, deadline)
+        op = Operation(
+            next(self._ids), client, db, command, body, deadline, self.pool, self.scripting
+        )
         if self.closing is not None:
             op.kill(self.closing)
         self._ops[op.opid] = op
@@ -199,7 +221,7 @@ class Operations:
 
     def internal_token(self) -> OpToken:
         """A token for the server's own work, which only shutdown interrupts."""
-        token = OpToken()
+        token = OpToken(pool=self.pool)
         self._internal.append(token)
         return token
 

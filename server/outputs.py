@@ -6,6 +6,7 @@ storage/aggregate/writing.py."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -20,6 +21,8 @@ from ebbdb.storage.aggregate.writing import (
     replace_collection,
 )
 from ebbdb.storage.core.collation import Collation
+from ebbdb.storage.core.footprint import LIST_SLOT
+from ebbdb.storage.core.interrupt import current
 
 _ALL = 1 << 31
 _NO_LIMIT = 1 << 62
@@ -44,17 +47,27 @@ class OutputRun(PipelineRun):
         set_now: Callable[[int], None],
         read: Callable[..., Any],
         write: Callable[[list[bytes]], Awaitable[None]],
+        what: str = "$out",
     ) -> None:
         super().__init__(results, set_now, read)
         self._write = write
+        self._what = what  # the writing stage's name
 
     async def fill(self, max_docs: int | None, now_ms: int) -> list[bytes]:
         if self.exhausted:
             return []
         docs: list[bytes] = []
-        while not self.exhausted:
-            docs += await self._read(self._pull, _ALL, _NO_LIMIT, now_ms)
-        await self._write(docs)
+        # The results are all held before they are written (one atomic write for $out):
+        # counted against the server's cap.
+        tracker = current.get().memory.child(self._what)
+        try:
+            while not self.exhausted:
+                batch = await self._read(self._pull, _ALL, _NO_LIMIT, now_ms)
+                tracker.charge(sum(map(sys.getsizeof, batch)) + LIST_SLOT * len(batch))
+                docs += batch
+            await self._write(docs)
+        finally:
+            tracker.close()
         return []
 
 
@@ -89,4 +102,4 @@ def output_run(
                 batch = docs[i : i + MERGE_BATCH]
                 await ctx.gateway.write_stamped(merge_batch, engine, db, stage.coll, batch, target)
 
-    return OutputRun(results, set_now, ctx.gateway.read, write)
+    return OutputRun(results, set_now, ctx.gateway.read, write, stage.name)

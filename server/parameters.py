@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,9 @@ from bson import Int64
 
 from ebbdb.server.errors import CommandError, ErrorCode
 from ebbdb.server.version import FEATURE_COMPATIBILITY_VERSION
+from ebbdb.storage.core import portability
+from ebbdb.storage.core.limits import DEFAULT_MEMORY_BYTES, DENSIFY_DOCS, LOOKUP_BYTES
+from ebbdb.storage.core.values import INT32_MAX, INT32_MIN
 
 
 def _parse_bool(text: str) -> bool:
@@ -27,6 +31,27 @@ def _positive_int(value: Any) -> int:
     if value <= 0:
         raise CommandError(ErrorCode.BadValue, f"must be greater than 0, got {value}")
     return int(value)
+
+
+def _bytes_or_none(value: Any) -> Int64:
+    """A number of bytes, 0 for none: a whole number, not negative."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise CommandError(ErrorCode.BadValue, f"expected an integer, got {value!r}")
+    if value < 0:
+        raise CommandError(ErrorCode.BadValue, f"must be at least 0, got {value}")
+    return Int64(int(value))
+
+
+#: The least default cap on what operations hold together, whatever the machine.
+MIN_TRACKED_MEMORY = 256 * 1024 * 1024
+
+
+def default_tracked_memory(physical: int | None) -> int:
+    """ebbdbMaxTrackedMemoryBytes's default: half the machine's memory, at least 256 MB (1 GB
+    where the machine's memory cannot be read)."""
+    if physical is None:
+        return 4 * MIN_TRACKED_MEMORY
+    return max(physical // 2, MIN_TRACKED_MEMORY)
 
 
 def _bool(value: Any) -> bool:
@@ -55,6 +80,42 @@ def _in_range(name: str, low: float, high: float, whole: bool) -> Callable[[Any]
                 f"{name} must be between {low} and {high}, but attempted to set to: {value}",
             )
         return int(value) if whole else float(value)
+
+    return validate
+
+
+def _int_greater_than_zero(name: str) -> Callable[[Any], int]:
+    """The validator of a parameter mongod stores as an `int` with `validator: {gt: 0}`, with
+    mongod's BadValue messages: the value coerced to a 32-bit integer first ("Failed validating
+    <name>: Out of bounds coercing to integral value", or "Unable to coerce ..."), then the bound
+    ("Invalid value for parameter <name>: <value> is not greater than 0"). Unlike mongod, which
+    truncates 1.5 to 1 and reads true as 1, a fraction or a boolean is refused, as ebbdb's other
+    integer parameters refuse them."""
+
+    def validate(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CommandError(
+                ErrorCode.BadValue,
+                f"Failed validating {name}: Unable to coerce value to integral type",
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CommandError(
+                ErrorCode.BadValue,
+                f"Failed validating {name}: Unable to coerce NaN/Inf to integral type",
+            )
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise CommandError(
+                ErrorCode.BadValue,
+                f"Failed validating {name}: Out of bounds coercing to integral value",
+            )
+        if int(value) != value:
+            raise CommandError(ErrorCode.BadValue, f"expected an integer, got {value!r}")
+        if value <= 0:
+            raise CommandError(
+                ErrorCode.BadValue,
+                f"Invalid value for parameter {name}: {int(value)} is not greater than 0",
+            )
+        return int(value)
 
     return validate
 
@@ -100,7 +161,42 @@ PARAMETERS: dict[str, ParameterDef] = {
             lambda t: Int64(int(t)),
             lambda v: Int64(_positive_int(v)),
         ),
+        ParameterDef(
+            "internalLookupStageIntermediateDocumentMaxSizeBytes",
+            Int64(LOOKUP_BYTES),
+            lambda t: Int64(int(t)),
+            lambda v: Int64(_positive_int(v)),
+        ),
+        ParameterDef(
+            "internalDocumentSourceSetWindowFieldsMaxMemoryBytes",
+            Int64(104_857_600),
+            lambda t: Int64(int(t)),
+            lambda v: Int64(_positive_int(v)),
+        ),
+        # $densify (storage/aggregate/gaps.py): the documents one may generate (5897900 past
+        # them) and what its partitions' state may hold (6007200 past it). Both are `int`s in
+        # mongod (query_knobs.idl), getParameter gives a 32-bit integer.
+        ParameterDef(
+            "internalQueryMaxAllowedDensifyDocs",
+            DENSIFY_DOCS,
+            int,
+            _int_greater_than_zero("internalQueryMaxAllowedDensifyDocs"),
+        ),
+        ParameterDef(
+            "internalDocumentSourceDensifyMaxMemoryBytes",
+            DEFAULT_MEMORY_BYTES,
+            int,
+            _int_greater_than_zero("internalDocumentSourceDensifyMaxMemoryBytes"),
+        ),
         ParameterDef("allowDiskUseByDefault", True, _parse_bool, _bool),
+        # ebbdb's own: what all operations' stages may hold together (storage/core/memory.py's
+        # Pool; 0: no cap). Past it, the operation asking for more gets 146.
+        ParameterDef(
+            "ebbdbMaxTrackedMemoryBytes",
+            Int64(default_tracked_memory(portability.physical_memory())),
+            lambda t: Int64(int(t)),
+            _bytes_or_none,
+        ),
         # Logical sessions (server/session_cache.py): how long an idle session lives, and how
         # often the session cache writes config.system.sessions (both startup only, as mongod's).
         ParameterDef("localLogicalSessionTimeoutMinutes", 30, int, _positive_int, runtime=False),

@@ -87,6 +87,9 @@ class Finished:
     metadata: Mapping[str, Any] | None
     run: object  # the QueryRun a find or getMore read with (None: none)
     ctx: str
+    #: The most memory the operation's stages held at once, tracked (MongoDB 8's
+    #: peakTrackedMemBytes; 0: none, and then not shown).
+    peak_memory: int = 0
 
 
 def app_name(metadata: Mapping[str, Any] | None) -> str | None:
@@ -234,6 +237,8 @@ def _metrics(f: Finished) -> dict[str, Any]:
         out["cursorExhausted"] = True
     if returned is not None:
         out["nreturned"] = returned
+    if f.peak_memory:
+        out["peakTrackedMemBytes"] = Int64(f.peak_memory)
     if not f.reply.get("ok"):
         out["ok"] = 0
         out["errMsg"] = f.reply.get("errmsg", "")
@@ -314,6 +319,7 @@ def _slow_query_text(f: Finished, attr: dict[str, Any]) -> str:
         "ninserted",
         "ndeleted",
         "nreturned",
+        "peakTrackedMemBytes",
         "errName",
     ):
         if key in attr:
@@ -358,6 +364,16 @@ class Profiler:
 
     def settings(self, db: str) -> ProfileSettings:
         return self._dbs.get(db, self.default)
+
+    def reset(self, level: int, slowms: int, sample_rate: float) -> list[str]:
+        """Every database back to `level` without a filter, with `slowms` and `sample_rate` (the
+        start-up settings; resetTestState); returns the databases that had settings of their own."""
+        dbs = sorted(self._dbs)
+        self._dbs.clear()
+        self.default = ProfileSettings(level)
+        self.slowms, self.sample_rate = slowms, sample_rate
+        self._refresh()
+        return dbs
 
     def configure(
         self,

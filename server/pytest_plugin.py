@@ -15,6 +15,16 @@ is the user's guide; in short:
 - `--ebbdb-replset`: the session's server is a one-member replica set (rs0): transactions, change
   streams. Without it, a test marked `@pytest.mark.ebbdb_replset` gets its clients from a replica
   set of its own (one per session, started when first asked for: `ebbdb_replset_server`).
+- Before each test that uses the server, the plugin puts it back as it started (`resetTestState`,
+  one round trip; against a server without it, what commands allow): fail points off, the TTL
+  clock at real time, parameters at their start values, users but the plugin's own dropped,
+  profiling off.
+- The log of the server the plugin starts goes to a file, and what it logged during a failed test
+  to that test's report, as a section of its own ("Captured ebbdb log call"), not among the
+  test's captured lines.
+- `--ebbdb-export-uri[=NAME]` (ini `ebbdb_export_uri = NAME`): the server starts with the session
+  and its URI is in `os.environ[NAME]` (MONGODB_URI) before collection. `--ebbdb-port PORT`: the
+  server listens on PORT (PORT+n for pytest-xdist's worker gwn).
 
 Only pytest is imported up front: the server and pymongo load when a test first asks for them, so
 a session that never does pays nothing.
@@ -22,12 +32,18 @@ a session that never does pays nothing.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
 import datetime
 import hashlib
+import logging
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,9 +68,21 @@ REPLSET_NAME = "rs0"
 REPLSET_MARKER = "ebbdb_replset"
 #: How long to wait for an --ebbdb-uri server before giving up, in milliseconds.
 CONNECT_TIMEOUT_MS = 10_000
+#: The environment variable --ebbdb-export-uri sets when given no name (jest-mongodb's is MONGO_URL).
+EXPORT_NAME = "MONGODB_URI"
+#: The test command that puts an ebbdb server back as it started (server/commands/testing.py).
+RESET_COMMAND = "resetTestState"
+#: The most lines of the server's log a failed test's report shows, per phase (the last ones).
+LOG_LINES = 400
 _COMMAND_NOT_FOUND = 59
+#: Fixtures through which a test reaches a server: a test that uses none gets no reset.
+_SERVER_FIXTURES = frozenset({"ebbdb_server", "_ebbdb_target", "ebbdb_replset_server"})
 
 _failed = pytest.StashKey[bool]()
+#: The server started with the session (--ebbdb-export-uri), and what stops it.
+_eager = pytest.StashKey[tuple["EbbdbServer", contextlib.ExitStack]]()
+#: The server's log lines of each phase of a test so far: (phase, text).
+_phase_logs = pytest.StashKey[list[tuple[str, str]]]()
 
 
 # -- options ----------------------------------------------------------------------------------------
@@ -83,6 +111,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"start the session's server as a one-member replica set ({REPLSET_NAME}) for "
         "transactions and change streams; its URI then names the set",
     )
+    group.addoption(
+        "--ebbdb-export-uri",
+        metavar="NAME",
+        nargs="?",
+        const=EXPORT_NAME,
+        default=None,
+        help=f"start the server with the session and put its URI in the environment variable "
+        f"NAME (default {EXPORT_NAME}) before tests are collected, for an app that reads it there",
+    )
+    group.addoption(
+        "--ebbdb-port",
+        metavar="PORT",
+        type=int,
+        default=None,
+        help="the server the plugin starts listens on PORT (pytest-xdist's worker gwN on PORT+N) "
+        "instead of a free port",
+    )
+    parser.addini(
+        "ebbdb_export_uri",
+        "the environment variable to put the server's URI in (as --ebbdb-export-uri=NAME)",
+        default="",
+    )
+    parser.addini("ebbdb_port", "the port of the server the plugin starts (as --ebbdb-port)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,12 +142,19 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{REPLSET_MARKER}: the test's ebbdb clients (mongo_client, mongo_db, async_mongo_client, "
         "async_mongo_db) talk to a one-member replica set (transactions, change streams)",
     )
-    uri, dbpath = _uri_option(config), _dbpath_option(config)
+    uri, dbpath, port = _uri_option(config), _dbpath_option(config), _port_option(config)
     if uri is not None and dbpath is not None:
         raise pytest.UsageError(
             "--ebbdb-dbpath is the data path of the server the plugin starts; with --ebbdb-uri "
             "it starts none"
         )
+    if uri is not None and port is not None:
+        raise pytest.UsageError(
+            "--ebbdb-port is the port of the server the plugin starts; with --ebbdb-uri it "
+            "starts none"
+        )
+    if port is not None and not 1 <= port <= 65535:
+        raise pytest.UsageError(f"--ebbdb-port {port}: not a TCP port (1 to 65535)")
     # The workers of pytest-xdist each make their own PATH/<worker> inside; only the process that
     # starts them (or a run without xdist) checks PATH itself.
     if dbpath is not None and not hasattr(config, "workerinput"):
@@ -110,12 +168,79 @@ def pytest_configure(config: pytest.Config) -> None:
             )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep the server's log records out of pytest's capture. With --ebbdb-export-uri, start the
+    server now and export its URI, so that an app that reads it when imported (during
+    collection) finds it; not in pytest-xdist's controller, which runs no tests: each worker
+    starts its own."""
+    config = session.config
+    # pytest's capture of log records: its report sections and caplog (attributes of its
+    # logging plugin since pytest 6; a pytest without them just shows the server's lines too).
+    capture = config.pluginmanager.get_plugin("logging-plugin")
+    for attribute in ("report_handler", "caplog_handler"):
+        handler = getattr(capture, attribute, None)
+        if isinstance(handler, logging.Handler):
+            handler.addFilter(_ServerLog.unmarked)
+    name = _export_option(config)
+    if name is None or _xdist_controller(config):
+        return
+    stack = contextlib.ExitStack()
+    try:
+        server = stack.enter_context(_session_server(config, _temporary_path(stack)))
+    except (_StartError, pytest.fail.Exception) as exc:  # the latter: --ebbdb-uri's server
+        stack.close()
+        raise pytest.UsageError(str(exc)) from None
+    before = os.environ.get(name)
+    os.environ[name] = server.uri
+    stack.callback(_restore_environ, name, before)
+    config.stash[_eager] = (server, stack)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    eager = session.config.stash.get(_eager, None)
+    if eager is not None:
+        del session.config.stash[_eager]
+        eager[1].close()
+
+
+def _restore_environ(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _temporary_path(stack: contextlib.ExitStack) -> Callable[[], Path]:
+    """A data path made when asked for and removed with `stack` (pytest's tmp_path_factory is a
+    fixture, and the session's server may start before fixtures do)."""
+
+    def make() -> Path:
+        path = Path(tempfile.mkdtemp(prefix="ebbdb-"))
+        stack.callback(shutil.rmtree, path, ignore_errors=True)
+        return path / "data"
+
+    return make
+
+
+def pytest_runtest_logstart() -> None:
+    """What the server logged between two tests belongs to neither."""
+    _SERVER_LOG.take()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item) -> Any:
-    """Remember a failed setup or call, so that --ebbdb-dbpath can keep that test's databases."""
+    """Remember a failed setup or call, so that --ebbdb-dbpath can keep that test's databases;
+    give a failed phase's report what the server logged during the test so far, a section per
+    phase ("Captured ebbdb log setup", "... call", as pytest names its own)."""
     report = yield
     if report.failed and report.when in ("setup", "call"):
         item.stash[_failed] = True
+    text = _SERVER_LOG.take()
+    phases = item.stash.setdefault(_phase_logs, [])
+    if text:
+        phases.append((report.when, text))
+    if report.failed:
+        report.sections.extend((f"Captured ebbdb log {when}", t) for when, t in phases)
     return report
 
 
@@ -133,9 +258,33 @@ def _replset_option(config: pytest.Config) -> bool:
     return bool(config.getoption("ebbdb_replset", False))
 
 
+def _export_option(config: pytest.Config) -> str | None:
+    """The environment variable to export the URI in (None: none)."""
+    value = config.getoption("ebbdb_export_uri") or config.getini("ebbdb_export_uri")
+    return str(value) if value else None
+
+
+def _port_option(config: pytest.Config) -> int | None:
+    value = config.getoption("ebbdb_port")
+    if value is None:
+        text = config.getini("ebbdb_port")
+        if not text:
+            return None
+        try:
+            value = int(str(text))
+        except ValueError:
+            raise pytest.UsageError(f"ebbdb_port = {text}: not a TCP port") from None
+    return int(value)
+
+
 def _xdist_worker() -> str | None:
     """This process's pytest-xdist worker name (gw0, gw1, ...), or None outside xdist."""
     return os.environ.get("PYTEST_XDIST_WORKER") or None
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands the tests to pytest-xdist's workers and runs none itself."""
+    return config.pluginmanager.has_plugin("dsession")
 
 
 def redact(uri: str) -> str:
@@ -173,31 +322,128 @@ def ebbdb_server(
     """A real ebbdb server for the session (each xdist worker's session has its own): 127.0.0.1,
     a free port, a temporary data path (or --ebbdb-dbpath's), enableTestCommands=1. With
     --ebbdb-uri, that server instead, once it answers a ping."""
-    uri = _uri_option(request.config)
+    eager = request.config.stash.get(_eager, None)
+    if eager is not None:
+        yield eager[0]
+        return
+    try:
+        with _session_server(
+            request.config, lambda: tmp_path_factory.mktemp("ebbdb") / "data"
+        ) as server:
+            yield server
+    except _StartError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+class _StartError(Exception):
+    """The session's server cannot be had; the message says why."""
+
+
+@contextlib.contextmanager
+def _session_server(config: pytest.Config, make_path: Callable[[], Path]) -> Iterator[EbbdbServer]:
+    """The --ebbdb-uri server once it answers, else one started on `make_path()` (or
+    --ebbdb-dbpath's) and --ebbdb-port's port."""
+    uri = _uri_option(config)
     if uri is not None:
         yield EbbdbServer(uri, replica_set=_ping(uri))
         return
-    kept = _dbpath_option(request.config)
+    kept = _dbpath_option(config)
+    worker = _xdist_worker()
     if kept is None:
-        path = tmp_path_factory.mktemp("ebbdb") / "data"
+        path = make_path()
     else:
-        worker = _xdist_worker()
         path = Path(kept, worker) if worker else Path(kept)
         path.mkdir(parents=True, exist_ok=True)
-    repl_set = REPLSET_NAME if _replset_option(request.config) else None
-    yield from _embedded(path, repl_set)
+    port = _port_option(config)
+    if port is not None and worker is not None:
+        port += int(worker.removeprefix("gw") or 0)
+    repl_set = REPLSET_NAME if _replset_option(config) else None
+    with _embedded(path, repl_set, port or 0) as server:
+        yield server
 
 
-def _embedded(path: Path, repl_set: str | None) -> Iterator[EbbdbServer]:
+@contextlib.contextmanager
+def _embedded(path: Path, repl_set: str | None, port: int = 0) -> Iterator[EbbdbServer]:
     from ebbdb.server.embedded import ServerThread
+    from ebbdb.server.startup import StartupError
 
-    srv = ServerThread(str(path), SERVER_PARAMETERS, repl_set=repl_set).start()
-    try:
-        # The Unix domain socket where there is one (a standalone on POSIX): the same server,
-        # without TCP's cost on every round trip.
-        yield EbbdbServer(srv.socket_uri or srv.uri, str(path), srv, repl_set)
-    finally:
-        srv.stop()
+    srv = ServerThread(str(path), SERVER_PARAMETERS, port, repl_set=repl_set)
+    # Its log goes to a file in the data path, not to stderr, where it would be the test's
+    # captured output; _SERVER_LOG gives a failed test what it logged.
+    path.mkdir(parents=True, exist_ok=True)
+    srv.config = dataclasses.replace(srv.config, logpath=str(path / "ebbdb.log"))
+    with _SERVER_LOG.attached():
+        try:
+            srv.start()
+        except (StartupError, OSError) as exc:  # the port is taken, say
+            where = f"port {port} (--ebbdb-port)" if port else "a free port"
+            raise _StartError(f"ebbdb cannot start on {where}: {exc}") from None
+        try:
+            # The Unix domain socket where there is one (a standalone on POSIX): the same
+            # server, without TCP's cost on every round trip.
+            yield EbbdbServer(srv.socket_uri or srv.uri, str(path), srv, repl_set)
+        finally:
+            srv.stop()
+
+
+class _ServerLog(logging.Handler):
+    """The log of the servers the plugin starts, for a failed test's report. While one runs, this
+    is on the `ebbdb` logger: what ebbdb's server threads (all named ebbdb-...) log, it keeps
+    (but the connection lines mongod's --quiet leaves out) and marks, and pytest's own capture
+    (the "Captured log" sections, caplog) leaves the marked records out (`unmarked`). What a
+    test logs through `ebbdb` itself (calling ebbdb's functions in its own thread) stays the
+    test's."""
+
+    MARK = "_ebbdb_server_log"
+
+    def __init__(self) -> None:
+        super().__init__()  # every level the server logs at (-v), each marked
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname).1s %(name)s %(message)s"))
+        self._lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
+        self._users = 0
+        self._quiet: frozenset[int] = frozenset()
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[None]:
+        """On the `ebbdb` logger, first of its handlers, while any server the plugin started
+        runs."""
+        logger = logging.getLogger("ebbdb")
+        if self._users == 0:
+            from ebbdb.server.log import QUIET_IDS
+
+            self._quiet = QUIET_IDS
+            logger.handlers.insert(0, self)  # before the root's, pytest's among them, see it
+        self._users += 1
+        try:
+            yield
+        finally:
+            self._users -= 1
+            if self._users == 0:
+                logger.removeHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not (record.threadName or "").startswith("ebbdb-"):
+            return
+        record.__dict__[self.MARK] = True
+        event = record.__dict__.get("event")
+        if getattr(event, "id", None) not in self._quiet:
+            self._lines.append(self.format(record))
+
+    @classmethod
+    def unmarked(cls, record: logging.LogRecord) -> bool:
+        """A filter for pytest's capture handlers."""
+        return not record.__dict__.get(cls.MARK, False)
+
+    def take(self) -> str:
+        """The lines kept since the last take, and forget them."""
+        lines = []
+        with contextlib.suppress(IndexError):
+            while True:
+                lines.append(self._lines.popleft())
+        return "\n".join(lines)
+
+
+_SERVER_LOG = _ServerLog()
 
 
 @pytest.fixture(scope="session")
@@ -219,7 +465,8 @@ def ebbdb_replset_server(
             f"the server at {redact(ebbdb_server.uri)} is not a replica set's member, and this "
             "test needs one (transactions, change streams): give --ebbdb-uri a replica set's URI"
         )
-    yield from _embedded(tmp_path_factory.mktemp("ebbdb-replset") / "data", REPLSET_NAME)
+    with _embedded(tmp_path_factory.mktemp("ebbdb-replset") / "data", REPLSET_NAME) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -272,8 +519,14 @@ def _ebbdb_admin(ebbdb_uri: str) -> Iterator[MongoClient[Document]]:
 
 
 @pytest.fixture(scope="session")
-def _ebbdb_replset_admin(ebbdb_replset_server: EbbdbServer) -> Iterator[MongoClient[Document]]:
-    """The plugin's own client of the replica set, for clean-up."""
+def _ebbdb_replset_admin(
+    request: pytest.FixtureRequest, ebbdb_server: EbbdbServer, ebbdb_replset_server: EbbdbServer
+) -> Iterator[MongoClient[Document]]:
+    """The plugin's own client of the replica set, for clean-up: _ebbdb_admin when the session's
+    server is the replica set."""
+    if ebbdb_replset_server is ebbdb_server:
+        yield request.getfixturevalue("_ebbdb_admin")
+        return
     client = _admin_client(ebbdb_replset_server.uri)
     yield client
     client.close()
@@ -296,6 +549,158 @@ def _ebbdb_target(request: pytest.FixtureRequest) -> _Target:
             request.getfixturevalue("_ebbdb_replset_admin"),
         )
     return _Target(request.getfixturevalue("ebbdb_server"), request.getfixturevalue("_ebbdb_admin"))
+
+
+# -- a clean server before each test ----------------------------------------------------------------
+
+
+@dataclass
+class _Reset:
+    """Puts a server back as it started, before each test that uses it: an ebbdb with test
+    commands in one round trip (resetTestState), any other server (MongoDB, ebbdb without test
+    commands, through --ebbdb-uri) as far as commands allow it: fail points off (failCommand, the
+    one tests set), parameters that differ from what getParameter '*' said at the start set back
+    (those the server refuses to set are left), users and roles dropped but the plugin's own,
+    profiling off on every database. A part the server refuses (Unauthorized, say) is not tried
+    again. Nothing is done to a server pytest-xdist's workers share (--ebbdb-uri with -n): it
+    would be done under another worker's running test."""
+
+    admin: MongoClient[Document]
+    shared: bool
+    #: None until the first reset; then whether the server has resetTestState.
+    one_command: bool | None = None
+    parameters: Document = field(default_factory=dict)
+    refused: set[str] = field(default_factory=set)
+    own_users: set[tuple[str, str]] = field(default_factory=set)
+
+    def __call__(self) -> None:
+        if self.shared:
+            return
+        if self.one_command is not False:
+            self.one_command = self._try(RESET_COMMAND, lambda: self._admin(RESET_COMMAND))
+            if self.one_command:
+                return
+            self._start()
+        for part, reset in (
+            ("failpoints", self._fail_points),
+            ("parameters", self._parameters),
+            ("users", self._users),
+            ("roles", self._roles),
+            ("profile", self._profiling),
+        ):
+            if part not in self.refused:
+                self._try(part, reset)
+
+    def _admin(self, name: str, value: Any = 1, **fields: Any) -> Document:
+        reply: Document = self.admin.admin.command(name, value, **fields)
+        return reply
+
+    def _try(self, part: str, run: Callable[[], object]) -> bool:
+        from pymongo.errors import OperationFailure
+
+        try:
+            run()
+        except OperationFailure:
+            self.refused.add(part)
+            return False
+        return True
+
+    def _start(self) -> None:
+        """What the commands' way compares with: the parameters, and who the plugin is."""
+        if self._try(
+            "parameters", lambda: self.parameters.update(self._admin("getParameter", "*"))
+        ):
+            for key in ("ok", "featureCompatibilityVersion", "operationTime", "$clusterTime"):
+                self.parameters.pop(key, None)
+        status = self._admin("connectionStatus")
+        self.own_users = {
+            (u["user"], u["db"]) for u in status.get("authInfo", {}).get("authenticatedUsers", [])
+        }
+
+    def _fail_points(self) -> None:
+        self._admin("configureFailPoint", "failCommand", mode="off")
+
+    def _parameters(self) -> None:
+        from pymongo.errors import OperationFailure
+
+        now = self._admin("getParameter", "*")
+        for name, start in self.parameters.items():
+            if name in now and now[name] != start and name not in self.refused:
+                try:
+                    self._admin("setParameter", 1, **{name: start})
+                except OperationFailure:
+                    self.refused.add(name)  # read-only, or not ours to set: left as it is
+
+    def _users(self) -> None:
+        for user in self._admin("usersInfo", {"forAllDBs": True})["users"]:
+            if (user["user"], user["db"]) not in self.own_users:
+                self.admin[user["db"]].command("dropUser", user["user"])
+
+    def _roles(self) -> None:
+        for role in self.admin.admin["system.roles"].find({}, {"role": 1, "db": 1}):
+            self.admin[role["db"]].command("dropRole", role["role"])
+
+    def _profiling(self) -> None:
+        from pymongo.errors import OperationFailure
+
+        for name in self.admin.list_database_names():
+            with contextlib.suppress(OperationFailure):  # a database it may not profile
+                if self.admin[name].command("profile", -1).get("was", 0) != 0:
+                    self.admin[name].command("profile", 0)
+
+
+def _shared(server: EbbdbServer) -> bool:
+    """Whether other processes' tests use the server too (--ebbdb-uri under pytest-xdist)."""
+    return server.external and _xdist_worker() is not None
+
+
+def _resetting(server: EbbdbServer, admin: MongoClient[Document]) -> Iterator[_Reset]:
+    """The server's reset; a server the plugin did not start is reset once more at the end of
+    the session, so that the last test's state does not stay (nor become the next session's
+    start values)."""
+    reset = _Reset(admin, _shared(server))
+    yield reset
+    if server.external:
+        reset()
+
+
+@pytest.fixture(scope="session")
+def _ebbdb_reset(
+    ebbdb_server: EbbdbServer, _ebbdb_admin: MongoClient[Document]
+) -> Iterator[_Reset]:
+    yield from _resetting(ebbdb_server, _ebbdb_admin)
+
+
+@pytest.fixture(scope="session")
+def _ebbdb_replset_reset(
+    request: pytest.FixtureRequest,
+    ebbdb_server: EbbdbServer,
+    ebbdb_replset_server: EbbdbServer,
+    _ebbdb_replset_admin: MongoClient[Document],
+) -> Iterator[_Reset]:
+    if ebbdb_replset_server is ebbdb_server:
+        yield request.getfixturevalue("_ebbdb_reset")
+        return
+    yield from _resetting(ebbdb_replset_server, _ebbdb_replset_admin)
+
+
+@pytest.fixture(autouse=True)
+def _ebbdb_clean_start(request: pytest.FixtureRequest) -> None:
+    """Before a test that uses a server of the plugin's (through any of its fixtures), put that
+    server back as it started (see _Reset). At setup, so that what a test leaves behind (a fail
+    point on, the clock moved, a user) never reaches the next, whatever fixtures either uses;
+    the other fixtures of the test (session fixtures aside) set up after it."""
+    names = set(request.fixturenames)
+    if not names & _SERVER_FIXTURES:
+        return
+    marked = request.node.get_closest_marker(REPLSET_MARKER) is not None
+    resets: list[_Reset] = []
+    if "ebbdb_server" in names or ("_ebbdb_target" in names and not marked):
+        resets.append(request.getfixturevalue("_ebbdb_reset"))
+    if "ebbdb_replset_server" in names or ("_ebbdb_target" in names and marked):
+        resets.append(request.getfixturevalue("_ebbdb_replset_reset"))
+    for reset in {id(r): r for r in resets}.values():  # the replica set may be the session's
+        reset()
 
 
 # -- isolation --------------------------------------------------------------------------------------
@@ -444,8 +849,8 @@ class TtlClock:
 def ebbdb_clock(
     ebbdb_server: EbbdbServer, _ebbdb_admin: MongoClient[Document]
 ) -> Iterator[TtlClock]:
-    """The server's TTL clock: `advance(seconds)`, `run_ttl_pass()`, `now()`; reset to real time
-    after the test. A server without the test commands (MongoDB, or an ebbdb started without
+    """The server's TTL clock: `advance(seconds)`, `run_ttl_pass()`, `now()`; at real time when
+    the test starts (the reset before every test) and reset to it after. A server without the test commands (MongoDB, or an ebbdb started without
     enableTestCommands, through --ebbdb-uri) cannot move its clock: the test is skipped, saying so."""
     from pymongo.errors import OperationFailure
 

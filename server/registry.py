@@ -34,7 +34,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
         "serverStatus",
         "setParameter",
     ),
-    "aggregate": ("aggregate", "mapReduce"),
+    "aggregate": ("aggregate",),
+    "map_reduce": ("mapReduce",),
     "auth": (
         "createUser",
         "dropAllUsersFromDatabase",
@@ -76,7 +77,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
         "startSession",
     ),
     "stats": ("collStats", "collstats", "dbStats", "dbstats"),
-    "testing": ("configureFailPoint", "ttlClock", "ttlMonitorPass"),
+    "testing": ("configureFailPoint", "resetTestState", "ttlClock", "ttlMonitorPass"),
     "transactions": ("abortTransaction", "commitTransaction"),
     "ttl_status": ("ttlStatus",),
     "validate": ("validate",),

@@ -166,6 +166,13 @@ def test_requirements() -> list[Requirement]:
 test_requirements.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest's name rule
 
 
+def js_requirements() -> list[Requirement]:
+    """The js extra (server-side JavaScript's engine), which .ci/run and the workflow install."""
+    with PYPROJECT.open("rb") as f:
+        project = tomllib.load(f)["project"]
+    return [Requirement(r) for r in project["optional-dependencies"]["js"]]
+
+
 @dataclass
 class Resolution:
     """What pip would install for one pair, and what is wrong with it."""
@@ -313,7 +320,7 @@ def resolutions() -> dict[tuple[str, str, str], Resolution]:
             f"the package index {index} is unreachable ({exc}): this test asks it for the "
             "wheels of every platform, and cannot pass without it"
         )
-    sets = {"runtime": runtime_requirements(), "test": test_requirements()}
+    sets = {"runtime": runtime_requirements(), "test": test_requirements(), "js": js_requirements()}
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = {
             (key, python, what): pool.submit(resolve, key, python, reqs)
@@ -344,6 +351,18 @@ def test_the_test_extra_installs_from_wheels(key: str, python: str) -> None:
     got = resolutions()[(key, python, "test")]
     where = f"{PLATFORMS[key].name}, CPython {python}, the test extra"
     assert not got.problems, f"{where}:\n  " + "\n  ".join(got.problems)
+
+
+@pytest.mark.parametrize(
+    ("key", "python"), TEST_EXTRA_PAIRS, ids=[f"{k}-py{v}" for k, v in TEST_EXTRA_PAIRS]
+)
+def test_the_js_extra_installs_from_wheels(key: str, python: str) -> None:
+    """mini-racer's wheels are py3-none (one per platform, any CPython 3): the two ends of the
+    matrix's Pythons cover them."""
+    got = resolutions()[(key, python, "js")]
+    where = f"{PLATFORMS[key].name}, CPython {python}, the js extra"
+    assert not got.problems, f"{where}:\n  " + "\n  ".join(got.problems)
+    assert "mini-racer" in got.wheels, f"{where}: mini-racer not resolved"
 
 
 def test_exactly_one_icu_binding_on_every_platform() -> None:

@@ -1,6 +1,9 @@
 """ebbdb's pytest plugin (server/pytest_plugin.py) as a user meets it: pytest runs (pytester, in
 subprocesses) on a small project whose tests use every fixture, alone, under pytest-xdist with
-`-n 2`, against an external server with `--ebbdb-uri`, and with `--ebbdb-dbpath` for a post-mortem.
+`-n 2`, against an external server with `--ebbdb-uri`, and with `--ebbdb-dbpath` for a post-mortem;
+a project whose tests each leave every kind of server state behind (fail point, TTL clock,
+parameters, users, profiling) and find none of the others', in both orders; a failed test's
+section of the server's log; `--ebbdb-export-uri` and `--ebbdb-port`.
 
 The plugin loads the way an installed ebbdb loads it, by its pytest11 entry point: a distribution's
 metadata with the entry point copied from pyproject.toml is put on the subprocess's path (an
@@ -22,6 +25,7 @@ from pymongo import MongoClient
 
 from ebbdb.server.embedded import running_server
 from ebbdb.server.pytest_plugin import redact
+from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.core import portability
 
 pytest_plugins = ["pytester"]
@@ -196,6 +200,15 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.fixture(scope="module")
+def in_process() -> None:
+    """For a test that starts a server in this process: every command module imported first.
+    pytester takes the modules imported during its test out of sys.modules again, and a command
+    module imported there by another (catalog imports capped) would run a second time later and
+    register its commands twice (tests/test_compat_table.py after this file failed so)."""
+    REGISTRY.commands()
+
+
 # -- the entry point -------------------------------------------------------------------------------
 
 
@@ -249,7 +262,7 @@ def test_one_server_per_xdist_worker_and_their_kept_data(
 
 
 def test_against_an_external_server(
-    pytester: pytest.Pytester, project: Path, tmp_path: Path
+    in_process: None, pytester: pytest.Pytester, project: Path, tmp_path: Path
 ) -> None:
     """--ebbdb-uri: the same fixtures against a server the plugin did not start. This one has no
     test commands, as MongoDB has none: the tests that use ebbdb_clock are skipped with the
@@ -309,7 +322,7 @@ def test_passes(mongo_client):
 
 
 def test_dbpath_keeps_what_a_failed_test_left(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    in_process: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pytester.makepyfile(test_app=POSTMORTEM)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(_pythonpath(ROOT)))
@@ -334,6 +347,159 @@ def test_dbpath_and_uri_together_are_refused(pytester: pytest.Pytester) -> None:
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --ebbdb-dbpath is the data path of the server *"])
+
+
+# -- a clean server before each test ---------------------------------------------------------------
+
+#: A project whose every test first checks that the server is as it started, then leaves behind
+#: every kind of state a test can: whichever runs second proves the first's undone at its setup.
+#: The tests reach the server through different fixtures (clients, the URI alone, the clock).
+LEAKS_CONFTEST = """
+import pytest
+from pymongo.errors import OperationFailure
+
+TEST_COMMANDS = {test_commands!r}
+
+
+def assert_clean(client):
+    admin = client.admin
+    if TEST_COMMANDS:
+        assert client.shop.items.count_documents({{}}) == 0  # no fail point
+        assert admin.command("ttlClock")["offsetMillis"] == 0
+    assert admin.command("getParameter", 1, ttlMonitorSleepSecs=1)["ttlMonitorSleepSecs"] == 60
+    assert admin.command("getParameter", 1, syncdelay=1)["syncdelay"] == 60.0
+    assert admin.command("usersInfo", {{"forAllDBs": True}})["users"] == []
+    assert client.shop.command("profile", -1)["was"] == 0
+    assert client.other.command("profile", -1)["was"] == 0
+
+
+def leak(client):
+    admin = client.admin
+    if TEST_COMMANDS:
+        admin.command(
+            "configureFailPoint",
+            "failCommand",
+            mode="alwaysOn",
+            # Not NotWritablePrimary, which would cost the driver a rediscovery.
+            data={{"failCommands": ["aggregate", "count"], "errorCode": 2}},
+        )
+        with pytest.raises(OperationFailure) as failed:
+            client.shop.items.count_documents({{}})
+        assert failed.value.code == 2
+        assert admin.command("ttlClock", advanceSeconds=86400)["offsetMillis"] == 86_400_000
+    admin.command("setParameter", 1, ttlMonitorSleepSecs=5)
+    admin.command("setParameter", 1, syncdelay=7)
+    client.shop.command("createUser", "ada", pwd="secret", roles=[])
+    admin.command("createUser", "boss", pwd="secret", roles=["root"])
+    client.shop.command("profile", 2)
+    client.other.command("profile", 1, slowms=0)
+    assert len(admin.command("usersInfo", {{"forAllDBs": True}})["users"]) == 2
+"""
+
+LEAKS_TESTS = """
+import datetime
+
+from pymongo import MongoClient
+
+from conftest import TEST_COMMANDS, assert_clean, leak
+
+
+def test_with_a_client(mongo_client):
+    assert_clean(mongo_client)
+    leak(mongo_client)
+
+
+def test_with_the_uri_alone(ebbdb_uri):
+    with MongoClient(ebbdb_uri) as client:
+        assert_clean(client)
+        leak(client)
+
+
+def test_with_the_clock(request, ebbdb_uri):
+    if TEST_COMMANDS:  # ebbdb_clock; its own reset after the test comes too late for this one
+        clock = request.getfixturevalue("ebbdb_clock")
+        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        assert abs(clock.now() - now) < datetime.timedelta(seconds=60)
+    with MongoClient(ebbdb_uri) as client:
+        assert_clean(client)
+        leak(client)
+"""
+
+LEAKS = ("test_with_a_client", "test_with_the_uri_alone", "test_with_the_clock")
+
+
+def leaks_project(pytester: pytest.Pytester, test_commands: bool) -> None:
+    pytester.makeconftest(LEAKS_CONFTEST.format(test_commands=test_commands))
+    pytester.makepyfile(test_leaks=LEAKS_TESTS)
+
+
+def run_leaks_both_ways(pytester: pytest.Pytester, *args: str) -> None:
+    """The project's tests in file order, then in the reverse order: all pass both times."""
+    for order in (LEAKS, LEAKS[::-1]):
+        result = _run(pytester, "-p", PLUGIN, "-v", *args, *(f"test_leaks.py::{t}" for t in order))
+        result.assert_outcomes(passed=len(LEAKS))
+        result.stdout.fnmatch_lines([f"test_leaks.py::{t} PASSED*" for t in order])
+
+
+def test_each_test_starts_from_a_clean_server(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(conftest="")
+    leaks_project(pytester, test_commands=True)
+    run_leaks_both_ways(pytester)
+
+
+FAILING = """
+import logging
+import os
+
+URI_AT_IMPORT = os.environ.get({name!r})
+
+
+def test_the_uri_is_exported(ebbdb_server, ebbdb_uri):
+    assert URI_AT_IMPORT == ebbdb_uri == os.environ[{name!r}]
+    assert ebbdb_server.embedded.port == {port}
+
+
+def test_fails(mongo_client):
+    mongo_client.shop.command("profile", 0, slowms=250)
+    logging.getLogger("ebbdb.command").warning("logged by the test itself")
+    assert False, "the app did something wrong"
+"""
+
+
+def test_a_failed_test_gets_the_servers_log_and_the_uri_is_exported(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--ebbdb-export-uri: the URI is in MONGODB_URI when test modules are imported; --ebbdb-port
+    fixes the port. A failed test's report has what the server logged in a section of its own;
+    connection lines are nowhere, and the server writes nothing on stderr."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(_pythonpath(ROOT)))
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    port = _free_port()
+    pytester.makepyfile(test_app=FAILING.format(name="MONGODB_URI", port=port))
+    result = _run(pytester, "-p", PLUGIN, "--ebbdb-export-uri", "--ebbdb-port", str(port), "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    section = out.split("Captured ebbdb log call", 1)[1].split("\n", 1)[1]
+    assert "Profiler settings changed on shop: level 0 -> 0, slowms 100 -> 250" in section
+    assert "connection accepted" not in out and "client metadata" not in out
+    # pytest's own capture has the test's own line through ebbdb's logger, and none of the
+    # server's; the server wrote nothing on stderr.
+    captured = out.split("Captured log call", 1)[1].split("Captured ebbdb log", 1)[0]
+    assert "logged by the test itself" in captured and "Profiler" not in captured
+    assert "Captured log setup" not in out and "Captured stderr" not in out
+    # With a name, and from the ini file: the same.
+    pytester.makepyfile(test_app=FAILING.format(name="APP_DB_URL", port=port + 1))
+    pytester.makeini(f"[pytest]\nebbdb_export_uri = APP_DB_URL\nebbdb_port = {port + 1}\n")
+    _run(pytester, "-p", PLUGIN).assert_outcomes(passed=1, failed=1)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from ebbdb.server.embedded import ServerThread
 from ebbdb.server.pytest_plugin import REPLSET_NAME
+from tests.test_pytest_plugin import in_process
 
 pytest_plugins = ["pytester"]
 
@@ -23,6 +24,7 @@ RUN_TIMEOUT = 90.0
 TESTS = """
 import pytest
 from pymongo import MongoClient
+from pymongo.errors import OperationFailure
 
 
 @pytest.mark.ebbdb_replset
@@ -54,6 +56,32 @@ async def test_c_async_clients_too(async_mongo_db):
 def test_d_an_unmarked_test(mongo_client, ebbdb_uri):
     hello = mongo_client.admin.command("hello")
     assert hello.get("setName") == EXPECTED_SET_NAME
+
+
+@pytest.mark.ebbdb_replset
+def test_f_leaves_state_behind(mongo_client):
+    admin = mongo_client.admin
+    try:
+        admin.command(
+            "configureFailPoint",
+            "failCommand",
+            mode="alwaysOn",
+            data={"failCommands": ["aggregate"], "errorCode": 10107},
+        )
+    except OperationFailure as exc:
+        assert exc.code == 59  # a server without test commands
+    admin.command("setParameter", 1, transactionLifetimeLimitSeconds=5)
+    mongo_client.app.command("createUser", "ada", pwd="secret", roles=[])
+
+
+@pytest.mark.ebbdb_replset
+def test_g_finds_the_replica_set_clean(mongo_client):
+    assert mongo_client.app.items.count_documents({}) == 0
+    admin = mongo_client.admin
+    assert admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)[
+        "transactionLifetimeLimitSeconds"
+    ] == 60
+    assert admin.command("usersInfo", {"forAllDBs": True})["users"] == []
 
 
 def test_e_the_replica_sets_uri(ebbdb_replset_uri):
@@ -90,7 +118,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_the_marker_gives_a_test_a_replica_set(project: pytest.Pytester) -> None:
     _write_tests(project, None)  # unmarked tests keep the standalone server
     result = _run(project, "-v")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=7)
     help_text = project.runpytest_subprocess("-p", PLUGIN, "--markers", timeout=RUN_TIMEOUT)
     help_text.stdout.fnmatch_lines(["@pytest.mark.ebbdb_replset: the test's ebbdb clients *"])
 
@@ -103,16 +131,17 @@ def test_the_option_makes_the_session_server_a_replica_set(project: pytest.Pytes
         "    assert ebbdb_uri.endswith('/?replicaSet=rs0')\n"
     )
     result = _run(project, "--ebbdb-replset")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=8)
 
 
+@pytest.mark.usefixtures(in_process.__name__)  # the servers run in this process
 def test_against_external_servers(project: pytest.Pytester, tmp_path: Path) -> None:
     standalone = ServerThread(str(tmp_path / "standalone")).start()
     replset = ServerThread(str(tmp_path / "replset"), repl_set="rs0").start()
     try:
         _write_tests(project, None)
         result = _run(project, "-rs", "--ebbdb-uri", standalone.uri)
-        result.assert_outcomes(passed=1, skipped=4)
+        result.assert_outcomes(passed=1, skipped=6)
         result.stdout.fnmatch_lines(
             [
                 f"SKIPPED [[]*[]] *: the server at {standalone.uri} is not a replica set's "
@@ -122,7 +151,7 @@ def test_against_external_servers(project: pytest.Pytester, tmp_path: Path) -> N
         )
         _write_tests(project, REPLSET_NAME)
         result = _run(project, "--ebbdb-uri", replset.uri)
-        result.assert_outcomes(passed=5)
+        result.assert_outcomes(passed=7)
     finally:
         standalone.stop()
         replset.stop()

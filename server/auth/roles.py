@@ -114,6 +114,7 @@ COMMANDS: dict[str, str] = {
     "ttlClock": CLUSTER_ADMIN,
     "ttlMonitorPass": CLUSTER_ADMIN,
     "configureFailPoint": CLUSTER_ADMIN,
+    "resetTestState": CLUSTER_ADMIN,
     "refreshLogicalSessionCacheNow": CLUSTER_ADMIN,
     "reapLogicalSessionCacheNow": CLUSTER_ADMIN,
     # refused for everyone (server-side JavaScript), after the check a read would pass

@@ -26,7 +26,7 @@ from ebbdb.server.auth.state import CONVERSATION_ID, user_id
 from ebbdb.server.auth.users import User
 from ebbdb.server.context import CommandContext
 from ebbdb.server.errors import CommandError, ErrorCode
-from ebbdb.server.log import log_event
+from ebbdb.server.log import clip, log_event
 from ebbdb.server.registry import REGISTRY
 
 log = logging.getLogger("ebbdb.access")
@@ -52,7 +52,11 @@ def _payload_bytes(payload: Any) -> bytes:
 def _log_attempt(
     ctx: CommandContext, mechanism: str, user: str, db: str, why: str | None = None
 ) -> None:
-    """mongod's line for a login that worked (`why` None) or failed (never with a password)."""
+    """mongod's line for a login that worked (`why` None) or failed (never with a password). The
+    client chose the names and the SCRAM text the reason may quote: each is cut to
+    CLIENT_STRING_BYTES, and the user is named once, so that a failed login of a client not
+    logged in adds about 1 KB to the log at most."""
+    user, db = clip(user), clip(db)
     attr: dict[str, Any] = {
         "mechanism": mechanism,
         "speculative": False,
@@ -74,22 +78,34 @@ def _log_attempt(
             text=text,
         )
         return
+    why = clip(why)
     attr["error"] = why
     text = f"[{conn}] authentication of {user}@{db} with {mechanism} from {ctx.client.peer} failed: {why}"
     log_event(log, logging.INFO, AUTH_FAILED_ID, "Authentication failed", attr, ctx=conn, text=text)
 
 
-def _failed(ctx: CommandContext, mechanism: str, user: str, db: str, why: str) -> CommandError:
-    """18 AuthenticationFailed (the client learns nothing more; the log says why)."""
-    _log_attempt(ctx, mechanism, user, db, why)
+def _failed(
+    ctx: CommandContext, mechanism: str, user: str, db: str, why: str, logged: bool = True
+) -> CommandError:
+    """18 AuthenticationFailed (the client learns nothing more; the log says why, unless not
+    `logged`)."""
+    if logged:
+        _log_attempt(ctx, mechanism, user, db, why)
     return CommandError(ErrorCode.AuthenticationFailed, AUTHENTICATION_FAILED)
 
 
 async def sasl_start(
-    ctx: CommandContext, db: str, mechanism: str, payload: Any, options: Mapping[str, Any] | None
+    ctx: CommandContext,
+    db: str,
+    mechanism: str,
+    payload: Any,
+    options: Mapping[str, Any] | None,
+    speculative: bool = False,
 ) -> dict[str, Any]:
     """Begin a SCRAM conversation as the user the client-first message names in `db`: the
-    server-first message, or an error (18 for an unknown user or a malformed message)."""
+    server-first message, or an error (18 for an unknown user or a malformed message). A
+    `speculative` one (hello's) that fails is not logged: the driver then runs saslStart itself,
+    whose failure is, so that one failed login is one line."""
     auth = ctx.client.auth
     auth.conversation = auth.conversation_user = None
     if mechanism not in MECHANISMS:
@@ -101,10 +117,13 @@ async def sasl_start(
     try:
         name = client_user(data)
     except ScramError as exc:
-        raise _failed(ctx, mechanism, "", db, str(exc)) from None
+        raise _failed(ctx, mechanism, "", db, str(exc), not speculative) from None
     user = await ctx.users.get(ctx.gateway, name, db)
     if user is None:
-        raise _failed(ctx, mechanism, name, db, f'Could not find user "{name}" for db "{db}"')
+        # (mongod's words name the user again: here principalName alone does.)
+        raise _failed(
+            ctx, mechanism, name, db, "UserNotFound: Could not find the user", not speculative
+        )
     if mechanism not in user.credentials:
         raise CommandError(
             ErrorCode.MechanismUnavailable,
@@ -115,7 +134,7 @@ async def sasl_start(
     try:
         first = conversation.start(data)
     except ScramError as exc:
-        raise _failed(ctx, mechanism, name, db, str(exc)) from None
+        raise _failed(ctx, mechanism, name, db, str(exc), not speculative) from None
     conversation.skip_empty = bool((options or {}).get("skipEmptyExchange"))
     auth.conversation, auth.conversation_user = conversation, (name, db)
     return {"conversationId": CONVERSATION_ID, "done": False, "payload": Binary(first), "ok": 1.0}
@@ -204,6 +223,7 @@ async def hello_fields(
                     mechanism,
                     speculative.get("payload"),
                     options if isinstance(options, Mapping) else None,
+                    speculative=True,
                 )
             except CommandError:
                 pass
@@ -221,12 +241,13 @@ def _roles(ctx: CommandContext, command: str, given: list[Any]) -> tuple[tuple[s
     RoleNotFound for a role that does not exist."""
     out: list[tuple[str, str]] = []
     for item in given:
-        if isinstance(item, str):
+        # (By exact type: pymongo's Code, JavaScript, is a str subclass.)
+        if type(item) is str:
             role, db = item, ctx.db
         elif (
             isinstance(item, Mapping)
-            and isinstance(item.get("role"), str)
-            and isinstance(item.get("db"), str)
+            and type(item.get("role")) is str
+            and type(item.get("db")) is str
         ):
             role, db = item["role"], item["db"]
         else:

@@ -98,7 +98,7 @@ def _copy_size(value: Any) -> int:
 
 @dataclass(frozen=True)
 class ConvertToCappedParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     size: Any = arg("size", Kind.NUMBER, required=True)
 
 
@@ -114,7 +114,7 @@ async def convert_to_capped(ctx: CommandContext, p: ConvertToCappedParams) -> di
 
 @dataclass(frozen=True)
 class CloneAsCappedParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     to_collection: str = arg("toCollection", Kind.STRING, required=True)
     size: Any = arg("size", Kind.NUMBER, required=True)
 

@@ -47,16 +47,24 @@ _PAGE = 4096
 class ListDatabasesParams:
     filter: dict[str, Any] | None = arg("filter", Kind.DOC)
     name_only: bool = arg("nameOnly", Kind.BOOL, False)
-    authorized_databases: bool = arg("authorizedDatabases", Kind.BOOL, False)
+    authorized_databases: bool | None = arg("authorizedDatabases", Kind.BOOL)
 
 
 @REGISTRY.command("listDatabases", params=ListDatabasesParams, admin_only=True)
 async def list_databases(ctx: CommandContext, p: ListDatabasesParams) -> dict[str, Any]:
-    """Every database that holds at least one collection, with its size."""
+    """Every database that holds at least one collection (admin, config and local too, once they
+    do), with its size, as mongod lists them; under --auth, those the user may see."""
+    # What exists is what the catalog holds: admin once it has a collection (admin.system.users
+    # with the first user), config once the session refresh wrote config.system.sessions (from
+    # the start on a replica set member: config.system.preimages), local on a replica set member
+    # (its oplog) or once a client writes there. A user who may not list them all sees those its
+    # roles name, and is refused if it asks for all (authorizedDatabases: false), as mongod.
     match = compile_filter(p.filter)
     entries = []
     total = 0
     visible = await visible_databases(ctx.config.auth, ctx.users, ctx.gateway, ctx.client.auth)
+    if visible is not None and p.authorized_databases is False:
+        raise CommandError(ErrorCode.Unauthorized, "Insufficient permissions to list all databases")
     for db in ctx.gateway.engine.databases():
         if visible is not None and db.name not in visible:
             continue
@@ -138,7 +146,7 @@ _NOT_YET = Unsupported("create option '{field}' is not supported yet", accept=(F
 
 @dataclass(frozen=True)
 class CreateParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     options: dict[str, Any] | None = arg(REST, Kind.ANY, only=_CREATE_OPTIONS)
     capped: bool | None = arg("capped", Kind.BOOL, nullable=True)
     size: Any = arg("size", Kind.NUMBER, nullable=True)
@@ -201,7 +209,7 @@ def _with_collation(options: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DropParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
 
 
 @REGISTRY.command("drop", params=DropParams, writes=True)
@@ -252,7 +260,7 @@ class CollModIndex:
 
 @dataclass(frozen=True)
 class CollModParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     index: CollModIndex | None = arg("index", Kind.DOC, of=CollModIndex)
     validation: ValidationOptions = group(ValidationOptions)
     view_on: str | None = arg("viewOn", Kind.STRING)

@@ -4,14 +4,17 @@ connectionStatus."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import bson
 
 from ebbdb.protocol import MAX_MESSAGE_SIZE
 from ebbdb.server import version
 from ebbdb.server.arguments import MAX_WRITE_BATCH_SIZE, Kind, NoParams, arg
 from ebbdb.server.context import CommandContext
-from ebbdb.server.errors import CodedError
+from ebbdb.server.errors import CodedError, CommandError, ErrorCode
 from ebbdb.server.registry import REGISTRY
 from ebbdb.storage.core.documents import MAX_DOCUMENT_SIZE
 
@@ -28,10 +31,57 @@ class HelloParams:
     max_await_ms: int | None = arg("maxAwaitTimeMS", Kind.INT)
 
 
+#: mongod's limits on the `client` document of a handshake (its ClientMetadata::parse): the
+#: whole document (mongod's own; a mongos allows 512), and the application name.
+MAX_CLIENT_METADATA_BYTES = 1024
+MAX_APP_NAME_BYTES = 128
+#: The sub-documents a `client` document may carry, and the string fields mongod checks in each.
+_METADATA_STRINGS = {"application": ("name",), "driver": ("name", "version"), "os": ("type",)}
+
+
+def check_client_metadata(doc: Mapping[str, Any]) -> None:
+    """Refuse a `client` document as mongod does: past MAX_CLIENT_METADATA_BYTES 185
+    ClientMetadataDocumentTooLarge, an application name past MAX_APP_NAME_BYTES 184
+    ClientMetadataAppNameTooLarge, a sub-document or a checked field of the wrong type 14
+    (mongod's words, "less then" included). mongod also requires `driver` and `os` (183); that
+    is not enforced, as some tools leave `os` out."""
+    size = len(bson.encode(doc))
+    if size > MAX_CLIENT_METADATA_BYTES:
+        raise CommandError(
+            ErrorCode.ClientMetadataDocumentTooLarge,
+            "The client metadata document must be less then or equal to "
+            f"{MAX_CLIENT_METADATA_BYTES}bytes",
+        )
+    for part, fields in _METADATA_STRINGS.items():
+        if part not in doc:
+            continue
+        sub = doc[part]
+        if not isinstance(sub, Mapping):
+            raise CommandError(
+                ErrorCode.TypeMismatch,
+                f"The '{part}' field is required to be a BSON document in the client metadata "
+                "document",
+            )
+        for field in fields:
+            if field in sub and type(sub[field]) is not str:
+                raise CommandError(
+                    ErrorCode.TypeMismatch,
+                    f"The '{part}.{field}' field must be a string in the client metadata document",
+                )
+    name = doc.get("application", {}).get("name", "")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_APP_NAME_BYTES:
+        raise CommandError(
+            ErrorCode.ClientMetadataAppNameTooLarge,
+            f"The 'application.name' field must be less then or equal to {MAX_APP_NAME_BYTES} "
+            "bytes in the client metadata document",
+        )
+
+
 @REGISTRY.command("hello", "isMaster", "ismaster", params=HelloParams, lenient=True)
 async def hello(ctx: CommandContext, p: HelloParams) -> dict[str, Any]:
     """Describe this server to a connecting client (a standalone, writable primary)."""
     if p.client is not None and ctx.client.metadata is None:
+        check_client_metadata(p.client)
         ctx.client.metadata = dict(p.client)
     primary_field = "isWritablePrimary" if ctx.command == "hello" else "ismaster"
     replica_set = ctx.replica_set
@@ -89,7 +139,15 @@ async def ping(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
 
 @REGISTRY.command("buildInfo", "buildinfo", lenient=True)
 async def build_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
-    """The MongoDB version ebbdb speaks as, and ebbdb's own version under `ebbdb`."""
+    """The MongoDB version ebbdb speaks as, in mongod's fields and types, what it was built with
+    (the Python that runs it, the OpenSSL its ssl module links), and ebbdb's own version under
+    `ebbdb`."""
+    # Imported here: every client's first command loads this module, few ask for buildInfo.
+    import platform
+    import ssl
+    import sys
+
+    machine = platform.machine()
     return {
         "version": version.MONGODB_VERSION,
         "gitVersion": "ebbdb-" + version.EBBDB_VERSION,
@@ -98,12 +156,24 @@ async def build_info(ctx: CommandContext, p: NoParams) -> dict[str, Any]:
         "javascriptEngine": "none",
         "sysInfo": "deprecated",
         "versionArray": list(version.MONGODB_VERSION_ARRAY),
-        "bits": 64,
+        "openssl": {"running": ssl.OPENSSL_VERSION, "compiled": ssl.OPENSSL_VERSION},
+        "buildEnvironment": {
+            "distmod": "",
+            "distarch": machine,
+            "cc": platform.python_compiler(),
+            "ccflags": "",
+            "cxx": platform.python_compiler(),
+            "cxxflags": "",
+            "linkflags": "",
+            "target_arch": machine,
+            "target_os": platform.system().lower(),
+            "cppdefines": "",
+        },
+        "bits": 64 if sys.maxsize > 2**32 else 32,
         "debug": False,
         "maxBsonObjectSize": MAX_DOCUMENT_SIZE,
         "storageEngines": ["lmdb"],
-        "buildEnvironment": {},
-        "ebbdb": {"version": version.EBBDB_VERSION},
+        "ebbdb": {"version": version.EBBDB_VERSION, "python": platform.python_version()},
         "ok": 1.0,
     }
 

@@ -69,7 +69,7 @@ class HangBeforeCommit:
 
 @dataclass(frozen=True)
 class CreateIndexesParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     indexes: tuple[dict[str, Any], ...] = arg("indexes", Kind.DOCS, required=True)
     commit_quorum: Any = arg("commitQuorum", Kind.ANY)
 
@@ -230,7 +230,7 @@ async def run_build(gateway: Gateway, build: IndexBuild, meter: Meter) -> Create
 
 @dataclass(frozen=True)
 class ListIndexesParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     cursor: dict[str, Any] | None = arg("cursor", Kind.DOC)
 
 
@@ -255,7 +255,7 @@ async def list_indexes(ctx: CommandContext, p: ListIndexesParams) -> dict[str, A
 
 @dataclass(frozen=True)
 class DropIndexesParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     index: str | dict[str, Any] | list[str] = arg(
         "index", Kind.STRING_OR_DOC_OR_STRINGS, required=True, mismatch=TERSE_MISMATCH
     )

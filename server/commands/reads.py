@@ -48,7 +48,7 @@ _BATCH_SIZE = NonNegative("BatchSize value must be non-negative, but received: {
 
 @dataclass(frozen=True)
 class FindParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     filter: dict[str, Any] | None = arg("filter", Kind.DOC)
     projection: dict[str, Any] | None = arg("projection", Kind.DOC)
     sort: dict[str, Any] | None = arg("sort", Kind.DOC)
@@ -239,7 +239,7 @@ async def next_batch(
 
 @dataclass(frozen=True)
 class KillCursorsParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     cursors: list[Int64] = arg("cursors", Kind.CURSOR_IDS, required=True)
 
 
@@ -267,7 +267,7 @@ async def kill_cursors(ctx: CommandContext, p: KillCursorsParams) -> dict[str, A
 
 @dataclass(frozen=True)
 class CountParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     query: dict[str, Any] | None = arg("query", Kind.DOC)
     limit: int = arg("limit", Kind.INT, 0)
     hint: Any = arg("hint", Kind.STRING_OR_DOC)
@@ -322,7 +322,7 @@ async def _count_on_view(ctx: CommandContext, p: CountParams) -> int:
 
 @dataclass(frozen=True)
 class DistinctParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     key: str = arg("key", Kind.STRING, required=True)
     query: dict[str, Any] | None = arg("query", Kind.DOC)
     collation: dict[str, Any] | None = arg("collation", Kind.COLLATION)

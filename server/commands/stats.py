@@ -100,7 +100,7 @@ _STORAGE_STATS_SPEC = ("scale", "verbose", "waitForLock", "numericOnly")
 
 @dataclass(frozen=True)
 class CollStatsParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     spec: dict[str, Any] | None = arg(REST, Kind.ANY, only=_STORAGE_STATS_SPEC)
     validation_level: str | None = arg("validationLevel", Kind.STRING)
 

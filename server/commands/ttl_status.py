@@ -26,7 +26,7 @@ _LARGEST_EXAMPLE = 1024
 
 @dataclass(frozen=True)
 class TtlStatusParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
 
 
 @REGISTRY.command("ttlStatus", params=TtlStatusParams)

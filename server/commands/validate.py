@@ -30,7 +30,7 @@ _ADVICE = (
 
 @dataclass(frozen=True)
 class ValidateParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION_BY_HAND, required=True)
     full: bool = arg("full", Kind.BOOL, False)
     background: bool = arg("background", Kind.BOOL, False)
     repair: bool = arg("repair", Kind.BOOL, False)

@@ -92,7 +92,7 @@ class StatementsParams:
     """The fields update and delete share besides their statements (MongoDB's
     WriteCommandRequestBase, with `let`); each adds its statements' field."""
 
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     ordered: bool = arg("ordered", Kind.BOOL, True)
     let: dict[str, Any] | None = arg("let", Kind.DOC)
     bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
@@ -321,7 +321,7 @@ SMALL_BYTES = 256 * 1024
 
 @dataclass(frozen=True)
 class InsertParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     documents: tuple[bytes, ...] = arg("documents", Kind.RAW_DOCS, required=True, check=WRITE_BATCH)
     ordered: bool = arg("ordered", Kind.BOOL, True)
     bypass_document_validation: bool = arg("bypassDocumentValidation", Kind.BOOL, False)
@@ -400,9 +400,14 @@ async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) 
     runs of consecutive statements."""
     engine = ctx.gateway.engine
 
-    def piece(start: int, stop: int, now_ms: int) -> list[tuple[int, StorageError]]:
+    def piece(
+        start: int, stop: int, now_ms: int, pending: dict[int, retryable_writes.Executed]
+    ) -> list[tuple[int, StorageError]]:
         """Insert documents [start, stop), each recorded as executed, and the session's record:
-        one storage write (one slice). Returns the failures."""
+        one storage write (one slice). Returns the failures. `pending`: the statements executed
+        before it, restored first, since the writer may run the slice again (and a second run
+        may insert fewer: the disk refused it)."""
+        retry.pending = dict(pending)
         retry.begin_statement(start)  # the documents are statements start, start + 1, ...
         result = engine.insert(
             ctx.db,
@@ -429,11 +434,8 @@ async def _insert_retryable(ctx: CommandContext, p: InsertParams, retry: Retry) 
         reached = len(p.documents)  # an ordered insert stops at its first failure
         for run_start, run_stop in retry.unexecuted(len(p.documents)):
             for start, stop in writes.insert_slices(p.documents, run_start, run_stop):
-                failed = (
-                    piece(start, stop, now_ms)
-                    if slicer is None
-                    else slicer(functools.partial(piece, start, stop, now_ms))
-                )
+                step = functools.partial(piece, start, stop, now_ms, dict(retry.pending))
+                failed = step() if slicer is None else slicer(step)
                 errors += [write_error(i, exc) for i, exc in failed]
                 if failed and p.ordered:
                     reached = failed[0][0]
@@ -585,7 +587,7 @@ async def _delete(ctx: CommandContext, p: DeleteParams, retry: Retry | None) -> 
 
 @dataclass(frozen=True)
 class FindAndModifyParams:
-    collection: str = arg(COMMAND_VALUE, Kind.STRING, required=True)
+    collection: str = arg(COMMAND_VALUE, Kind.COLLECTION, required=True)
     query: dict[str, Any] | None = arg("query", Kind.DOC)
     sort: dict[str, Any] | None = arg("sort", Kind.DOC)
     remove: bool = arg("remove", Kind.BOOL, False)

@@ -54,17 +54,21 @@ def _safe_int(value: Any, path: str) -> int:
 class Kind(enum.Enum):
     """What a field takes: `test` says whether a value is of it, `expected` is how MongoDB's IDL
     names it in a 14 TypeMismatch, and `convert` (value, path) -> argument, if set, how the IDL
-    converts the value."""
+    converts the value. A string is one by exact type: pymongo's Code (JavaScript) is a str
+    subclass."""
 
-    STRING = ("type 'string'", lambda v: isinstance(v, str))
+    STRING = ("type 'string'", lambda v: type(v) is str)
     OBJECT = ("type 'object'", lambda v: isinstance(v, Mapping))
     ARRAY = ("type 'array'", lambda v: isinstance(v, list))
     BOOL = ("type 'bool'", lambda v: isinstance(v, bool))
     NUMBER = ("types '[long, int, decimal, double]'", is_number)
     INT = ("types '[long, int, decimal, double]'", is_number, _safe_int)  # IDL's safeInt
-    STRING_OR_OBJECT = ("type 'string or object'", lambda v: isinstance(v, (str, Mapping)))
+    STRING_OR_OBJECT = (
+        "type 'string or object'",
+        lambda v: type(v) is str or isinstance(v, Mapping),
+    )
     #: An array of strings; a wrong item is reported as the whole array's wrong type.
-    STRINGS = ("type 'array'", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v))
+    STRINGS = ("type 'array'", lambda v: isinstance(v, list) and all(type(s) is str for s in v))
 
     def __init__(
         self,

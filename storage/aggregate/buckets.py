@@ -21,9 +21,18 @@ from ebbdb.storage.aggregate.grouping import (
     output_accumulators,
 )
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
+from ebbdb.storage.core.footprint import footprint
+from ebbdb.storage.core.interrupt import current
+from ebbdb.storage.core.memory import bound
 from ebbdb.storage.core.values import INT32_MAX, INT32_MIN, is_number, render, to_float, type_name
+from ebbdb.storage.execution.spill import Sorter, dump_document, load_document
 from ebbdb.storage.query.compare import compare, is_nan, number_value
-from ebbdb.storage.query.expressions import Expression, compile_accumulator, compile_expression
+from ebbdb.storage.query.expressions import (
+    Accumulator,
+    Expression,
+    compile_accumulator,
+    compile_expression,
+)
 from ebbdb.storage.query.paths import MISSING
 
 # -- granularity -------------------------------------------------------------------------------------
@@ -148,6 +157,9 @@ def round_granularity(name: str, value: Any, up: bool) -> Any:
     return Decimal128(decimal.Decimal(rounded)) if isinstance(value, Decimal128) else rounded
 
 
+#: A sorted row's own dict ({k, d}).
+_ROW_BYTES = 184
+
 # -- the stage ---------------------------------------------------------------------------------------
 
 
@@ -158,58 +170,107 @@ class BucketAuto(Stage, name="$bucketAuto"):
     granularity: str | None
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        keyed: list[tuple[Any, Doc]] = [(self._key(d, ctx), d) for d in docs]
-        if not keyed:
-            return
+        # mongod's $bucketAuto sorts its input by the groupBy value (a blocking sort: past its
+        # limit spilled, or 292 without disk use), then cuts the sorted stream into buckets.
         collation = ctx.collation
 
-        def order(a: tuple[Any, Doc], b: tuple[Any, Doc]) -> int:
+        def order(a: Any, b: Any) -> int:
             if collation is None:
-                return compare(a[0], b[0])
-            return compare(collation.collate(a[0]), collation.collate(b[0]))
+                return compare(a, b)
+            return compare(collation.collate(a), collation.collate(b))
 
-        keyed.sort(key=functools.cmp_to_key(order))
+        by_key = functools.cmp_to_key(order)
+        sorter: Sorter[Doc] = Sorter(
+            lambda row: by_key(row["k"]),
+            ctx.limits,
+            dump_document,
+            load_document,
+            what="$bucketAuto",
+        )
+        n = 0
+        try:
+            for doc in docs:
+                key = self._key(doc, ctx)
+                row = {"k": key, "d": doc}
+                sorter.add(row, row, footprint(doc) + _ROW_BYTES)  # the sorter counts the key
+                n += 1
+        except BaseException:
+            sorter.close()
+            raise
+        rows = sorter.result()
+        try:
+            yield from self._buckets(rows, n, ctx)
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+
+    def _buckets(self, rows: Iterator[Doc], n: int, ctx: Context) -> Iterator[Doc]:
+        """The buckets of the `n` rows ({k: groupBy value, d: document}) in `rows`' order."""
+        if not n:
+            return
         # MongoDB's std::round (halves away from zero), and at least one document a bucket.
-        size = max(math.floor(len(keyed) / self.buckets + 0.5), 1)
-        i = 0
-        previous_max: Any = MISSING
-        for number in range(1, self.buckets + 1):
-            if i >= len(keyed):
-                return
-            start = i
-            last = number == self.buckets
-            i += 1
-            while i < len(keyed) and (i - start < size or last):
-                i += 1
-            low, high = keyed[start][0], keyed[i - 1][0]
-            if self.granularity is not None:
-                low = (
-                    round_granularity(self.granularity, low, False)
-                    if previous_max is MISSING
-                    else previous_max
-                )
-                boundary = round_granularity(self.granularity, high, True)
-                while i < len(keyed) and (
-                    compare(boundary, keyed[i][0]) > 0 or compare(high, keyed[i][0]) == 0
-                ):
-                    high = keyed[i][0]
-                    i += 1
-                if to_float(boundary) == 0.0 and i < len(keyed):
-                    high = round_granularity(self.granularity, keyed[i][0], False)
+        size = max(math.floor(n / self.buckets + 0.5), 1)
+        ahead: list[Doc] = []  # the next row, once looked at
+
+        def peek() -> Doc | None:
+            if not ahead:
+                row = next(rows, None)
+                if row is None:
+                    return None
+                ahead.append(row)
+            return ahead[0]
+
+        tracker = current.get().memory.child("$bucketAuto")
+        variables = ctx.variables
+        try:
+            previous_max: Any = MISSING
+            for number in range(1, self.buckets + 1):
+                if peek() is None:
+                    return
+                last = number == self.buckets
+                accs = bound(tracker, lambda: [factory() for _, factory in self.fields])
+
+                def take(accs: list[Accumulator] = accs) -> Any:
+                    row = ahead.pop()
+                    for acc in accs:
+                        acc.add(row["d"], variables)
+                    return row["k"]
+
+                low = high = take()
+                taken = 1
+                while (taken < size or last) and peek() is not None:
+                    high = take()
+                    taken += 1
+                if self.granularity is not None:
+                    low = (
+                        round_granularity(self.granularity, low, False)
+                        if previous_max is MISSING
+                        else previous_max
+                    )
+                    boundary = round_granularity(self.granularity, high, True)
+                    nxt = peek()
+                    while nxt is not None and (
+                        compare(boundary, nxt["k"]) > 0 or compare(high, nxt["k"]) == 0
+                    ):
+                        high = take()
+                        nxt = peek()
+                    if to_float(boundary) == 0.0 and nxt is not None:
+                        high = round_granularity(self.granularity, nxt["k"], False)
+                    else:
+                        high = boundary
                 else:
-                    high = boundary
-            else:
-                while i < len(keyed) and compare(high, keyed[i][0]) == 0:
-                    i += 1
-                if i < len(keyed):
-                    high = keyed[i][0]
-            previous_max = high
-            accs = [factory() for _, factory in self.fields]
-            for _, doc in keyed[start:i]:
-                for acc in accs:
-                    acc.add(doc, ctx.variables)
-            out = _group_output({"min": low, "max": high}, accs, self.fields)
-            yield out
+                    nxt = peek()
+                    while nxt is not None and compare(high, nxt["k"]) == 0:
+                        take()
+                        nxt = peek()
+                    if nxt is not None:
+                        high = nxt["k"]
+                previous_max = high
+                yield _group_output({"min": low, "max": high}, accs, self.fields)
+                tracker.set(0)
+        finally:
+            tracker.close()
 
     def _key(self, doc: Doc, ctx: Context) -> Any:
         key = self.group_by(doc, ctx.variables)

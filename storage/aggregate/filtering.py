@@ -31,7 +31,7 @@ class Match(Stage, name="$match"):
 
     @classmethod
     def of(cls, flt: dict[str, Any], defined: frozenset[str] = frozenset()) -> Match:
-        parsed = parse_filter(flt, dict.fromkeys(defined))
+        parsed = parse_filter(flt, dict.fromkeys(defined), javascript=False)
         if near_leaves(parsed.tree):
             # Proximity sorts: only find (and $geoNear) can, never a pipeline's $match.
             raise error(5626500, NEAR_REFUSED)

@@ -1,11 +1,12 @@
 """Stages that fill gaps: $densify (new documents for the missing steps of a numeric or date
-sequence) and $fill (null and missing values set from an expression, the last value seen, or a
-linear interpolation), with MongoDB 7.0's checks and codes.
+sequence, generated as they are asked for, at most internalQueryMaxAllowedDensifyDocs) and $fill
+(null and missing values set from an expression, the last value seen, or a linear interpolation),
+with MongoDB 7.0's checks and codes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg, extract
 from ebbdb.storage.aggregate.fields import field_path, get_path, group_key, with_path
-from ebbdb.storage.aggregate.ordering import Sort
+from ebbdb.storage.aggregate.ordering import Sort, sort_docs
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.aggregate.windows import (
     Partition,
@@ -22,21 +23,43 @@ from ebbdb.storage.aggregate.windows import (
     add_numbers,
     parse_partition,
     parse_sort_by,
+    partitions,
 )
 from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.footprint import DICT_ENTRY, LIST_SLOT, footprint
+from ebbdb.storage.core.interrupt import checkpoint, current
 from ebbdb.storage.core.values import is_number, to_float, type_name
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import RANK_DATE, compare, date_ms, number_value, rank
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.query.sort import SortSpec, sort_documents
+from ebbdb.storage.query.sort import SortSpec
 
 # -- $densify ----------------------------------------------------------------------------------------
 
 _FULL, _PARTITION = "full", "partition"
 
+#: A partition's state (_Line, its slots) and its entry in the table of "full" bounds.
+_LINE_BYTES = 72 + DICT_ENTRY
+
+
+def too_many_generated(generated: int, limit: int) -> QueryError:
+    """5897900, mongod's words for a $densify past internalQueryMaxAllowedDensifyDocs."""
+    return error(
+        5897900,
+        f"Generated {generated} documents in $densify, which is over the limit of {limit}."
+        " Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated"
+        " documents",
+    )
+
 
 class Densify(Stage, name="$densify"):
+    """$densify as mongod runs it: a sort on the partition fields (left out for "full" bounds)
+    and the field, then a stage that streams, holding one partition's place in its sequence (or,
+    for "full" bounds with partitions, one per partition) and generating each missing step as it
+    is asked for. Past the operation's `densify_docs` generated documents, 5897900; past its
+    `densify_bytes` of partition state, 6007200."""
+
     field: tuple[str, ...]
     partition_fields: tuple[tuple[str, ...], ...]
     step: Any
@@ -44,35 +67,22 @@ class Densify(Stage, name="$densify"):
     bounds: Any  # "full", "partition" or (lower, upper) as numbers or milliseconds
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        rows = list(docs)
-        valued: list[Doc] = []
-        for doc in rows:
-            value = get_path(doc, self.field)
-            if value is MISSING or value is None:
-                yield doc  # nothing to densify: MongoDB passes it through (it sorts first)
-            else:
-                self._value(value)
-                valued.append(doc)
-        groups: dict[Any, list[Doc]] = {}
-        for doc in valued:
-            key = tuple(group_key(get_path(doc, p)) for p in self.partition_fields)
-            groups.setdefault(key, []).append(doc)
-        out: list[Doc] = []
-        everything = [self._value(get_path(d, self.field)) for d in valued]
-        for members in groups.values():
-            values = [self._value(get_path(d, self.field)) for d in members]
-            if self.bounds == _FULL:
-                lo, hi = min(everything, key=_Num), max(everything, key=_Num)
-            elif self.bounds == _PARTITION:
-                lo, hi = min(values, key=_Num), max(values, key=_Num)
-            else:
-                lo, hi = self.bounds
-            out.extend(self._densify(members, lo, hi))
-        keys = [(p, 1) for p in self.partition_fields] if self.bounds != _FULL else []
-        spec = SortSpec((*keys, (self.field, 1)))
-        yield from sort_documents([(d, d) for d in out], spec, ctx.collation)
+        keys = [] if self.bounds == _FULL else [(p, 1) for p in self.partition_fields]
+        ordered = sort_docs(_ticking(docs), SortSpec((*keys, (self.field, 1))), ctx, "$densify")
+        run = _Run(self, ctx)
+        limit = ctx.limits.densify_docs  # read once, as mongod reads it when the stage is made
+        try:
+            for doc in run.stream(ordered):
+                yield doc
+                # mongod checks the count when the next document is asked for: the documents
+                # up to the limit are output, and a $limit after the stage may stop before it.
+                if run.generated > limit:
+                    raise too_many_generated(run.generated, limit)
+        finally:
+            run.close()
+            _close(ordered)
 
-    def _value(self, value: Any) -> Any:
+    def value(self, value: Any) -> Any:
         """The densified field's value as a number or milliseconds, with MongoDB's checks."""
         if rank(value) == RANK_DATE:
             if self.unit is None:
@@ -91,50 +101,176 @@ class Densify(Stage, name="$densify"):
             )
         return number_value(value)
 
-    def _next(self, value: Any) -> Any:
-        if self.unit is not None:
-            return dates.date_add(value, self.unit, int(to_float(self.step)), dates.UTC)
-        return add_numbers(value, number_value(self.step))
 
-    def _densify(self, members: list[Doc], lo: Any, hi: Any) -> list[Doc]:
-        """The partition's documents with a new one for each step from `lo` below `hi` that no
-        document holds (values off the steps do not move them)."""
+def _close(it: Iterator[Any]) -> None:
+    """Close a generator the stage stopped reading (what it holds is given back now)."""
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
+
+
+def _ticking(docs: Iterator[Doc]) -> Iterator[Doc]:
+    for doc in docs:
+        checkpoint()
+        yield doc
+
+
+class _Line:
+    """One partition's place in its sequence: `next`, the next value on the step that is neither
+    output nor generated (None before the sequence starts); `last`, the last value on the step
+    that was (None before); `template`, the partition's fields, which generated documents
+    start from."""
+
+    __slots__ = ("last", "next", "template")
+
+    def __init__(self, template: Doc, start: Any) -> None:
+        self.template = template
+        self.next = start
+        self.last: Any = None
+
+
+class _Run:
+    """One run of a Densify: its partitions' state, charged to a tracker, and the count of what
+    it generated."""
+
+    def __init__(self, stage: Densify, ctx: Context) -> None:
+        self.stage = stage
+        self.collation = ctx.collation
+        self.generated = 0
+        self.max_bytes = ctx.limits.densify_bytes
+        self.tracker = current.get().memory.child("$densify", self.max_bytes)
+        unit = stage.unit
+        if unit is not None:
+            amount = int(to_float(stage.step))
+            self.advance: Callable[[Any], Any] = lambda ms: dates.date_add(
+                ms, unit, amount, dates.UTC
+            )
+            self.render: Callable[[Any], Any] = DatetimeMS
+        else:
+            step = number_value(stage.step)
+            self.advance = lambda value: add_numbers(value, step)
+            self.render = _same
+
+    def close(self) -> None:
+        self.tracker.close()
+
+    def stream(self, rows: Iterator[Doc]) -> Iterator[Doc]:
+        """The sorted documents with the generated ones among them, in mongod's order (for
+        "full" bounds with partitions, the partitions' tails at the end, in the order the
+        partitions were first seen; for explicit bounds with partitions, each partition's tail
+        after it, as the sort left them)."""
+        stage = self.stage
+        bounds = stage.bounds
+        explicit = isinstance(bounds, tuple)
+        hi = bounds[1] if explicit else None
+        full = bounds == _FULL
+        partitioned = bool(stage.partition_fields)
+        field = stage.field
+        line: _Line | None = _Line({}, bounds[0]) if explicit and not partitioned else None
+        marker: Any = None
+        table: dict[Any, _Line] = {}  # "full" bounds with partitions: every partition's place
+        lowest: Any = None  # "full": the least value, where every partition starts
+        top: Any = None  # "full": the greatest value so far, and the line it was in
+        top_line: _Line | None = None
+        for doc in rows:
+            checkpoint()
+            raw = get_path(doc, field)
+            if raw is MISSING or raw is None:
+                yield doc  # nothing to densify: passed through where the sort put it
+                continue
+            value = stage.value(raw)
+            if partitioned:
+                key = self._partition_key(doc)
+                if full:
+                    if lowest is None:
+                        lowest = value
+                    line = table.get(key)
+                    if line is None:
+                        line = table[key] = _Line(self._template(doc), lowest)
+                        self._charge(key, line)
+                elif line is None or key != marker:
+                    if line is not None and explicit:
+                        yield from self._generate(line, hi)  # the tail of the one before
+                    marker = key
+                    line = _Line(self._template(doc), bounds[0] if explicit else None)
+                    self.tracker.set(0)
+                    self._charge(key, line)
+            elif line is None:
+                line = _Line({}, None)
+            if full:
+                top, top_line = value, line
+            if line.next is None:  # a sequence starts at its first value
+                line.last, line.next = value, self.advance(value)
+                yield doc
+                continue
+            stop = value if hi is None or value < hi else hi
+            if line.next < stop:
+                yield from self._generate(line, stop)
+            if line.next == value:
+                line.last, line.next = value, self.advance(value)
+            yield doc
+        if explicit:
+            if line is not None:
+                yield from self._generate(line, hi)
+            elif partitioned:
+                # No document had a value: mongod, whose partition state starts with the first
+                # one, densifies the range without partition fields.
+                yield from self._generate(_Line({}, bounds[0]), hi)
+        elif full and table:
+            # Each partition goes on to the greatest value, and takes it too when it is on the
+            # step of the partition it was in (mongod's isOnStepRelativeTo).
+            assert top_line is not None
+            inclusive = top_line.last is not None and compare(top_line.last, top) == 0
+            for line in table.values():
+                yield from self._generate(line, top, inclusive)
+
+    def _generate(self, line: _Line, stop: Any, inclusive: bool = False) -> Iterator[Doc]:
+        """New documents for the line's steps below `stop` (and at it, if `inclusive`)."""
+        field, template, advance, render = (
+            self.stage.field,
+            line.template,
+            self.advance,
+            self.render,
+        )
+        value = line.next
+        while value < stop or (inclusive and value == stop):
+            checkpoint()
+            self.generated += 1
+            line.last, line.next = value, advance(value)
+            yield with_path(template, field, render(value))
+            value = line.next
+
+    def _partition_key(self, doc: Doc) -> Any:
+        """What tells the document's partition from others: its partition values as grouping
+        compares them, under the collation (mongod's partition table uses it)."""
+        values = [get_path(doc, p) for p in self.stage.partition_fields]
+        if self.collation is not None:
+            values = [self.collation.collate(v) for v in values]
+        return tuple(group_key(v) for v in values)
+
+    def _template(self, doc: Doc) -> Doc:
+        """The document's partition fields, which the documents generated for it carry."""
         template: Doc = {}
-        for p in self.partition_fields:
-            value = get_path(members[0], p)
+        for p in self.stage.partition_fields:
+            value = get_path(doc, p)
             if value is not MISSING:
                 template = with_path(template, p, value)
-        ordered = sorted(members, key=lambda d: _Num(self._value(get_path(d, self.field))))
-        out: list[Doc] = []
-        current = lo
-        for doc in ordered:
-            value = self._value(get_path(doc, self.field))
-            while current < value and current < hi:
-                out.append(with_path(template, self.field, self._render(current)))
-                current = self._next(current)
-            if current == value:
-                current = self._next(current)
-            out.append(doc)
-        while current < hi:
-            out.append(with_path(template, self.field, self._render(current)))
-            current = self._next(current)
-        return out
+        return template
 
-    def _render(self, value: Any) -> Any:
-        return DatetimeMS(value) if self.unit is not None else value
+    def _charge(self, key: Any, line: _Line) -> None:
+        tracker = self.tracker
+        tracker.charge(footprint(key) + footprint(line.template) + _LINE_BYTES)
+        if tracker.over_limit:
+            raise error(6007200, f"$densify exceeded memory limit of {self.max_bytes}")
 
 
-@dataclass(frozen=True)
-class _Num:
-    """A sort key over numbers and milliseconds of mixed Python types."""
-
-    value: Any
-
-    def __lt__(self, other: _Num) -> bool:
-        return bool(compare(self.value, other.value) < 0)
+def _same(value: Any) -> Any:
+    return value
 
 
-def _densify_bounds(bounds: Any, unit: str | None) -> Any:
+def _densify_bounds(bounds: Any, unit: str | None, step: Any) -> Any:
+    """The bounds checked in mongod's order (RangeStatement::parse): as numbers or milliseconds,
+    or the string."""
     if isinstance(bounds, str):
         if bounds in (_FULL, _PARTITION):
             return bounds
@@ -154,12 +290,17 @@ def _densify_bounds(bounds: Any, unit: str | None) -> Any:
             "A bounding array must be an ascending array of either two dates or two numbers",
         )
     if is_number(lower):
+        if unit is not None:
+            raise error(5733409, "Numeric bounds may not have unit parameter")
         if not is_number(upper):
             raise error(
                 5733406, "A bounding array must contain either both dates or both numeric types"
             )
-        if unit is not None:
-            raise error(5733409, "Numeric bounds may not have unit parameter.")
+        # mongod's reason: with numbers of different types, the type of what is generated
+        # would not be what one expects. The BSON types, not the values: [0, 10] with step 1.0
+        # is refused.
+        if not type_name(lower) == type_name(upper) == type_name(step):
+            raise error(5876900, "Upper bound, lower bound, and step must all have the same type")
         return (number_value(lower), number_value(upper))
     if rank(lower) == RANK_DATE:
         if rank(upper) != RANK_DATE:
@@ -232,7 +373,7 @@ def _densify_range(r: _RangeArgs) -> tuple[Any, str | None, Any]:
             )
         if not dates.is_time_unit(unit):
             raise QueryError("FailedToParse", f"unknown time unit value: {unit}")
-    return step, unit, _densify_bounds(r.bounds, unit)
+    return step, unit, _densify_bounds(r.bounds, unit, step)
 
 
 # -- $fill -------------------------------------------------------------------------------------------
@@ -248,6 +389,7 @@ class _Locf(WindowFunction):
         out: list[Any] = []
         last: Any = None
         for doc in part.docs:
+            checkpoint()
             value = get_path(doc, self.field)
             if value is not MISSING and value is not None:
                 last = value
@@ -258,32 +400,43 @@ class _Locf(WindowFunction):
 @dataclass(frozen=True)
 class _LinearFill(WindowFunction):
     """Null and missing values interpolated along the sortBy field between the nearest non-null
-    values around them (null where there is none on one side)."""
+    values around them (null where there is none on one side): one pass, each gap filled when
+    the value after it is found."""
 
     field: tuple[str, ...]
 
     def values(self, part: Partition, variables: Variables) -> list[Any]:
-        ys = [get_path(d, self.field) for d in part.docs]
-        known = [i for i, y in enumerate(ys) if y is not MISSING and y is not None]
-        out: list[Any] = []
-        for i, y in enumerate(ys):
-            if y is not MISSING and y is not None:
-                out.append(y)
+        out: list[Any] = [None] * len(part.docs)
+        before = -1  # the last position with a value
+        for i, doc in enumerate(part.docs):
+            checkpoint()
+            y = get_path(doc, self.field)
+            if y is MISSING or y is None:
                 continue
-            before = [k for k in known if k < i]
-            after = [k for k in known if k > i]
-            if not before or not after:
-                out.append(None)
-                continue
-            a, b = before[-1], after[0]
-            xa, xb, x = (_axis(part.sort_value(k)) for k in (a, b, i))
-            ya, yb = ys[a], ys[b]
-            if not (is_number(ya) and is_number(yb)):
-                raise error(
-                    6050106, "There can be no repeated values in the sort field with $linearFill"
-                )
-            out.append(to_float(ya) + (to_float(yb) - to_float(ya)) * (x - xa) / (xb - xa))
+            out[i] = y
+            if 0 <= before < i - 1:
+                self._gap(part, out, before, i)
+            before = i
         return out
+
+    @staticmethod
+    def _gap(part: Partition, out: list[Any], a: int, b: int) -> None:
+        """Fill the positions between `a` and `b`, which hold values, on the line through them."""
+        ya, yb = out[a], out[b]
+        if not (is_number(ya) and is_number(yb)):
+            raise error(
+                6050106, "There can be no repeated values in the sort field with $linearFill"
+            )
+        xa, xb = _axis(part.sort_value(a)), _axis(part.sort_value(b))
+        if xa == xb:  # the line is not defined: mongod refuses repeated sortBy values
+            raise error(
+                6050106, "There can be no repeated values in the sort field with $linearFill"
+            )
+        fa, fb = to_float(ya), to_float(yb)
+        for i in range(a + 1, b):
+            checkpoint()
+            x = _axis(part.sort_value(i))
+            out[i] = fa + (fb - fa) * (x - xa) / (xb - xa)
 
 
 def _axis(value: Any) -> float:
@@ -303,24 +456,49 @@ class _FillValues(Stage, name="$fill"):
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         for doc in docs:
+            checkpoint()
             for path, expr in self.fields:
-                current = get_path(doc, path)
-                if current is MISSING or current is None:
+                present = get_path(doc, path)
+                if present is MISSING or present is None:
                     value = expr(doc, ctx.variables)
                     doc = with_path(doc, path, None if value is MISSING else value)
             yield doc
 
 
+#: What a method's column holds per document: its slot, and a new float where it interpolated.
+_COLUMN_BYTES = LIST_SLOT + 24
+
+
 class Fill(Stage, name="$fill"):
-    """$fill as MongoDB runs it: a $setWindowFields for the methods, then the values."""
+    """$fill as MongoDB runs it: a $setWindowFields for the methods, then the values. The
+    partitions are held (and counted) by $setWindowFields' `partitions`; the methods' columns
+    over the partition being output are counted here."""
 
     methods: SetWindowFields | None
     values: _FillValues
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
         if self.methods is not None:
-            docs = self.methods.run(docs, ctx)
+            docs = self._methods(self.methods, docs, ctx)
         return self.values.run(docs, ctx)
+
+    @staticmethod
+    def _methods(methods: SetWindowFields, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
+        outputs = methods.outputs
+        tracker = current.get().memory.child("$fill")
+        parts = partitions(docs, methods.partition, methods.sort, ctx)
+        try:
+            for part in parts:
+                tracker.set(len(outputs) * _COLUMN_BYTES * len(part.docs))
+                columns = [fn.values(part, ctx.variables) for _, fn in outputs]
+                for i, doc in enumerate(part.docs):
+                    checkpoint()
+                    for (path, _), column in zip(outputs, columns):
+                        doc = with_path(doc, path, column[i])
+                    yield doc
+        finally:
+            tracker.close()
+            _close(parts)
 
 
 class _FillArgs(

@@ -15,6 +15,10 @@ from ebbdb.storage.aggregate.fields import field_path, group_key, with_path
 from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import run_stages
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
+from ebbdb.storage.core.footprint import DICT_ENTRY, footprint
+from ebbdb.storage.core.interrupt import current
+from ebbdb.storage.core.limits import DEFAULT_MEMORY_BYTES
+from ebbdb.storage.core.memory import Tracker
 from ebbdb.storage.core.values import render
 from ebbdb.storage.query.compare import is_nan, number_value
 from ebbdb.storage.query.expressions import Expression, compile_expression
@@ -51,10 +55,16 @@ class GraphLookup(Stage, name="$graphLookup"):
     max_depth: int | None
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        for doc in docs:
-            yield with_path(doc, self.as_path, self._search(doc, ctx))
+        # What one document's search found is charged until the document has gone on.
+        tracker = current.get().memory.child("$graphLookup", DEFAULT_MEMORY_BYTES)
+        try:
+            for doc in docs:
+                yield with_path(doc, self.as_path, self._search(doc, ctx, tracker))
+                tracker.set(0)
+        finally:
+            tracker.close()
 
-    def _search(self, doc: Doc, ctx: Context) -> list[Doc]:
+    def _search(self, doc: Doc, ctx: Context, tracker: Tracker) -> list[Doc]:
         start = self.start_with(doc, ctx.variables)
         if start is MISSING:
             start = None
@@ -84,6 +94,10 @@ class GraphLookup(Stage, name="$graphLookup"):
                 if self.depth_field is not None:
                     hit = with_path(hit, self.depth_field, Int64(depth))
                 found[key] = hit
+                tracker.charge(footprint(hit) + DICT_ENTRY)
+                if tracker.over_limit:
+                    # internalDocumentSourceGraphLookupMaxMemoryBytes: mongod cannot spill it.
+                    raise error(40099, "$graphLookup reached maximum memory consumption")
                 frontier.extend(_values_at(hit, self.connect_from))
             depth += 1
             if self.max_depth is not None and depth > self.max_depth:

@@ -65,6 +65,7 @@ def _grouped(
     fields: Accumulators,
     ctx: Context,
     collate: bool = True,
+    what: str = "$group",
 ) -> Iterator[Doc]:
     """The output of grouping `docs` by `key_value_of(doc)` with the accumulators `fields`, under
     the operation's memory limit for $group (storage/execution/spill.py)."""
@@ -84,7 +85,9 @@ def _grouped(
         for acc in accs:
             acc.add(doc, variables)
 
-    groups = spill.group(docs, key_of, new_state, add, ctx.limits, spill.dump_document, _decoded)
+    groups = spill.group(
+        docs, key_of, new_state, add, ctx.limits, spill.dump_document, _decoded, what
+    )
     for key_value, accs in groups:
         yield _group_output(key_value, accs, fields)
 
@@ -151,7 +154,7 @@ class _SortByCount(Stage, name="$sortByCount"):
             value = expr(doc, variables)
             return None if value is MISSING else value
 
-        counted = _grouped(docs, key_value_of, _COUNT, ctx, collate=False)
+        counted = _grouped(docs, key_value_of, _COUNT, ctx, False, "$sortByCount")
         yield from sort_docs(counted, _BY_COUNT, ctx)
 
 
@@ -192,7 +195,7 @@ class _Bucket(Stage, name="$bucket"):
             return self._bucket_of(group_by(doc, variables))
 
         # $bucket is a $group on the bucket's lower bound followed by a $sort on _id.
-        rows = _grouped(docs, key_value_of, self.fields or _COUNT, ctx, collate=False)
+        rows = _grouped(docs, key_value_of, self.fields or _COUNT, ctx, False, "$bucket")
         yield from sort_docs(rows, _BY_ID, dataclasses.replace(ctx, collation=None))
 
     def _bucket_of(self, value: Any) -> Any:
@@ -320,8 +323,8 @@ class _Count(Stage, name="$count"):
 
 @STAGES.stage("$count")
 def _parse_count(spec: Any, defined: frozenset[str]) -> Stage:
-    if not isinstance(spec, str) or not spec:
-        code = 40157 if isinstance(spec, str) else 40156
+    if type(spec) is not str or not spec:  # (not Code, a str subclass)
+        code = 40157 if type(spec) is str else 40156
         raise error(code, "the count field must be a non-empty string")
     if spec.startswith("$"):
         raise error(40158, "the count field cannot be a $-prefixed path")

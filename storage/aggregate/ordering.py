@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from bson import Decimal128
@@ -12,7 +12,8 @@ from bson import Decimal128
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.fields import field_path
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, error
-from ebbdb.storage.core.limits import approximate_size
+from ebbdb.storage.core.footprint import LIST_SLOT, footprint
+from ebbdb.storage.core.interrupt import current
 from ebbdb.storage.core.values import INT64_MAX, INT64_MIN, is_number
 from ebbdb.storage.execution.spill import Sorter, dump_document, load_document
 from ebbdb.storage.query.compare import is_nan, number_value
@@ -31,15 +32,31 @@ class Sort(Stage, name="$sort"):
         yield from sort_docs(docs, self.spec, ctx)
 
 
-def sort_docs(docs: Iterator[Doc], spec: SortSpec, ctx: Context) -> Iterator[Doc]:
+def sort_docs(
+    docs: Iterator[Doc],
+    spec: SortSpec,
+    ctx: Context,
+    what: str = "$sort",
+    size: Callable[[Doc], int] | None = None,
+) -> Iterator[Doc]:
     """`docs` in `spec`'s order, stably, under the operation's memory limit for a blocking sort
-    (past it: spilled to disk, or 292 without disk use)."""
+    (past it: spilled to disk, or 292 without disk use); what it holds (`size(doc)`, by default
+    its footprint) is charged to a tracker of the operation's named `what`."""
     limits = ctx.limits
     sorter: Sorter[Doc] = Sorter(
-        sort_key(spec, ctx.collation), limits, dump_document, load_document
+        sort_key(spec, ctx.collation),
+        limits,
+        dump_document,
+        load_document,
+        what=what,
+        keys_in_payload=ctx.collation is None,
     )
-    for doc in docs:
-        sorter.add(doc, doc, approximate_size(doc, limits.sort_bytes))
+    try:
+        for doc in docs:
+            sorter.add(doc, doc, footprint(doc, limits.sort_bytes) if size is None else size(doc))
+    except BaseException:
+        sorter.close()
+        raise
     return sorter.result()
 
 
@@ -139,8 +156,30 @@ class _Sample(Stage, name="$sample"):
     size: int
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        rows = list(docs)
-        return iter(random.sample(rows, min(self.size, len(rows))))
+        # A reservoir: only `size` documents are ever held (counted), whatever the input.
+        size = self.size
+        kept: list[Doc] = []
+        held: list[int] = []  # what each kept document holds
+        tracker = current.get().memory.child("$sample")
+        try:
+            for seen, doc in enumerate(docs):
+                if seen < size:
+                    at = len(kept)
+                    kept.append(doc)
+                    held.append(0)
+                else:
+                    at = random.randrange(seen + 1)
+                    if at >= size:
+                        continue
+                    kept[at] = doc
+                    tracker.release(held[at])
+                n = footprint(doc) + LIST_SLOT
+                tracker.charge(n)
+                held[at] = n
+            random.shuffle(kept)
+            yield from kept
+        finally:
+            tracker.close()
 
 
 def _sample_size(value: Any, defined: frozenset[str]) -> int:

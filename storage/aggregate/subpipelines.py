@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from bson import Regex
@@ -16,7 +16,12 @@ from ebbdb.storage.aggregate.filtering import Match
 from ebbdb.storage.aggregate.pipeline import Pipeline, parse_stages, pipeline_array, run_stages
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Placement, Stage, error
 from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.footprint import LIST_SLOT, footprint
+from ebbdb.storage.core.interrupt import current
+from ebbdb.storage.core.limits import approximate_size, lookup_exceeded
+from ebbdb.storage.core.memory import Tracker
 from ebbdb.storage.core.values import type_name
+from ebbdb.storage.execution.spill import Replay
 from ebbdb.storage.query.expressions import Expression, compile_expression
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.projection import render_value as render
@@ -76,18 +81,40 @@ class _Lookup(Stage, name="$lookup"):
     pipeline: Pipeline | None
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        for doc in docs:
-            variables = ctx.variables
-            if self.let:
-                variables = {**variables, **{n: e(doc, ctx.variables) for n, e in self.let}}
-            stages = self.pipeline.stages if self.pipeline is not None else ()
-            if self.local is not None and self.foreign is not None:
-                match = Match.of(_join_filter(_local_values(doc, self.local), self.foreign))
-                # The join's $match goes first, or right after a stage that makes the input.
-                at = 1 if stages and stages[0].makes_input else 0
-                stages = (*stages[:at], match, *stages[at:])
-            joined = list(run_stages(stages, ctx.source, self.collection, variables, ctx.collation))
-            yield with_path(doc, self.as_path, joined)
+        # What one document's results hold is charged while they are gathered and until the
+        # document has gone on to the next stage (which counts it, if it keeps it).
+        tracker = current.get().memory.child("$lookup")
+        try:
+            for doc in docs:
+                variables = ctx.variables
+                if self.let:
+                    variables = {**variables, **{n: e(doc, ctx.variables) for n, e in self.let}}
+                stages = self.pipeline.stages if self.pipeline is not None else ()
+                if self.local is not None and self.foreign is not None:
+                    match = Match.of(_join_filter(_local_values(doc, self.local), self.foreign))
+                    # The join's $match goes first, or right after a stage that makes the input.
+                    at = 1 if stages and stages[0].makes_input else 0
+                    stages = (*stages[:at], match, *stages[at:])
+                found = run_stages(stages, ctx.source, self.collection, variables, ctx.collation)
+                joined = self._gathered(found, ctx, tracker)
+                yield with_path(doc, self.as_path, joined)
+                tracker.set(0)
+        finally:
+            tracker.close()
+
+    def _gathered(self, found: Iterator[Doc], ctx: Context, tracker: Tracker) -> list[Doc]:
+        """The results for one document, charged to `tracker`; 4568 once they take more than
+        the operation's limit, as mongod measures them."""
+        limit = ctx.limits.lookup_bytes
+        joined: list[Doc] = []
+        measured = 0
+        for result in found:
+            measured += approximate_size(result, limit)
+            if measured > limit:
+                raise lookup_exceeded(self.collection, limit)
+            tracker.charge(footprint(result) + LIST_SLOT)
+            joined.append(result)
+        return joined
 
 
 @STAGES.stage("$lookup")
@@ -115,14 +142,14 @@ def _parse_lookup(spec: Any, defined: frozenset[str]) -> Stage:
             let = value
             continue
         if name == "from":
-            if not isinstance(value, str):
+            if type(value) is not str:  # (nor is Code, though pymongo's is a str subclass)
                 raise QueryError(
                     "FailedToParse",
                     f"$lookup 'from' field must be a string, but found {type_name(value)}",
                 )
             collection = value
             continue
-        if not isinstance(value, str):
+        if type(value) is not str:
             raise QueryError(
                 "FailedToParse",
                 f"$lookup argument '{name}: {render(value)}' must be a string, found"
@@ -207,7 +234,7 @@ class _UnionWithArgs(Arguments):
 
 @STAGES.stage("$unionWith")
 def _parse_union_with(spec: Any, defined: frozenset[str]) -> Stage:
-    if isinstance(spec, str):
+    if type(spec) is str:  # (not Code, a str subclass)
         return _UnionWith(spec, Pipeline(()))
     if not isinstance(spec, Mapping):
         raise QueryError(
@@ -233,14 +260,32 @@ class _Facet(Stage, name="$facet"):
     facets: tuple[tuple[str, Pipeline], ...]
 
     def run(self, docs: Iterator[Doc], ctx: Context) -> Iterator[Doc]:
-        rows = list(docs)
-        out: Doc = {}
-        for name, pipeline in self.facets:
-            results: Iterator[Doc] = iter(rows)
-            for stage in pipeline.stages:
-                results = stage.run(results, ctx)
-            out[name] = list(results)
-        yield out
+        # Each pipeline reads the whole input: it is held (counted; past the limit, spilled or
+        # refused) unless there is only one to read it. mongod streams it through all of them
+        # at once instead; here they run one after the other.
+        limits = ctx.limits
+        rows: Iterable[Doc] = docs
+        if len(self.facets) > 1:
+            rows = Replay(docs, limits, limits.facet_bytes, "$facet")
+        tracker = current.get().memory.child("$facet")
+        try:
+            out: Doc = {}
+            for name, pipeline in self.facets:
+                results: Iterator[Doc] = iter(rows)
+                for stage in pipeline.stages:
+                    results = stage.run(results, ctx)
+                kept: list[Doc] = []
+                for result in results:
+                    tracker.charge(footprint(result) + LIST_SLOT)
+                    kept.append(result)
+                out[name] = kept
+            if isinstance(rows, Replay):
+                rows.close()
+            yield out
+        finally:
+            tracker.close()
+            if isinstance(rows, Replay):
+                rows.close()
 
 
 @STAGES.stage("$facet", Placement(in_facet=False))

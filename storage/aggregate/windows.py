@@ -15,16 +15,20 @@ from bson import Decimal128
 
 from ebbdb.storage.aggregate.arguments import Arguments, Kind, Refusal, arg
 from ebbdb.storage.aggregate.fields import field_path, get_path, group_key, with_path
-from ebbdb.storage.aggregate.ordering import Sort
+from ebbdb.storage.aggregate.ordering import Sort, sort_docs
 from ebbdb.storage.aggregate.stage import STAGES, Context, Doc, Stage, Variables, error
 from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.footprint import LIST_SLOT, footprint
+from ebbdb.storage.core.interrupt import current
+from ebbdb.storage.core.limits import window_exceeded
 from ebbdb.storage.core.values import is_constant, is_number, render, to_float, type_name
 from ebbdb.storage.query import dates
 from ebbdb.storage.query.compare import RANK_DATE, compare, date_ms, number_value, rank
 from ebbdb.storage.query.expressions import Accumulator, Expression, compile_accumulator
 from ebbdb.storage.query.expressions import compile_expression as _compile
+from ebbdb.storage.query.expressions.percentiles import WINDOW_FUNCTIONS as _QUANTILES
 from ebbdb.storage.query.paths import MISSING
-from ebbdb.storage.query.sort import SortSpec, sort_documents
+from ebbdb.storage.query.sort import SortSpec
 
 UNBOUNDED = "unbounded"
 CURRENT = "current"
@@ -400,8 +404,7 @@ _OTHERS = frozenset(
 )
 #: Window functions MongoDB 7.0 has and ebbdb does not compute.
 _UNSUPPORTED = frozenset(
-    "$minN $maxN $firstN $lastN $topN $bottomN $top $bottom $locf $linearFill $percentile"
-    " $median".split()
+    "$minN $maxN $firstN $lastN $topN $bottomN $top $bottom $locf $linearFill".split()
 )
 
 
@@ -426,7 +429,7 @@ def parse_window_function(
         )
     if op in _UNSUPPORTED:
         raise QueryError("NotImplemented", f"the window function {op} is not supported")
-    if op not in _ACCUMULATORS | _RANKS | _OTHERS:
+    if op not in _ACCUMULATORS | _RANKS | _OTHERS | _QUANTILES.keys():
         raise _parse_error(f"Unrecognized window function, {op}")
     window: Any = None
     has_window = False
@@ -461,6 +464,8 @@ def parse_window_function(
             raise _parse_error(f"{op} requires an array of two expressions")
         x, y = (_compile(a, defined) for a in arg)
         return _Covariance(x, y, op == "$covarianceSamp", bounds)
+    if op in _QUANTILES:
+        return _Accumulating(_QUANTILES[op](arg, defined), bounds)
     return _Accumulating(compile_accumulator(op, arg, defined), bounds)
 
 
@@ -585,43 +590,74 @@ class SetWindowFields(Stage, name="$setWindowFields"):
                 yield doc
 
 
+#: A sorted row's own dict ({p, d, s}) and its size's int.
+_ROW_BYTES = 184 + 28
+
+
+def _row_size(row: Doc) -> int:
+    size: int = row["s"]
+    return size
+
+
 def partitions(
     docs: Iterator[Doc], by: Expression | None, sort: Sort | None, ctx: Context
-) -> list[Partition]:
+) -> Iterator[Partition]:
     """The documents grouped by the partition expression's value, each group in sortBy order
-    (MongoDB sorts on the partition key first, then sortBy)."""
-    rows: list[tuple[Doc, Doc]] = []
-    for doc in docs:
-        key: Any = None
-        if by is not None:
-            key = by(doc, ctx.variables)
-            if isinstance(key, list):
-                raise QueryError(
-                    "TypeMismatch",
-                    "An expression used to partition cannot evaluate to value of type array",
-                )
-        rows.append(({"p": None if key is MISSING else key, "d": doc}, doc))
+    (MongoDB sorts on the partition key first, then sortBy: a blocking sort, spilled past its
+    limit or 292 without disk use), one partition at a time. A partition is held while it is
+    read, counted; past `limits.window_bytes` without disk use, 5414201 (ebbdb does not spill a
+    partition: with disk use it goes on, counted against the server's cap)."""
     keys: list[tuple[tuple[str, ...], int]] = []
     if by is not None:
         keys.append((("p",), 1))
     if sort is not None:
         keys.extend((("d", *parts), d) for parts, d in sort.spec.keys)
-    ordered = (
-        sort_documents(rows, SortSpec(tuple(keys)), ctx.collation) if keys else [d for _, d in rows]
-    )
     single = sort.spec.keys[0][0] if sort is not None and len(sort.spec.keys) == 1 else None
-    if by is None:
-        return [Partition(ordered, single)] if ordered else []
-    out: list[Partition] = []
-    last: Any = MISSING
-    for doc in ordered:
-        key = by(doc, ctx.variables)
-        marker = group_key(None if key is MISSING else key)
-        if not out or marker != last:
-            out.append(Partition([], single))
-            last = marker
-        out[-1].docs.append(doc)
-    return out
+    variables = ctx.variables
+
+    def keyed() -> Iterator[Doc]:
+        for doc in docs:
+            key: Any = None
+            if by is not None:
+                key = by(doc, variables)
+                if isinstance(key, list):
+                    raise QueryError(
+                        "TypeMismatch",
+                        "An expression used to partition cannot evaluate to value of type array",
+                    )
+            key = None if key is MISSING else key
+            # What the row holds: the document, its key and the row itself (its "s").
+            size = footprint(doc) + footprint(key) + _ROW_BYTES
+            yield {"p": key, "d": doc, "s": size}
+
+    rows = (
+        sort_docs(keyed(), SortSpec(tuple(keys)), ctx, "$setWindowFields", _row_size)
+        if keys
+        else keyed()
+    )
+    limits = ctx.limits
+    tracker = current.get().memory.child("$setWindowFields", limits.window_bytes)
+    try:
+        part: Partition | None = None
+        last: Any = MISSING
+        for row in rows:
+            marker = group_key(row["p"]) if by is not None else None
+            if part is None or marker != last:
+                if part is not None:
+                    yield part
+                tracker.set(0)
+                part, last = Partition([], single), marker
+            part.docs.append(row["d"])
+            tracker.charge(row["s"] + LIST_SLOT - _ROW_BYTES)
+            if tracker.over_limit and not limits.allow_disk:
+                raise window_exceeded(tracker.used, limits.window_bytes)
+        if part is not None:
+            yield part
+    finally:
+        tracker.close()
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
 
 
 def parse_partition(value: Any, defined: frozenset[str]) -> Expression:

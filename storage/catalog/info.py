@@ -65,7 +65,10 @@ class IndexInfo:
 
     @cached_property
     def unique(self) -> bool:
-        return bool(self.options.get("unique")) or self.name == "_id_"
+        """Its keys are held once: as the index says, and an `_id` index unless it says
+        `unique: false` (a time series collection's, made so since its measurements may share
+        an `_id`, as MongoDB's have no `_id` index)."""
+        return bool(self.options.get("unique", self.name == "_id_"))
 
     @cached_property
     def sparse(self) -> bool:
@@ -133,7 +136,9 @@ class IndexInfo:
     def from_doc(cls, doc: dict[str, Any]) -> IndexInfo:
         return cls(
             int(doc["id"]),
-            doc["name"],
+            # A plain string: an index named by JavaScript code (which pymongo decodes as a str
+            # subclass, unhashable) could be created before such names were refused.
+            str(doc["name"]),
             tuple(doc["key"].items()),
             dict(doc["options"]),
             bool(doc.get("multikey", False)),
@@ -225,6 +230,8 @@ _VALID_MAX = 4096
 
 def validate_collection_name(db: str, name: str) -> None:
     """Raises InvalidNamespace unless `db.name` is a namespace a client may create or read."""
+    if type(db) is not str or type(name) is not str:  # (pymongo's Code is a str subclass)
+        raise InvalidNamespace(f"Invalid namespace specified '{db}.{name}'")
     if (db, name) in _VALID:
         return
     validate_db_name(db)

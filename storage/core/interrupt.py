@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextvars
 import time
 
+from ebbdb.storage.core.memory import UNLIMITED, Pool, Tracker
+
 #: Ticks between two looks at the clock and the kill flag.
 CHECK_EVERY = 128
 
@@ -43,12 +45,26 @@ class OpToken:
     """One operation's interruption state: `deadline` (time.monotonic(); None: no limit) and
     `killed` (the codeName it was killed with; None: not killed)."""
 
-    __slots__ = ("_left", "deadline", "killed")
+    __slots__ = ("_left", "_memory", "deadline", "killed", "pool", "scripting")
 
-    def __init__(self, deadline: float | None = None) -> None:
+    def __init__(self, deadline: float | None = None, pool: Pool = UNLIMITED) -> None:
         self.deadline = deadline
         self.killed: str | None = None
         self._left = CHECK_EVERY
+        #: The server's memory for operations, which this operation's memory is charged to.
+        self.pool = pool
+        self._memory: Tracker | None = None
+        #: Whether the operation may run server-side JavaScript (mongod's --noscripting: no).
+        self.scripting = True
+
+    @property
+    def memory(self) -> Tracker:
+        """What this operation holds (storage/core/memory.py): its stages' trackers are made
+        with `memory.child(...)`. Made at first use: most operations never hold anything."""
+        memory = self._memory
+        if memory is None:
+            memory = self._memory = Tracker("operation", self.pool)
+        return memory
 
     def kill(self, code_name: str = "Interrupted") -> None:
         if self.killed is None:

@@ -1,5 +1,5 @@
-"""MongoDB's limits on memory and nesting, in one place: the per-operation memory limits blocking
-stages run under (MemoryLimits), the approximate size of a value as MongoDB's
+"""MongoDB's limits on memory and nesting, in one place: the per-operation limits blocking and
+generating stages run under (MemoryLimits), the approximate size of a value as MongoDB's
 Value::getApproximateSize counts it, the guard on values expressions build, and the nesting
 depth checks (200 levels for any BSON the server takes, 180 for a document it stores).
 """
@@ -15,9 +15,17 @@ import bson
 from bson.codec_options import CodecOptions, DatetimeConversion
 
 from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.core.footprint import LIST_SLOT, footprint
+from ebbdb.storage.core.memory import CHARGED
 
 #: mongod's default for the blocking sort, $group and the accumulators' memory (100 MB).
 DEFAULT_MEMORY_BYTES = 104_857_600
+#: The $lookup results one document may take: BSONObjMaxInternalSize (16 MB and 16 KB), the value
+#: MongoDB Atlas runs internalLookupStageIntermediateDocumentMaxSizeBytes with (a self-managed
+#: mongod's default is 100 MB): results past it could never be returned in one document.
+LOOKUP_BYTES = 16 * 1024 * 1024 + 16 * 1024
+#: internalQueryMaxAllowedDensifyDocs's default: the documents one $densify may generate.
+DENSIFY_DOCS = 500_000
 #: BSONDepth::kDefaultMaxAllowableDepth: no BSON the server takes may nest deeper.
 MAX_BSON_DEPTH = 200
 #: BSONDepth::getMaxDepthForUserStorage(): 20 levels fewer, kept for what the server wraps a
@@ -30,12 +38,25 @@ MAX_STRING_BYTES = 16 * 1024 * 1024
 @dataclass(frozen=True)
 class MemoryLimits:
     """What one operation's blocking stages may hold in memory (bytes), and whether they may
-    spill to files in `spill_dir` beyond it (None: the system's temporary directory)."""
+    spill to files in `spill_dir` beyond it (None: the system's temporary directory); and what
+    a $densify may generate."""
 
     sort_bytes: int = DEFAULT_MEMORY_BYTES
     group_bytes: int = DEFAULT_MEMORY_BYTES
     allow_disk: bool = True
     spill_dir: str | None = None
+    #: What one document's $lookup results may take (internalLookupStageIntermediateDocument-
+    #: MaxSizeBytes, measured as mongod measures it: `approximate_size`).
+    lookup_bytes: int = LOOKUP_BYTES
+    #: What a $setWindowFields partition may hold (internalDocumentSourceSetWindowFieldsMax-
+    #: MemoryBytes); what a $facet holds of its input (internalQueryFacetBufferSizeBytes).
+    window_bytes: int = DEFAULT_MEMORY_BYTES
+    facet_bytes: int = DEFAULT_MEMORY_BYTES
+    #: The documents one $densify may generate (internalQueryMaxAllowedDensifyDocs), and what
+    #: its partitions' state may hold (internalDocumentSourceDensifyMaxMemoryBytes): neither
+    #: spills, so disk use does not matter.
+    densify_docs: int = DENSIFY_DOCS
+    densify_bytes: int = DEFAULT_MEMORY_BYTES
 
 
 DEFAULT_LIMITS = MemoryLimits()
@@ -49,6 +70,24 @@ def exceeded_no_disk(message: str) -> QueryError:
 def sort_exceeded(limit: int) -> QueryError:
     return exceeded_no_disk(
         f"Sort exceeded memory limit of {limit} bytes, but did not opt in to external sorting."
+    )
+
+
+def lookup_exceeded(collection: str | None, limit: int) -> QueryError:
+    """4568, mongod's words for a document's $lookup results past their limit."""
+    return QueryError(
+        "Location4568",
+        f"Total size of documents in {collection or ''} matching pipeline's $lookup stage"
+        f" exceeds {limit} bytes",
+    )
+
+
+def window_exceeded(used: int, limit: int) -> QueryError:
+    """5414201, mongod's words for a $setWindowFields partition past its limit."""
+    return QueryError(
+        "Location5414201",
+        f"Exceeded memory limit in DocumentSourceSetWindowFields, used {used} bytes but max"
+        f" allowed is {limit}",
     )
 
 
@@ -183,23 +222,69 @@ def guarded(op: str, expr: Expression) -> Expression:
 
 
 class Tracked:
-    """The memory an accumulator ($push, $addToSet) holds, against mongod's 100 MB limit for it
-    (internalQueryMaxPushBytes, internalQueryMaxAddToSetBytes): 146 ExceededMemoryLimit past it."""
+    """The values one accumulator holds ($push, $addToSet, $first, ...), counted as CPython holds
+    them (storage/core/footprint.py) and charged to the stage that made the accumulator (the
+    tracker `memory.bound` named then; none for an accumulator used as an expression). `limit`
+    (0: none) is mongod's own limit for the accumulator (internalQueryMaxPushBytes,
+    internalQueryMaxAddToSetBytes: 100 MB): 146 ExceededMemoryLimit past it.
 
-    __slots__ = ("bytes", "op")
+    The one call an accumulator makes for each value it keeps: `held.add(value)`; `drop(value)`
+    when it lets one go (a $last replaced)."""
 
-    def __init__(self, op: str) -> None:
+    __slots__ = ("bytes", "limit", "op", "tracker")
+
+    def __init__(self, op: str, limit: int = DEFAULT_MEMORY_BYTES) -> None:
         self.op = op
+        self.limit = limit
         self.bytes = 0
+        self.tracker = CHARGED.get()
 
-    def add(self, value: Any) -> None:
-        self.bytes += approximate_size(value, DEFAULT_MEMORY_BYTES)
-        if self.bytes >= DEFAULT_MEMORY_BYTES:
-            raise QueryError(
-                "ExceededMemoryLimit",
-                f"{self.op} used too much memory and cannot spill to disk. "
-                f"Memory limit: {DEFAULT_MEMORY_BYTES} bytes",
-            )
+    def add(self, value: Any, extra: int = LIST_SLOT) -> None:
+        """Count `value` held (and `extra` bytes for the slot that holds it)."""
+        self._charge(footprint(value, self.limit or sys.maxsize) + extra)
+
+    def recount(self, values: Iterable[Any], extra: int = LIST_SLOT) -> None:
+        """Count exactly `values` (each with `extra`) as what is held now (after a trim)."""
+        n = sum(footprint(v) + extra for v in values)
+        if self.tracker is not None:
+            self.tracker.charge(n) if n > self.bytes else self.tracker.release(self.bytes - n)
+        self.bytes = n
+
+    def swap(self, old: Any, new: Any) -> None:
+        """Count `new` held instead of `old` (a $last, $min or $max replaced): one charge or
+        release of the difference, none for values of the same size."""
+        self.grow(footprint(new) - footprint(old))
+
+    def grow(self, n: int) -> None:
+        """Count `n` bytes more held (fewer, when negative)."""
+        if n > 0:
+            self._charge(n)
+        elif n < 0:
+            n = min(-n, self.bytes)
+            self.bytes -= n
+            if self.tracker is not None:
+                self.tracker.release(n)
+
+    def _charge(self, n: int) -> None:
+        self.bytes += n
+        if self.limit and self.bytes >= self.limit:
+            raise self._exceeded()
+        if self.tracker is not None:
+            self.tracker.charge(n)
+
+    def _exceeded(self) -> QueryError:
+        return QueryError(
+            "ExceededMemoryLimit",
+            f"{self.op} used too much memory and cannot spill to disk. "
+            f"Memory limit: {self.limit} bytes",
+        )
+
+    def drop(self, value: Any, extra: int = LIST_SLOT) -> None:
+        """Count `value` (and its slot) no longer held."""
+        n = min(footprint(value) + extra, self.bytes)
+        self.bytes -= n
+        if self.tracker is not None:
+            self.tracker.release(n)
 
 
 # -- nesting -----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What ebbdb needs from the operating system that POSIX and Windows do differently, in one place:
 locking the data directory, preallocating disk space, the LMDB map's first size, the signals that
-stop the server, a helper process's own session, the machine's memory, and Unix domain sockets
-(none on Windows). Each seam takes the POSIX way where the platform has it and a portable way
+stop the server, the shutdown watchdog's backstop, a helper process's own session, the machine's
+memory, and Unix domain sockets (none on Windows). Each seam takes the POSIX way where the platform has it and a portable way
 where it does not; nothing else in ebbdb imports fcntl or msvcrt, uses AF_UNIX or assumes Linux
 (tests/test_portability_seams.py holds that). Plain functions, no asyncio: the signal seam is
 handed the loop's two methods it calls."""
@@ -134,12 +134,25 @@ def stop_signals() -> tuple[signal.Signals, ...]:
     return tuple(getattr(signal, name) for name in names if hasattr(signal, name))
 
 
-def on_stop_signals(loop: SignalLoop, stop: Callable[[], None]) -> str:
-    """Have `stop` called on the loop's thread when a stop signal arrives; returns how:
-    "loop" (the loop's own signal handling, POSIX) or "signal" (a plain handler that hands the
-    call to the loop thread-safely: Windows, where the loop has none). Call from the main
-    thread, with the loop running."""
+def on_stop_signals(
+    loop: SignalLoop, stop: Callable[[], None], at_once: Callable[[], None] | None = None
+) -> str:
+    """Have `stop` called on the loop's thread when a stop signal arrives, and `at_once` (if
+    given) in the signal handler itself, on the main thread, even while the loop is stuck in a
+    long call (Python runs a signal's handler between two bytecodes of whatever the main thread
+    runs); `at_once` must not block. Returns how `stop` is called: "loop" (the loop's own signal
+    handling, POSIX) or "signal" (a plain handler that hands the call to the loop
+    thread-safely: Windows, where the loop has none). Call from the main thread, with the loop
+    running."""
     how = "loop"
+
+    def first(signum: int, frame: Any) -> None:
+        if at_once is not None:
+            try:
+                at_once()
+            except Exception:  # a signal handler that raised would raise in whatever runs
+                pass
+
     for sig in stop_signals():
         try:
             loop.add_signal_handler(sig, stop)
@@ -147,12 +160,21 @@ def on_stop_signals(loop: SignalLoop, stop: Callable[[], None]) -> str:
             how = "signal"
 
             def handler(signum: int, frame: Any) -> None:
+                first(signum, frame)
                 try:
                     loop.call_soon_threadsafe(stop)
                 except RuntimeError:
                     pass  # the loop is closed: the server is stopping already
 
             signal.signal(sig, handler)
+        else:
+            if at_once is not None:
+                # The loop learns of the signal from the wakeup fd it set, not from the Python
+                # handler (its own does nothing): this one takes its place. signal.signal drops
+                # SA_RESTART, which the loop had set.
+                signal.signal(sig, first)
+                if hasattr(signal, "siginterrupt"):
+                    signal.siginterrupt(sig, False)
     return how
 
 
@@ -167,6 +189,52 @@ def ignore_file_size_signal() -> bool:
     return True
 
 
+# -- the shutdown watchdog's backstop ----------------------------------------------------------------
+
+
+def backstop_method() -> str:
+    """How `end_process_later` ends the process here: "alarm" (POSIX: SIGALRM) or "faulthandler"
+    (Windows: faulthandler's watchdog thread)."""
+    return (
+        "alarm" if hasattr(signal, "SIGALRM") and hasattr(signal, "setitimer") else "faulthandler"
+    )
+
+
+def end_process_later(seconds: float) -> str:
+    """Have the process ended `seconds` from now, however stuck it is: no Python code has to run
+    for it, so neither a loop that never yields nor a C call holding the interpreter can hold it
+    up (the shutdown watchdog's backstop, server/shutdown.py). POSIX: SIGALRM with its default
+    action, the kernel ends the process (status -SIGALRM: 142 in a shell). Windows:
+    faulthandler's watchdog thread, in C, writes every thread's stack to stderr and exits with
+    status 1. A later call replaces the earlier one; `cancel_end_process_later` cancels it.
+    Returns how, or "none" where neither can be set up (no stderr for faulthandler)."""
+    seconds = max(seconds, 0.001)
+    if backstop_method() == "alarm":
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a Python handler would need the GIL
+        except ValueError:
+            pass  # not the main thread: only the handler in place can be read
+        if signal.getsignal(signal.SIGALRM) == signal.SIG_DFL:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            return "alarm"
+    import faulthandler
+
+    try:
+        faulthandler.dump_traceback_later(seconds, exit=True)
+    except (AttributeError, ValueError, RuntimeError, OSError):
+        return "none"  # no stderr with a file descriptor (pythonw)
+    return "faulthandler"
+
+
+def cancel_end_process_later() -> None:
+    """Cancel what `end_process_later` set up (nothing happens where it set up nothing)."""
+    if backstop_method() == "alarm":
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    import faulthandler
+
+    faulthandler.cancel_dump_traceback_later()
+
+
 # -- helper processes ------------------------------------------------------------------------------
 
 
@@ -179,6 +247,48 @@ def own_session() -> dict[str, Any]:
 
         return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
+
+
+def can_fork() -> bool:
+    """Whether --fork can run the server in the background here (not on Windows)."""
+    return hasattr(os, "fork") and hasattr(os, "setsid")
+
+
+def daemonize() -> Callable[[], None]:
+    """--fork, as mongod does it: call before any thread or event loop exists. The process
+    forks; the foreground one prints the child's pid, waits, and exits 0 once the child calls
+    the returned `ready()` (it listens), or with the child's exit status if it ends first (it
+    could not start). The child runs in a session of its own with stdin from the null device;
+    ready() points its stdout and stderr there too (the log is in --logpath)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        print(f"forked process: {pid}", flush=True)
+        signalled = os.read(read_fd, 1)
+        if signalled:
+            print("child process started successfully, parent exiting", flush=True)
+            os._exit(0)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        os._exit(status if status >= 0 else 14)  # killed by a signal: mongod's abrupt exit
+    os.close(read_fd)
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+
+    def ready() -> None:
+        nonlocal write_fd
+        if write_fd < 0:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.write(write_fd, b"\0")
+        os.close(write_fd)
+        write_fd = -1
+
+    return ready
 
 
 # -- memory ----------------------------------------------------------------------------------------
@@ -219,6 +329,113 @@ def _windows_physical_memory() -> int | None:
     return int(status.ullTotalPhys)
 
 
+def process_memory() -> tuple[int, int] | None:
+    """This process's resident and virtual memory in bytes (serverStatus' `mem`): Linux's
+    /proc/self/statm, Windows' working set and commit charge, elsewhere the peak resident size
+    getrusage reports for both; None where none of them can be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            size, resident = f.read().split()[:2]
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(resident) * page, int(size) * page
+    except (OSError, ValueError, AttributeError):
+        pass  # no /proc (macOS, Windows, a container without it)
+    if sys.platform == "win32":
+        return _windows_process_memory()
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # ru_maxrss is in bytes on macOS, in kilobytes on the other systems.
+    peak = peak if sys.platform == "darwin" else peak * 1024
+    return (peak, peak) if peak else None
+
+
+#: PROCESS_MEMORY_COUNTERS' sizes (SIZE_T each), in their order after cb and PageFaultCount.
+_PROCESS_MEMORY_COUNTERS = (
+    "PeakWorkingSetSize",
+    "WorkingSetSize",
+    "QuotaPeakPagedPoolUsage",
+    "QuotaPagedPoolUsage",
+    "QuotaPeakNonPagedPoolUsage",
+    "QuotaNonPagedPoolUsage",
+    "PagefileUsage",
+    "PeakPagefileUsage",
+)
+
+
+def _windows_process_memory() -> tuple[int, int] | None:
+    import ctypes
+    from ctypes import wintypes
+
+    class ProcessMemoryCounters(ctypes.Structure):
+        _fields_ = [  # noqa: RUF012 - ctypes reads it from the class
+            ("cb", wintypes.DWORD),
+            ("PageFaultCount", wintypes.DWORD),
+            *((name, ctypes.c_size_t) for name in _PROCESS_MEMORY_COUNTERS),
+        ]
+
+    counters = ProcessMemoryCounters()
+    counters.cb = ctypes.sizeof(counters)
+    kernel32 = ctypes.WinDLL("kernel32")  # type: ignore[attr-defined,unused-ignore]
+    process = kernel32.GetCurrentProcess()
+    psapi = ctypes.WinDLL("psapi")  # type: ignore[attr-defined,unused-ignore]
+    if not psapi.GetProcessMemoryInfo(process, ctypes.byref(counters), counters.cb):
+        return None
+    return int(counters.WorkingSetSize), int(counters.PagefileUsage)
+
+
+def cpu_details() -> dict[str, str] | None:
+    """Linux's /proc/cpuinfo, what hostInfo reports of the processor: `physicalCores`,
+    `sockets`, `frequencyMHz`, `features` (None where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    cores: set[tuple[str, str]] = set()
+    sockets: set[str] = set()
+    out = {"frequencyMHz": "", "features": ""}
+    socket_id = "0"
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            socket_id = value
+            sockets.add(value)
+        elif key == "core id":
+            cores.add((socket_id, value))
+        elif key == "cpu MHz" and not out["frequencyMHz"]:
+            out["frequencyMHz"] = value
+        elif key in ("flags", "Features") and not out["features"]:
+            out["features"] = value
+    out["physicalCores"] = str(len(cores) or os.cpu_count() or 1)
+    out["sockets"] = str(len(sockets) or 1)
+    return out
+
+
+def kernel_version() -> str:
+    """The kernel's version line as hostInfo's `extra.versionString` gives it: Linux's
+    /proc/version, elsewhere what platform reports."""
+    try:
+        with open("/proc/version", encoding="utf-8", errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        import platform
+
+        return f"{platform.system()} {platform.release()} {platform.version()}"
+
+
+def max_open_files() -> int | None:
+    """The most files this process may open (RLIMIT_NOFILE's soft limit), None where unknown."""
+    try:
+        import resource
+    except ImportError:
+        return None  # Windows: no such limit to read
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 # -- other processes ---------------------------------------------------------------------------
 
 
@@ -245,6 +462,11 @@ def unix_sockets() -> bool:
     return hasattr(socket, "AF_UNIX") and sys.platform != "win32"
 
 
+class SocketFileInUse(OSError):
+    """The file at a Unix domain socket's path is there and cannot be removed (mongod: "Failed
+    to unlink socket file")."""
+
+
 def listen_unix(path: str, mode: int, backlog: int) -> tuple[socket.socket, int]:
     """A listening Unix domain socket at `path` with permissions `mode` (chmod after the bind,
     as mongod does), and the inode of its file (see remove_unix_socket). Whatever is at `path`
@@ -254,6 +476,8 @@ def listen_unix(path: str, mode: int, backlog: int) -> tuple[socket.socket, int]
         os.unlink(path)
     except FileNotFoundError:
         pass
+    except OSError as exc:
+        raise SocketFileInUse(exc.errno, exc.strerror, path) from exc
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(path)

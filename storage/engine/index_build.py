@@ -216,7 +216,8 @@ class IndexBuild:
 
     def write_step(self) -> bool:
         """Append the next chunk of sorted keys, or rewrite the next headers (a write job);
-        True once all is in."""
+        True once all is in. The build moves past the chunk only when the job's group commits:
+        a group aborted and run again (the writer's redo) writes the same chunk again."""
         started = time.perf_counter()
         pos, start = self._cursor
         lists = self.sorted_entries
@@ -238,9 +239,10 @@ class IndexBuild:
                     value = txn.get(record_key, db=env.records)
                     if value is not None:
                         txn.put(record_key, header + ttl.body(value), db=env.records)
+                self.builds.writer.after_commit(moved)
 
-            self.builds.writer.write(rewrite)
             written = len(heads)
+            job = rewrite
         else:
             expiry = pos == len(self.indexes)
             part = lists[pos][start : start + WRITE_CHUNK]
@@ -250,18 +252,25 @@ class IndexBuild:
             db = env.expiry if expiry else env.index
 
             def run(txn: Txn, _changes: CatalogChanges) -> None:
+                self.builds.writer.after_commit(moved)
                 if not chunk:
                     return
                 cur = txn.cursor(db=db)
                 # In key order past the tree's last key: LMDB appends, no search per key.
                 append = not cur.last() or cur.key() < chunk[0][0]
-                cur.putmulti(chunk, append=append)
+                consumed, added = cur.putmulti(chunk, append=append)
+                if added != len(chunk):  # an append out of order adds nothing, silently
+                    raise AssertionError(f"index build wrote {added} of {len(chunk)} entries")
 
-            self.builds.writer.write(run)
             written = len(chunk) if not expiry else 0
-        self._cursor = (pos, start + WRITE_CHUNK)
-        self.keys_inserted += written
-        self.insert_seconds += time.perf_counter() - started
+            job = run
+
+        def moved() -> None:
+            self._cursor = (pos, start + WRITE_CHUNK)
+            self.keys_inserted += written
+            self.insert_seconds += time.perf_counter() - started
+
+        self.builds.writer.write(job)
         done = sum(map(len, lists[:pos])) + min(
             start + WRITE_CHUNK, len(lists[pos]) if pos < len(lists) else len(self.rewrites)
         )
@@ -317,7 +326,8 @@ class IndexBuild:
             records.put_collection(txn, info)
             changes[(self.db, self.name)] = info
             builds.ddl.log_built(txn, self.db, self.name, info, built)
-            builds.unwatch(self)
+            # Once committed: a redone group needs the records touched meanwhile again.
+            builds.writer.after_commit(lambda: builds.unwatch(self))
             return CreateIndexesResult(self.before, len(info.indexes), False, None)
 
         return builds.writer.write(run)
@@ -329,7 +339,7 @@ class IndexBuild:
             for ix in self.indexes:
                 delete_prefix(txn, self.builds.env.index, layout.index_prefix(ix.id))
                 delete_prefix(txn, self.builds.env.expiry, layout.index_prefix(ix.id))
-            self.builds.unwatch(self)
+            self.builds.writer.after_commit(lambda: self.builds.unwatch(self))
 
         self.builds.writer.write(run)
 
@@ -362,8 +372,8 @@ class Builds:
         return frozenset(watched) if watched else frozenset()
 
     def watch(self, build: IndexBuild) -> None:
-        """From now on the collection's writes are noted for `build` (the writer's thread; a
-        job run again notes it again, no harm)."""
+        """From now on the collection's writes are noted for `build` (the writer's thread,
+        once `begin`'s write has committed)."""
         coll_id = build.coll.id
         self._watchers.setdefault(coll_id, set()).add(build.indexes[0].id)
         self.env.watched.setdefault(coll_id, set())
@@ -404,7 +414,10 @@ class Builds:
             total = r.stats(info)[0]
         build = IndexBuild(self, db, name, info, new, new_specs, before, total, progress)
         build.ttl_view = ttl_view(info, new)
-        self.watch(build)
+        if self.writer.current_txn() is None:  # committed already: begun outside a group
+            self.watch(build)
+        else:  # a job of a group: watched once the group commits, never if it is undone
+            self.writer.after_commit(lambda: self.watch(build))
         return build
 
 

@@ -78,6 +78,10 @@ class Records:
         if id_index:
             # The `_id` index takes the collection's default collation, as every index does.
             id_options = {"collation": options["collation"]} if options.get("collation") else {}
+            if "timeseries" in options:
+                # Measurements may share an `_id` (MongoDB's time series collections have no
+                # `_id` index): this one, hidden from listIndexes, only finds them.
+                id_options["unique"] = False
             indexes = (IndexInfo(self.next_id(txn), "_id_", ID_INDEX_KEY, id_options),)
         info = CollectionInfo(coll_id, db, name, options, indexes, new_uuid())
         self.put_collection(txn, info)

@@ -74,6 +74,8 @@ class _Group:
     layers: list[CatalogChanges] = field(default_factory=lambda: [{}])
     #: Ids of the collections this group inserted into (told to the insert listeners).
     inserted: set[int] = field(default_factory=set)
+    #: What jobs asked to run once the group commits (Writer.after_commit), in order.
+    after: list[Callable[[], None]] = field(default_factory=list)
     #: A multi-document transaction's group: `txns` is its overlay, `layers[0]` its catalog
     #: changes so far, `base` the catalog at its snapshot.
     base: dict[CatalogKey, CollectionInfo] | None = None
@@ -184,6 +186,16 @@ class Writer:
         and must not write."""
         self._insert_listeners.append(listener)
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the writer thread once the group in progress commits (before the next
+        group begins); never if the write asking for it is undone or the group aborted. A job
+        that keeps Python state about what it wrote (a build's position) changes it here, since
+        a group may be aborted and its jobs run again. Not for a multi-document transaction's
+        statements (they commit with the transaction, not with a group)."""
+        group = self._active()
+        assert group is not None and group.base is None, "after_commit outside a write group"
+        group.after.append(fn)
+
     def current_txn(self) -> Txn | None:
         """The innermost write transaction, on the writer thread inside a group; else None."""
         group = self._active()
@@ -268,6 +280,7 @@ class Writer:
         child = self._env.env.begin(write=True, parent=group.txns[-1])
         group.txns.append(child)
         group.layers.append({})
+        asked = len(group.after)
         try:
             result = fn(child, group.layers[-1])
         except lmdb.MapFullError:
@@ -277,6 +290,7 @@ class Writer:
                 raise _Redo(_NO_SPACE) from None
             group.txns.pop()
             group.layers.pop()
+            del group.after[asked:]  # the undone write's
             child.abort()
             raise
         child.commit()
@@ -372,12 +386,7 @@ class Writer:
         finally:
             self._group = None
             self._thread = 0
-        self._env.committed()
-        self._publish(group.layers[0])
-        if group.inserted:
-            inserted = frozenset(group.inserted)
-            for listener in self._insert_listeners:
-                listener(inserted)
+        self._committed(group)
         return outcomes
 
     @staticmethod
@@ -426,13 +435,24 @@ class Writer:
                 txn.abort()
                 raise
             else:
-                self._env.committed()
-                self._publish(group.layers[0])
+                self._committed(group)
                 return result
             finally:
                 self._group = None
                 self._thread = 0
             self._env.grow()
+
+    def _committed(self, group: _Group) -> None:
+        """After a group's commit: the catalog published, then what its jobs asked to run
+        after it, then the insert listeners told."""
+        self._env.committed()
+        self._publish(group.layers[0])
+        for then in group.after:
+            then()
+        if group.inserted:
+            inserted = frozenset(group.inserted)
+            for listener in self._insert_listeners:
+                listener(inserted)
 
     def _publish(self, changes: CatalogChanges) -> None:
         if not changes:

@@ -463,17 +463,16 @@ class QueryRun:
         return out
 
     def _shape(self, doc: dict[str, Any], pos: Position, rid: int) -> bytes:
-        """A result under returnKey (the index key that found it: {} from a collection scan)
-        and showRecordId (`$recordId`, a long, last), or else the projection."""
+        """A result under returnKey (the index key that found it alone: {} from a collection
+        scan, and no `$recordId` even with showRecordId, as mongod's returnKey stage drops the
+        record id), or else under showRecordId (`$recordId`, a long, last) the projection."""
         out: dict[str, Any]
         if self.spec.return_key:
             out = self._index_key(doc, pos)
-        elif self.spec.projection is not None:
-            out = self.spec.projection.apply(doc)
         else:
-            out = doc
-        if self.spec.show_record_id:
-            out = {**out, "$recordId": Int64(rid)}
+            out = doc if self.spec.projection is None else self.spec.projection.apply(doc)
+            if self.spec.show_record_id:
+                out = {**out, "$recordId": Int64(rid)}
         # Encoded as a value, so `_id` stays where the index key has it (a top-level encode
         # would move it first): the element's header is 7 bytes, its value ends before the NUL.
         return bson.encode({"k": out}, codec_options=CODEC)[7:-1]

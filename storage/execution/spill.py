@@ -19,14 +19,30 @@ from typing import Any, BinaryIO, Generic, TypeVar
 import bson
 
 from ebbdb.storage.core.documents import CODEC
-from ebbdb.storage.core.limits import MemoryLimits, approximate_size, group_exceeded, sort_exceeded
+from ebbdb.storage.core.footprint import DICT_ENTRY, LIST_SLOT, footprint, state_footprint
+from ebbdb.storage.core.interrupt import current
+from ebbdb.storage.core.limits import (
+    MemoryLimits,
+    exceeded_no_disk,
+    group_exceeded,
+    sort_exceeded,
+)
+from ebbdb.storage.core.memory import Tracker, bound
 
 P = TypeVar("P")  # what is sorted: stored BSON (find) or documents (pipelines)
 S = TypeVar("S")  # a group's state
 
-#: What a row costs besides its payload: the key, the list slot, the tuple.
-_ROW_BYTES = 64
-_first = operator.itemgetter(0)  # list.sort is stable: rows keep their arrival order on ties
+#: What a row costs besides its payload and its key's values: the row's tuple and list slot, the
+#: size's int, the key's wrapper (functools.cmp_to_key's) and its tuple.
+_ROW_BYTES = 64 + LIST_SLOT + 28 + 48 + 56
+#: Rows are charged to the tracker in steps of this many bytes, not one by one.
+_CHARGE_EVERY = 1 << 16
+_first = operator.itemgetter(0)
+_TAKEN: Any = (
+    None,
+    None,
+    0,
+)  # a row handed out  # list.sort is stable: rows keep their arrival order on ties
 
 
 def clear(spill_dir: str) -> None:
@@ -96,11 +112,13 @@ def load_document(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
 class Sorter(Generic[P]):
     """Sorts payloads by the key of their documents, stably, under `limits.sort_bytes`.
 
-    `add` takes a document, its payload and the payload's size; past the limit the rows held so
-    far are sorted into a run on disk (or, without disk use, 292 is raised). `keep` (0: all)
+    `add` takes a document, its payload and what the payload holds (storage/core/footprint.py);
+    the rows are charged to a tracker of the running operation's (`what`), and past the limit the
+    rows held so far are sorted into a run on disk (or, without disk use, 292 is raised). `keep` (0: all)
     bounds what is wanted, as find's skip + limit do: then rows past it are dropped instead, as
     MongoDB's top-k sort does. `dump` turns a payload into BSON and `load` BSON into (document,
-    payload), for the runs on disk."""
+    payload), for the runs on disk. `keys_in_payload`: the key's values are the payload's (not
+    counted again)."""
 
     def __init__(
         self,
@@ -109,19 +127,33 @@ class Sorter(Generic[P]):
         dump: Callable[[P], bytes],
         load: Callable[[bytes], tuple[Any, P]],
         keep: int = 0,
+        what: str = "$sort",
+        keys_in_payload: bool = False,
     ) -> None:
         self._key, self._limits, self._keep = key, limits, keep
+        # Whether a key's values are the payload's own (a document sorted by its fields, no
+        # collation): then only the key's tuple is more.
+        self._shared = keys_in_payload
         self._dump, self._load = dump, load  # for the runs on disk
         self._rows: list[tuple[Any, P, int]] = []  # key, payload, size, in arrival order
         self._memory = 0
         self._runs: list[str] = []
         self._files = _Files(limits.spill_dir)
+        self._tracker = tracker = current.get().memory.child(what, limits.sort_bytes)
+        # A sorter dropped without its result read to the end (an error on the way, a cursor
+        # closed) gives back what it held when it is collected.
+        weakref.finalize(self, tracker.close)
         self.spilled = 0  # runs written
 
     def add(self, doc: Any, payload: P, size: int) -> None:
+        key = self._key(doc)
         size += _ROW_BYTES
-        self._rows.append((self._key(doc), payload, size))
+        if not self._shared:
+            size += footprint(getattr(key, "obj", key)) - 56  # the tuple is in _ROW_BYTES
+        self._rows.append((key, payload, size))
         self._memory += size
+        if self._memory - self._tracker.used >= _CHARGE_EVERY:
+            self._tracker.set(self._memory)
         if self._memory > self._limits.sort_bytes:
             self._overflow()
 
@@ -130,6 +162,7 @@ class Sorter(Generic[P]):
             self._rows.sort(key=_first)
             del self._rows[self._keep :]
             self._memory = sum(r[2] for r in self._rows)
+            self._tracker.set(self._memory)
             if self._memory <= self._limits.sort_bytes:
                 return
         if not self._limits.allow_disk:
@@ -146,18 +179,44 @@ class Sorter(Generic[P]):
         self.spilled += 1
         self._rows = []
         self._memory = 0
+        self._tracker.set(0)
 
     def result(self) -> Iterator[P]:
         """The payloads in order (the first `keep` of them, when it is set). Spill files are
         removed once the result is read to its end or dropped."""
+        self._tracker.set(self._memory)
         self._rows.sort(key=_first)
         if not self._runs:
             rows, self._rows = self._rows, []
             if self._keep:
                 del rows[self._keep :]
             self._files.close()
-            return iter([r[1] for r in rows])
+            if self._keep:  # what was dropped is no longer held
+                self._memory = sum(r[2] for r in rows)
+                self._tracker.set(self._memory)
+            return self._handed(rows)
         return self._merged()
+
+    def close(self) -> None:
+        """Give back what the rows held (their memory, their files)."""
+        self._rows = []
+        self._tracker.close()
+        self._files.close()
+
+    def _handed(self, rows: list[tuple[Any, P, int]]) -> Iterator[P]:
+        # Each row is let go (and no longer counted) once taken: what the stages after the sort
+        # keep of it, they count themselves.
+        memory, tracker = self._memory, self._tracker
+        try:
+            for i, (_, payload, size) in enumerate(rows):
+                rows[i] = _TAKEN
+                memory -= size
+                if tracker.used - memory >= _CHARGE_EVERY:
+                    tracker.set(memory)
+                yield payload
+        finally:
+            rows.clear()
+            self.close()
 
     def _merged(self) -> Iterator[P]:
         key, load = self._key, self._load
@@ -177,16 +236,76 @@ class Sorter(Generic[P]):
             for _, payload in merged:
                 yield payload
         finally:
-            self._rows = []
-            self._files.close()
+            self.close()
+
+
+# -- documents read more than once -------------------------------------------------------------------
+
+
+class Replay:
+    """Documents held to be read more than once ($facet's input, read by each of its pipelines):
+    in memory, charged to a tracker of the running operation's (`what`) under `limit`; past it,
+    with disk use, in a spill file read again each time; without, 292 (`refusal`)."""
+
+    def __init__(
+        self, docs: Iterable[dict[str, Any]], limits: MemoryLimits, limit: int, what: str
+    ) -> None:
+        self._tracker = current.get().memory.child(what, limit)
+        self._files = _Files(limits.spill_dir)
+        self._rows: list[dict[str, Any]] = []
+        self._path: str | None = None
+        try:
+            self._hold(docs, limits, limit, what)
+        except BaseException:
+            self.close()
+            raise
+
+    def _hold(
+        self, docs: Iterable[dict[str, Any]], limits: MemoryLimits, limit: int, what: str
+    ) -> None:
+        rows, tracker, token = self._rows, self._tracker, current.get()
+        f: BinaryIO | None = None
+        try:
+            for doc in docs:
+                token.tick()
+                if f is not None:
+                    f.write(dump_document(doc))
+                    continue
+                rows.append(doc)
+                tracker.charge(footprint(doc) + LIST_SLOT)
+                if tracker.over_limit:
+                    if not limits.allow_disk:
+                        raise exceeded_no_disk(
+                            f"{what} exceeded memory limit of {limit} bytes holding its input,"
+                            " but did not opt in to spilling it. Pass allowDiskUse:true to opt in."
+                        )
+                    self._path, f = self._files.create("replay-")
+                    for row in rows:
+                        f.write(dump_document(row))
+                    rows.clear()
+                    tracker.set(0)
+        finally:
+            if f is not None:
+                f.close()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._path is None:
+            return iter(self._rows)
+        return (load_document(raw)[0] for raw in _read_records(self._path))
+
+    def close(self) -> None:
+        self._rows = []
+        self._tracker.close()
+        self._files.close()
 
 
 # -- grouping ----------------------------------------------------------------------------------------
 
 #: Partitions the documents of groups that do not fit are spilled to.
 _PARTITIONS = 16
-#: What a group costs besides its key: the table slot and its state.
-_GROUP_BYTES = 96
+#: What a group costs besides its key and its state: the table's entry, the (key, state) tuple,
+#: the state's list, the hashable key's tuple.
+_GROUP_BYTES = DICT_ENTRY + 56 + 56 + 56
 
 
 def group(
@@ -197,42 +316,58 @@ def group(
     limits: MemoryLimits,
     dump: Callable[[Any], bytes],
     load: Callable[[bytes], Any],
+    what: str = "$group",
     level: int = 0,
+    tracker: Tracker | None = None,
 ) -> Iterator[tuple[Any, S]]:
     """Group `docs`: `key_of(doc)` gives (hashable key, key value), `new_state()` a group's state
     and `add(state, doc)` adds a document to it; yields (key value, state) once per group.
 
-    Groups are held in memory while their keys take at most `limits.group_bytes`. Past that,
-    without disk use, 292; with it, documents of groups already held still go to them, and those
-    of other groups are spilled, partitioned by key, to files each grouped the same way once the
-    input is read (so every group still sees its documents in their order)."""
+    What the groups hold (keys, states, and the values accumulators keep, which they charge
+    through `memory.bound`) is charged to a tracker of the running operation's named `what`.
+    Past `limits.group_bytes`, without disk use, 292; with it, documents of groups already held
+    still go to them, and those of other groups are spilled, partitioned by key, to files each
+    grouped the same way once the input is read (so every group still sees its documents in
+    their order): by this function again, at the next `level`, with the same `tracker`."""
+    own = tracker is None
+    if tracker is None:
+        tracker = current.get().memory.child(what, limits.group_bytes)
     groups: dict[Any, tuple[Any, S]] = {}
-    memory = 0
     files: _Files | None = None
     partitions: list[tuple[str, BinaryIO]] = []
+    state_bytes = -1  # what a fresh state holds: the same for every group
+    token = current.get()
     try:
         for doc in docs:
+            token.tick()
             key, key_value = key_of(doc)
             held = groups.get(key)
             if held is None:
                 if partitions:
                     partitions[hash((level, key)) % _PARTITIONS][1].write(dump(doc))
                     continue
-                held = groups[key] = (key_value, new_state())
-                memory += approximate_size(key_value) + _GROUP_BYTES
-                if memory > limits.group_bytes:
-                    if not limits.allow_disk:
-                        raise group_exceeded()
-                    files = _Files(limits.spill_dir)
-                    partitions = [files.create("group-") for _ in range(_PARTITIONS)]
+                state = bound(tracker, new_state)
+                if state_bytes < 0:
+                    state_bytes = state_footprint(state)
+                held = groups[key] = (key_value, state)
+                # The key value, and the hashable key (which shares its scalars).
+                tracker.charge(2 * footprint(key_value) + state_bytes + _GROUP_BYTES)
             add(held[1], doc)
+            if tracker.over_limit and not partitions:
+                if not limits.allow_disk:
+                    raise group_exceeded()
+                files = _Files(limits.spill_dir)
+                partitions = [files.create("group-") for _ in range(_PARTITIONS)]
         for _, f in partitions:
             f.close()
         yield from groups.values()
         groups.clear()
+        tracker.set(0)
         for path, _ in partitions:
             spilled = (load(raw) for raw in _read_records(path))
-            yield from group(spilled, key_of, new_state, add, limits, dump, load, level + 1)
+            yield from group(
+                spilled, key_of, new_state, add, limits, dump, load, what, level + 1, tracker
+            )
             os.unlink(path)
             assert files is not None
             files.paths.remove(path)
@@ -241,3 +376,5 @@ def group(
             f.close()
         if files is not None:
             files.close()
+        if own:
+            tracker.close()

@@ -312,8 +312,8 @@ def id_key(coll: CollectionInfo, query: ParsedFilter, collation: Collation | Non
     another collation)."""
     point = id_point(query)
     id_index = coll.index_named("_id_")
-    if point is MISSING or id_index is None:  # no `_id` index: the oplog's
-        return MISSING
+    if point is MISSING or id_index is None or not id_index.unique:
+        return MISSING  # no `_id` index (the oplog's), or one of shared `_id`s (a time series')
     id_collation = id_index.collation
     if id_collation is collation or id_collation == collation:
         return point if collation is None else collation.collate(point)

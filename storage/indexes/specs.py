@@ -136,7 +136,7 @@ def _check_key(key: Any) -> tuple[tuple[str, Any], ...]:
             raise QueryError(
                 "CannotCreateIndex", f"Index key contains an illegal field name: '{field}'"
             )
-        if isinstance(d, str):
+        if type(d) is str:  # (Code, a str subclass, is neither a kind nor a direction)
             if index_kinds.kind_named(d) is not None:
                 out.append((field, d))
                 continue
@@ -251,7 +251,7 @@ def parse_index_spec(doc: Mapping[str, Any]) -> IndexSpec:
     name = doc.get("name")
     if name is None:
         name = default_name(requested)
-    if not isinstance(name, str):
+    if type(name) is not str:  # nor is JavaScript code (pymongo's Code is a str subclass)
         raise QueryError("TypeMismatch", "The field 'name' must be a string")
     if not name or name == "*":
         raise QueryError("CannotCreateIndex", f"The index name '{name}' is not valid")

@@ -30,7 +30,8 @@ from ebbdb.storage.query.compare import (
     rank,
 )
 from ebbdb.storage.query.geo_match import NEAR_REFUSED, parse_distance, parse_geo
-from ebbdb.storage.query.javascript import refuse_javascript
+from ebbdb.storage.query.javascript import refuse_in_validator
+from ebbdb.storage.query.javascript_operators import where_predicate
 from ebbdb.storage.query.match_leaves import (
     bit_positions,
     bits_test,
@@ -80,6 +81,7 @@ from ebbdb.storage.query.match_tree import (
     Text,
     TextSite,
     Type,
+    Where,
     conditions,
     path_of,
     uses_expr,
@@ -123,6 +125,7 @@ def parse_filter(
     *,
     collation: Collation | None = None,
     validator: bool = False,
+    javascript: bool = True,
 ) -> ParsedFilter:
     """Parse a filter once: its tree and its predicate (compile_filter's), from one pass, and
     where its `$text` sits. Under `collation` (None: the simple one) its comparisons ($eq, ranges,
@@ -131,11 +134,12 @@ def parse_filter(
     With `validator`, the filter is a collection's validator, parsed as MongoDB parses one: it
     refuses $where, $text and the proximity operators there, keeps each `$and` it is written
     with, opens a field's operators into the document's conditions, and annotates every operator
-    for the validation error's details (storage/query/validator.py). Raises what compile_filter
+    for the validation error's details (storage/query/validator.py). Without `javascript` (a
+    pipeline's $match) it refuses $where, as MongoDB does there. Raises what compile_filter
     raises."""
     if not flt:
         return ParsedFilter({} if flt is None else flt, _NOTHING, _always, collation=collation)
-    cx = _Parse(collation, validator)
+    cx = _Parse(collation, validator, javascript)
     tree, predicate = _parse_doc(flt, variables if variables is not None else {}, cx)
     return ParsedFilter(flt, tree, predicate, cx.text_site(), collation, cx.geo)
 
@@ -156,6 +160,8 @@ def node_predicate(node: Node, variables: Mapping[str, Any] | None = None) -> Pr
         return schema.matches
     if isinstance(node, Text):
         return node.binding.matches
+    if isinstance(node, Where):
+        return node.predicate
     preds = [node_predicate(c, variables) for c in node.children]
     if isinstance(node, And):
         return _all_of(preds)
@@ -187,7 +193,7 @@ _PATHLESS = frozenset(
         "$db",
     }
 )
-_UNSUPPORTED_TOP = frozenset({"$where", "$sampleRate"})
+_UNSUPPORTED_TOP = frozenset({"$sampleRate"})
 
 
 class _Parse:
@@ -204,9 +210,12 @@ class _Parse:
     #: The outermost `$or` holding the `$text`: its clauses, and which one holds it.
     text_or: tuple[tuple[ParsedFilter, ...], int] | None = None
 
-    def __init__(self, collation: Collation | None, validator: bool) -> None:
+    def __init__(
+        self, collation: Collation | None, validator: bool, javascript: bool = True
+    ) -> None:
         self.collation = collation
         self.validator = validator
+        self.javascript = javascript  # $where allowed (not in a pipeline's $match, as mongod)
 
     def text_count(self) -> int:
         return len(self.texts) if self.texts is not None else 0
@@ -285,6 +294,8 @@ def _parse_top_operator(
     if op == "$expr":
         if variables is None:
             raise QueryError("BadValue", "$expr can only be applied to the top-level document")
+        if cx.validator:
+            refuse_in_validator(value)
         return Expr(value), _expr_predicate(value, variables)
     if op in ("$and", "$or", "$nor"):
         return _parse_logical(op, value, variables, cx)
@@ -314,9 +325,12 @@ def _parse_top_operator(
         cx.found_text(text)
         return text, binding.matches
     if op == "$where":
-        if cx.validator:
+        if cx.validator or not cx.javascript:
             raise QueryError("BadValue", f"{op} is not allowed in this context")
-        refuse_javascript(op)
+        if variables is None:
+            raise QueryError("BadValue", "$where can only be applied to the top-level document")
+        where = where_predicate(value)
+        return Where(value, where), where
     if op in _UNSUPPORTED_TOP:
         raise QueryError("NotImplemented", f"{op} is not supported")
     hint = (

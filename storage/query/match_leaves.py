@@ -290,7 +290,7 @@ def regex_document(context: Mapping[str, Any]) -> tuple[str, str]:
     options = ""
     for op, v in context.items():
         if op == "$regex":
-            if isinstance(v, str):
+            if type(v) is str:  # (not Code, a str subclass)
                 pattern = v
             elif is_regex(v):
                 pattern, flags = regex_source(v)
@@ -301,7 +301,7 @@ def regex_document(context: Mapping[str, Any]) -> tuple[str, str]:
             else:
                 raise QueryError("BadValue", "$regex has to be a string")
         elif op == "$options":
-            if not isinstance(v, str):
+            if type(v) is not str:
                 raise QueryError("BadValue", "$options has to be a string")
             if options:
                 raise QueryError("Location51075", "options set in both $regex and $options")
@@ -362,7 +362,7 @@ def type_codes(path: str, arg: Any) -> frozenset[int]:
     specs = arg if isinstance(arg, list) else [arg]
     codes: set[int] = set()
     for spec in specs:
-        if isinstance(spec, str):
+        if type(spec) is str:  # (not Code, a str subclass: a type name is a plain string)
             if spec == "number":
                 codes |= _NUMBER_CODES
             elif spec in BSON_TYPE_CODES:

@@ -116,6 +116,16 @@ class Text:
 
 
 @dataclass(frozen=True, slots=True)
+class Where:
+    """`{$where: code}`: the JavaScript as written, and its predicate (storage/query/
+    javascript_operators.py), which runs it on each document."""
+
+    code: Any
+    predicate: Callable[[Mapping[str, Any]], bool] = field(compare=False, repr=False)
+    annotation: Annotation | None = field(default=None, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
 class All:
     """`$all` on a field: an And of its values' equalities (Compare), regexes (Regex) or
     `$elemMatch` nodes. Kept apart from a plain And because the planner does not bound it."""
@@ -233,7 +243,7 @@ class Geo(Leaf):
     query: Any = field(compare=False, repr=False)
 
 
-Node = And | Or | Nor | Not | Always | Expr | JsonSchema | Text | All | Leaf
+Node = And | Or | Nor | Not | Always | Expr | JsonSchema | Text | Where | All | Leaf
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,9 +357,9 @@ def text_nodes(node: Node) -> list[tuple[Text, bool]]:
 def unbounded(node: Node) -> bool:
     """Whether testing a document against the node can take long: regular expressions (a match
     attempt may backtrack up to PCRE2's limit), `$expr` (any computation), `$text` and the geo
-    operators (a geometry parsed and tested per document: tens of microseconds each). Queries
-    holding one match on a reader thread, not on the event loop."""
-    if isinstance(node, (Expr, Regex, Text, Geo)):
+    operators (a geometry parsed and tested per document: tens of microseconds each), `$where`
+    (JavaScript). Queries holding one match on a reader thread, not on the event loop."""
+    if isinstance(node, (Expr, Regex, Text, Geo, Where)):
         return True  # a $text match tokenizes and stems the document's strings
     if isinstance(node, In):
         return any(isinstance(v, (bson.Regex, re.Pattern)) for v in node.values)
@@ -386,6 +396,7 @@ __all__ = [
     "Size",
     "Test",
     "Text",
+    "Where",
     "TextSite",
     "Type",
     "condition",

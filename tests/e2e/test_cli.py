@@ -278,7 +278,8 @@ def test_second_server_on_same_dbpath_fails_and_first_keeps_serving(
 
 
 def test_missing_dbpath_is_created(launch: Any, tmp_path: Path) -> None:
-    dbpath = tmp_path / "does" / "not" / "exist"
+    """The data directory is made (its parent must exist: tests/e2e/test_startup_errors.py)."""
+    dbpath = tmp_path / "new"
     assert not dbpath.exists()
     srv = launch("--port", "0", "--dbpath", str(dbpath))
     srv.startup_line()

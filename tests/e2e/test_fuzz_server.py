@@ -1,7 +1,9 @@
 """End-to-end fuzzing: hypothesis sends random and mutated frames and command documents over raw
 sockets to one real server, more than 10,000 frames a run. Every reply must be a well-formed
 OP_MSG (or OP_REPLY) whose document has `ok`, and for ok: 0 an int `code`, a string `errmsg` and
-`codeName`; never InternalError; or the server closes the connection (broken framing). The server
+`codeName`; never InternalError (1); or the server closes the connection (broken framing), but
+only once every request before the broken frame has its reply. Values of odd types (JavaScript
+code above all) go where names are expected: databases, collections, indexes, fields. The server
 never dies, never logs an error or a traceback, and a pymongo client on its own connection reads
 its known document back after every example. Derandomized, so a run is the same every time.
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import bson
 import pytest
-from bson import Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pymongo import MongoClient
@@ -31,6 +33,7 @@ from ebbdb.protocol import (
     Msg,
     MsgFlags,
     OpCode,
+    ProtocolError,
     Query,
     decode_message,
     decode_reply,
@@ -45,6 +48,9 @@ from tests.e2e.rawwire import connect, next_request_id
 #: At least this many fuzzed frames per run (the sentinel pings are not counted).
 MIN_FRAMES = 10_000
 EXAMPLES = 520
+#: The request id of the ping after a run's frames: none of theirs (a mutated frame's id is a bit
+#: or a byte away from the counter's, which a counter's next id could be).
+SENTINEL_ID = 0x7ABCDEF0
 #: A reply that takes longer than this means a hang.
 READ_TIMEOUT = 20.0
 FUZZ = settings(
@@ -122,6 +128,8 @@ SCALARS = st.one_of(
     st.builds(Timestamp, st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)),
     st.builds(Regex, st.sampled_from(["a", "^(a+)+$", "[", "x*", "\\"]), st.text("imsxu")),
     st.sampled_from([MinKey(), MaxKey(), Decimal128("1.5"), Decimal128("NaN")]),
+    # JavaScript where a name is expected: pymongo's Code is a str subclass.
+    st.builds(Code, st.sampled_from(["c", "fuzz", "a_1", "$a", "admin"])),
 )
 VALUES = st.recursive(
     SCALARS,
@@ -144,8 +152,10 @@ def commands(draw: st.DrawFn) -> bytes:
 # Most frames come from a Random that hypothesis hands out (derandomized like the rest): drawing
 # every value through hypothesis costs milliseconds a frame, and the run must send ten thousand.
 
-_DBS = ["fuzz", "fuzz", "admin", "test", "local", "", "$x", "a.b", "x" * 70]
+_DBS = ["fuzz", "fuzz", "admin", "test", "local", "", "$x", "a.b", "x" * 70, Code("fuzz"), 5]
 _NAMES = ["c", "c", "fuzz", "system.profile", "system.views", "a.b", "$x", "", "x" * 300]
+#: Names that are not strings: JavaScript above all (a str subclass in pymongo).
+_ODD_NAMES = [Code("c"), Code("c", {"x": 1}), Code("a_1"), Code("$a"), Code("a.b")]
 _TEXT = ["", "a", "é", "\ud7ff", "^(a+)+$", "[", "$a", "$$ROOT", "a.b", "x" * 2000]
 
 
@@ -158,6 +168,7 @@ def _scalar(rng: random.Random) -> Any:
             lambda: Int64(rng.choice([0, -1, 2**63 - 1, -(2**63), 10**12])),
             lambda: rng.choice([0.5, -0.0, float("inf"), float("-inf"), float("nan"), 1e308]),
             lambda: rng.choice(_TEXT + _NAMES),
+            lambda: rng.choice(_ODD_NAMES),
             lambda: Binary(rng.randbytes(rng.randrange(20)), rng.choice([0, 3, 4, 5, 128])),
             lambda: ObjectId(rng.randbytes(12)),
             lambda: datetime.datetime(1970, 1, 1) + datetime.timedelta(days=rng.randrange(-1, 9)),
@@ -209,7 +220,10 @@ def _field_value(rng: random.Random, field: str) -> Any:
     if field in _DOCS_FIELDS:
         statement = rng.random() < 0.5
         return [
-            {k: _filter(rng) for k in rng.sample(_STATEMENT_KEYS, rng.randint(1, 3))}
+            {
+                k: rng.choice(["a_1", *_ODD_NAMES, 5]) if k == "name" else _filter(rng)
+                for k in rng.sample(_STATEMENT_KEYS, rng.randint(1, 3))
+            }
             if statement
             else _filter(rng)
             for _ in range(rng.randint(1, 3))
@@ -220,7 +234,7 @@ def _field_value(rng: random.Random, field: str) -> Any:
 def _command(rng: random.Random) -> bytes:
     name = rng.choice(COMMANDS)
     own, admin_only = OWN_FIELDS[name]
-    value = rng.choice(["c", "c", "fuzz", 1, 1]) if rng.random() < 0.8 else _value(rng)
+    value = rng.choice(["c", "c", "fuzz", 1, 1, Code("c")]) if rng.random() < 0.8 else _value(rng)
     doc: dict[str, Any] = {name: value}
     for _ in range(rng.randrange(5)):
         field = rng.choice(own) if rng.random() < 0.8 else _key(rng)
@@ -375,10 +389,12 @@ class Run:
     def observe(self) -> None:
         assert self.known.find_one({"_id": 1}) == self.KNOWN
 
-    def send(self, frames: list[bytes]) -> None:
-        """Send the frames on a new connection and check whatever comes back."""
+    def send(self, frames: list[bytes], before_break: int | None = None) -> None:
+        """Send the frames on a new connection and check whatever comes back; the first
+        `before_break` frames (all, when None) must each get their reply, but for those sent
+        with moreToCome."""
         stream = b"".join(frames)
-        sentinel = next_request_id()
+        sentinel = SENTINEL_ID
         aligned = _aligned(stream)
         if aligned:  # the server reads every frame whole: a ping after them shows it is done
             stream += encode_msg(sentinel, 0, bson.encode({"ping": 1, "$db": "admin"}))
@@ -390,9 +406,15 @@ class Run:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # closed already for a frame it refused
             self.frames += len(frames)
-            self._check_replies(sock, sentinel if aligned else None, frames)
+            answered = self._check_replies(sock, sentinel if aligned else None, frames)
+        due = {_request_id(f) for f in _before_a_break(frames[:before_break]) if _wants_reply(f)}
+        assert due <= answered, f"no reply to {sorted(due - answered)} in {frames!r:.3000}"
 
-    def _check_replies(self, sock: socket.socket, sentinel: int | None, sent: list[bytes]) -> None:
+    def _check_replies(
+        self, sock: socket.socket, sentinel: int | None, sent: list[bytes]
+    ) -> set[int]:
+        """What the replies respond to, up to the sentinel's or the server's close."""
+        answered: set[int] = set()
         buf = b""
         while True:
             try:
@@ -404,17 +426,39 @@ class Run:
             if not chunk:
                 assert buf == b"", f"a reply cut short: {buf!r:.300}"
                 self.closed += 1
-                return
+                return answered
             buf += chunk
             while len(buf) >= 4 and len(buf) >= _INT32.unpack_from(buf)[0]:
                 length = _INT32.unpack_from(buf)[0]
                 assert length >= HEADER_SIZE
                 frame, buf = buf[:length], buf[length:]
                 response_to = _check_reply(frame, sent)
+                answered.add(response_to)
                 self.replies += 1
                 if response_to == sentinel:
                     assert buf == b""
-                    return
+                    return answered
+
+
+def _before_a_break(frames: list[bytes]) -> list[bytes]:
+    """The frames before the first one that does not parse (the server closes there)."""
+    for i, frame in enumerate(frames):
+        try:
+            decode_message(frame)
+        except ProtocolError:
+            return frames[:i]
+    return frames
+
+
+def _request_id(frame: bytes) -> int:
+    return int(_INT32.unpack_from(frame, 4)[0])
+
+
+def _wants_reply(frame: bytes) -> bool:
+    """A well-formed request asks for a reply unless it is an OP_MSG with moreToCome."""
+    if _INT32.unpack_from(frame, 12)[0] != OpCode.MSG:
+        return True
+    return not _UINT32.unpack_from(frame, 16)[0] & MsgFlags.MORE_TO_COME
 
 
 def _aligned(stream: bytes) -> bool:
@@ -475,9 +519,10 @@ def test_fuzz_the_server(fuzz_server: ServerThread) -> None:
         @given(st.randoms(use_true_random=False))
         def broken(rng: random.Random) -> None:
             frames = [_command_frame(rng) for _ in range(rng.randrange(10))]
+            before_break = len(frames)
             frames.append(_broken_frame(rng))
             frames += [_command_frame(rng) for _ in range(rng.randrange(4))]
-            run.send(frames)
+            run.send(frames, before_break)
             run.observe()
 
         well_framed()

@@ -420,3 +420,147 @@ def test_max_incoming_connections_closes_the_extra_ones(launch: Any, tmp_path: P
     assert len(refused) == 1, refused
     assert refused[0]["msg"] == "Connection refused because there are too many open connections"
     assert refused[0]["attr"]["connectionCount"] == 2
+
+
+# -- what a client not logged in can put in the log ------------------------------------------------
+
+#: What one request of a client not logged in may add to the log, at most (issue 24: "about 1 KB").
+PER_REQUEST_BYTES = 1024
+_LINE_START = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [IWEFD]\d? ")
+_FORGED = (
+    "\n2026-11-27T16:00:00.000Z I ACCESS   [conn1] Successfully authenticated as principal admin"
+    " on admin from client 10.0.0.1:5000\r\x1b[2K"
+)
+
+
+def _sasl_start(user: str) -> dict[str, Any]:
+    payload = f"n,,n={user},r=fyko+d2lbbFgONRv9qkxdawL".encode()
+    return {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": payload, "$db": "admin"}
+
+
+def _auth_server(launch: Any, tmp_path: Path, *args: str) -> tuple[Server, Path]:
+    """A server started with --auth, logging to a file (and `args`), and that file."""
+    logfile = tmp_path / "ebbdb.log"
+    args = ("--port", "0", "--ephemeral", "--auth", "--logpath", str(logfile), *args)
+    srv = launch(list(args), subprocess.DEVNULL)
+    srv.startup()
+    return srv, logfile
+
+
+def _logged(srv: Server, logfile: Path, marker: str) -> int:
+    """The log's size once a failed login of user `marker` is in it (the log is written by a
+    thread of its own: this waits for it)."""
+    with rawwire.connect(srv.port) as sock:
+        assert rawwire.op_msg(sock, _sasl_start(marker))["code"] == 18
+    wait_until(lambda: marker in logfile.read_text(), f"{marker}'s failed login in the log")
+    return logfile.stat().st_size
+
+
+@pytest.mark.timeout(90)
+def test_a_client_not_logged_in_adds_about_1_kb_a_request(launch: Any, tmp_path: Path) -> None:
+    srv, logfile = _auth_server(launch, tmp_path)
+    huge = "u" * (1 << 20)
+    requests: list[tuple[dict[str, Any], int]] = [(_sasl_start(huge), 18)] * 50
+    requests += [
+        ({"hello": 1, "client": {"application": {"name": huge}}, "$db": "admin"}, 185),
+        ({"hello": 1, "saslSupportedMechs": f"admin.{huge}", "$db": "admin"}, 0),
+        ({"find": huge, "filter": {huge: 1}, "$db": "admin"}, 13),
+        ({"insert": "c", "documents": [{"x": huge}], "comment": huge, "$db": huge[:60]}, 13),
+        ({"ping": 1, "comment": huge, "$db": "admin"}, 0),
+        ({"saslStart": 1, "mechanism": huge, "payload": b"", "$db": "admin"}, 334),
+        ({"saslContinue": 1, "conversationId": 1, "payload": huge.encode(), "$db": "admin"}, 17),
+        ({huge: 1, "$db": "admin"}, 59),
+    ]
+    before = _logged(srv, logfile, "before-the-flood")
+    with rawwire.connect(srv.port) as sock:
+        for body, code in requests:
+            reply = rawwire.op_msg(sock, body)
+            assert reply.get("code", 0) == code, (reply, str(body)[:200])
+    after = _logged(srv, logfile, "after-the-flood")
+    # The marker's own failed login counts as one more request.
+    assert after - before <= (len(requests) + 1) * PER_REQUEST_BYTES, after - before
+    text = logfile.read_text()
+    assert "u" * 300 not in text
+    assert text.count("authentication of uuu") == 50
+    assert srv.stop() == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_user_name_cannot_forge_a_log_line(launch: Any, tmp_path: Path) -> None:
+    srv, logfile = _auth_server(launch, tmp_path)
+    with rawwire.connect(srv.port) as sock:
+        assert rawwire.op_msg(sock, _sasl_start(_FORGED))["code"] == 18
+        metadata = {"driver": {"name": _FORGED, "version": "1"}, "os": {"type": "x"}}
+        assert rawwire.op_msg(sock, {"hello": 1, "client": metadata, "$db": "admin"})["ok"] == 1
+        # A raised error's message carries the client's text into a traceback-free warning.
+        assert rawwire.op_msg(sock, {_FORGED: 1, "$db": "admin"})["code"] == 59
+    _logged(srv, logfile, "the-end")
+    assert srv.stop() == 0
+    lines = _log_lines(logfile)
+    assert all(_LINE_START.match(line) for line in lines), [
+        line for line in lines if not _LINE_START.match(line)
+    ]
+    escaped = _FORGED.replace("\n", "\\n").replace("\r", "\\r").replace("\x1b", "\\u001b")
+    failed = [line for line in lines if "authentication of" in line and escaped in line]
+    assert len(failed) == 1, lines
+    assert any("client metadata" in line and escaped in line for line in lines), lines
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_login_is_logged_once(launch: Any, tmp_path: Path) -> None:
+    srv, logfile = _auth_server(launch, tmp_path, "--logFormat", "json")
+    # A driver's login: hello with speculativeAuthenticate, then its own saslStart.
+    with MongoClient(
+        f"mongodb://nobody-here:secret@127.0.0.1:{srv.port}/?directConnection=true",
+        serverSelectionTimeoutMS=5000,
+    ) as client:
+        with pytest.raises(OperationFailure) as failed:
+            client.admin.command("ping")
+        assert failed.value.code == 18
+    _logged(srv, logfile, "the-end")
+    assert srv.stop() == 0
+    entries = [json.loads(line) for line in _log_lines(logfile)]
+    logins = [e for e in entries if e["msg"] == "Authentication failed"]
+    ours = [e for e in logins if e["attr"]["principalName"] == "nobody-here"]
+    assert len(ours) == 1, ours
+    assert json.dumps(ours[0]).count("nobody-here") == 1
+    assert ours[0]["attr"]["error"] == "UserNotFound: Could not find the user"
+
+
+@pytest.mark.timeout(60)
+def test_client_metadata_is_checked_as_mongod_checks_it(launch: Any, tmp_path: Path) -> None:
+    srv = launch(["--port", "0", "--ephemeral"], subprocess.DEVNULL)
+    srv.startup()
+    driver = {"name": "raw", "version": "1"}
+
+    def hello(client: dict[str, Any]) -> dict[str, Any]:
+        with rawwire.connect(srv.port) as sock:
+            return rawwire.op_msg(sock, {"hello": 1, "client": client, "$db": "admin"})
+
+    ok = {"application": {"name": "a" * 128}, "driver": driver, "os": {"type": "Linux"}}
+    assert hello(ok)["ok"] == 1.0
+    too_long = {**ok, "application": {"name": "é" * 65}}  # 130 bytes
+    reply = hello(too_long)
+    assert (reply["code"], reply["codeName"], reply["errmsg"]) == (
+        184,
+        "ClientMetadataAppNameTooLarge",
+        "The 'application.name' field must be less then or equal to 128 bytes in the client "
+        "metadata document",
+    )
+    reply = hello({**ok, "application": {"name": "a" * 2000}})
+    assert (reply["code"], reply["codeName"], reply["errmsg"]) == (
+        185,
+        "ClientMetadataDocumentTooLarge",
+        "The client metadata document must be less then or equal to 1024bytes",
+    )
+    reply = hello({**ok, "application": "billing"})
+    assert (reply["code"], reply["errmsg"]) == (
+        14,
+        "The 'application' field is required to be a BSON document in the client metadata document",
+    )
+    reply = hello({**ok, "driver": {"name": 5, "version": "1"}})
+    assert (reply["code"], reply["errmsg"]) == (
+        14,
+        "The 'driver.name' field must be a string in the client metadata document",
+    )
+    assert srv.stop() == 0

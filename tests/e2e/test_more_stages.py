@@ -215,6 +215,76 @@ def test_densify_errors(client: Client, spec: Any, code: int) -> None:
     assert _code(client.gaps.bad, [{"$densify": spec}]) == code
 
 
+DAY = datetime.datetime(2024, 3, 1)
+SAME_TYPE = "Upper bound, lower bound, and step must all have the same type"
+
+
+@pytest.mark.parametrize(
+    ("range_", "code", "message"),
+    [
+        # 5876900: numeric bounds and the step of one BSON type (mongod's RangeStatement::parse).
+        ({"step": 1, "bounds": [0, 10.5]}, 5876900, SAME_TYPE),
+        ({"step": 1.0, "bounds": [0, 10]}, 5876900, SAME_TYPE),
+        ({"step": 1, "bounds": [Int64(0), Int64(10)]}, 5876900, SAME_TYPE),
+        ({"step": Int64(1), "bounds": [0, Int64(10)]}, 5876900, SAME_TYPE),
+        # mongod's order: a unit with numeric bounds before the types of the bounds.
+        (
+            {"step": 1, "unit": "day", "bounds": [1, DAY]},
+            5733409,
+            "Numeric bounds may not have unit parameter",
+        ),
+    ],
+)
+def test_densify_numeric_bounds_checks(
+    client: Client, range_: dict[str, Any], code: int, message: str
+) -> None:
+    client.gaps.bad.insert_one({"t": 1})
+    with pytest.raises(OperationFailure) as info:
+        list(client.gaps.bad.aggregate([{"$densify": {"field": "t", "range": range_}}]))
+    assert (info.value.code, (info.value.details or {}).get("errmsg")) == (code, message)
+
+
+@pytest.mark.parametrize(
+    "range_",
+    [
+        {"step": Int64(2), "bounds": [Int64(0), Int64(6)]},
+        {"step": 2.0, "bounds": [0.0, 6.0]},
+        {"step": 2, "bounds": [0, 6]},
+    ],
+)
+def test_densify_bounds_and_step_of_one_type(client: Client, range_: dict[str, Any]) -> None:
+    client.gaps.typed.insert_one({"t": 3})
+    out = client.gaps.typed.aggregate(
+        [{"$densify": {"field": "t", "range": range_}}, {"$project": {"_id": 0}}]
+    )
+    assert [r["t"] for r in out] == [0, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("doc", "partition"),
+    [
+        ({"a": [1, 2]}, "a"),  # mongod's generator: 5733307, nested inside arrays
+        ({"a": 5}, "a"),  # mongod's generator: 5733308, overwrite non-object values
+        ({"a": {"c": [1]}}, "a.c"),
+    ],
+)
+def test_densify_a_field_under_a_partition_field_is_refused_at_parse(
+    client: Client, doc: dict[str, Any], partition: str
+) -> None:
+    # mongod's generator refuses to write the field through a partition value that is an array
+    # (5733307) or not an object (5733308). Those partition values are always on the field's
+    # path, which mongod (and ebbdb) refuse before the stage runs (9554500): with that check the
+    # generator's two can never be reached. Were 9554500 ever dropped, the generator's two
+    # would be needed.
+    client.gaps.under.insert_one(doc)
+    spec = {
+        "field": f"{partition}.b",
+        "partitionByFields": [partition],
+        "range": {"step": 1, "bounds": [0, 3]},
+    }
+    assert _code(client.gaps.under, [{"$densify": spec}]) == 9554500
+
+
 def test_densify_refuses_a_string_value(client: Client) -> None:
     client.gaps.bad.insert_many([{"t": 1}, {"t": "x"}])
     spec = {"field": "t", "range": {"step": 1, "bounds": "full"}}

@@ -117,7 +117,7 @@ def test_the_server_works_with_and_without_its_posix_facilities(mode: str, tmp_p
             assert second.returncode == 100, second.stderr
             assert second.stdout == ""
             assert second.stderr.strip() == (
-                f"ebbdb: Unable to lock the data directory {dbpath}: "
+                f"ebbdb: DBPathInUse: Unable to lock the data directory {dbpath}: "
                 "another ebbdb process is using it"
             )
             assert client.admin.command("ping")["ok"] == 1.0  # the first is still serving

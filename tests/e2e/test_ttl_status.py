@@ -266,7 +266,7 @@ def test_cosmos_and_a_native_index_together(quiet: Client, ebbdb_clock: TtlClock
 def test_errors(quiet: Client) -> None:
     db = quiet.ttlstatus_errors
     assert code_of(db, {"ttlStatus": "nope"}) == (26, "NamespaceNotFound")
-    assert code_of(db, {"ttlStatus": 1}) == (14, "TypeMismatch")
+    assert code_of(db, {"ttlStatus": 1}) == (2, "BadValue")
     assert code_of(db, {"ttlStatus": ""}) == (73, "InvalidNamespace")
     db.c.insert_one({})
     assert code_of(db, {"ttlStatus": "c", "verbose": True}) == (40415, "Location40415")

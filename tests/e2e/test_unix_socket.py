@@ -285,7 +285,8 @@ def test_a_socket_that_cannot_be_made_stops_the_start(tmp_path: Path) -> None:
     )
     try:
         assert proc.proc.wait(15) == 48
-        assert "cannot listen on /nonexistent/x/ebbdb-" in proc.stderr
+        assert "ebbdb: SocketException: /nonexistent/x/ebbdb-" in proc.stderr
+        assert ":: caused by :: No such file or directory" in proc.stderr
     finally:
         proc.kill()
 
@@ -302,8 +303,9 @@ def test_a_path_in_bind_ip_without_unix_sockets_stops_the_start(tmp_path: Path) 
     )
     try:
         assert proc.proc.wait(15) == 48
-        assert "cannot listen on /tmp/x/a.sock: no Unix domain sockets on this system" in (
-            proc.stderr
+        assert (
+            "SocketException: /tmp/x/a.sock :: caused by :: no Unix domain sockets on this system"
+            in proc.stderr
         )
     finally:
         proc.kill()

@@ -10,6 +10,7 @@ import pytest
 
 from ebbdb.server.config import parse_args
 from ebbdb.server.config_file import parse_config
+from ebbdb.storage.core import portability
 
 
 @pytest.mark.parametrize(
@@ -203,7 +204,26 @@ def test_empty_config_file_keeps_the_defaults(tmp_path: Path) -> None:
     ("text", "words"),
     [
         ("net:\n  prot: 1\n", "unrecognized option: net.prot"),
-        ("processManagement:\n  fork: true\n", "unrecognized option: processManagement.fork"),
+        (
+            "processManagement:\n  windowsService:\n    serviceName: x\n",
+            "unrecognized option: processManagement.windowsService.serviceName",
+        ),
+        ("storage:\n  engine: inMemory\n", "storage.engine: ebbdb stores data in its own"),
+        (
+            "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeMB: 1\n",
+            "unrecognized option: storage.wiredTiger.engineConfig.cacheSizeMB",
+        ),
+        (
+            "storage:\n  wiredTiger:\n    collectionConfig:\n      blockCompressor: lz4\n",
+            "storage.wiredTiger.collectionConfig.blockCompressor: expected one of 'none'",
+        ),
+        ("storage:\n  journal:\n    commitIntervalMs: 900\n", "expected an integer from 1 to 500"),
+        (
+            "systemLog:\n  path: /x.log\n  logRotate: reopen\n",
+            "systemLog.logRotate: reopen needs systemLog.logAppend: true",
+        ),
+        ("systemLog:\n  logRotate: often\n", "systemLog.logRotate: expected one of 'rename'"),
+        ("sharding:\n  clusterRole: shardsvr\n", "unrecognized option: sharding.clusterRole"),
         ("net:\n  port: abc\n", "net.port: expected an integer from 0 to 65535, got 'abc'"),
         ("net:\n  port: 70000\n", "net.port: expected an integer from 0 to 65535, got 70000"),
         ("net:\n  port: true\n", "net.port: expected an integer"),
@@ -250,4 +270,207 @@ def test_readme_config_example_is_accepted() -> None:
     settings = parse_config(example, "README.md")
     assert settings.options["net.maxIncomingConnections"] == 500
     assert settings.options["operationProfiling.mode"] == "off"
-    assert settings.set_parameters == ["ttlMonitorSleepSecs=60"]
+    assert settings.set_parameters == [
+        "journalCommitInterval=100",
+        "syncdelay=60",
+        "ttlMonitorSleepSecs=60",
+    ]
+    assert settings.options["storage.engine"] == "wiredTiger"
+
+
+# -- scripting -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "text", "scripting"),
+    [
+        ([], "", True),
+        (["--noscripting"], "", False),
+        ([], "security:\n  javascriptEnabled: false\n", False),
+        ([], "security:\n  javascriptEnabled: true\n", True),
+        # The flag turns it off whatever the file says (mongod has no flag turning it on).
+        (["--noscripting"], "security:\n  javascriptEnabled: true\n", False),
+    ],
+)
+def test_scripting_switches(tmp_path: Path, argv: list[str], text: str, scripting: bool) -> None:
+    config = parse_args([*argv, "--config", _config(tmp_path, text)])
+    assert config.scripting is scripting
+    security = config.parsed().get("security", {})
+    assert security.get("javascriptEnabled", True) is scripting
+
+
+def test_javascript_enabled_must_be_a_boolean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, "security:\n  javascriptEnabled: sometimes\n")
+    err = _refused(["--config", path], capsys)
+    assert "security.javascriptEnabled: expected true or false, got 'sometimes'" in err
+
+
+# -- the mongod.conf MongoDB's packages install ----------------------------------------------------
+
+#: /etc/mongod.conf as the Debian and Ubuntu packages of MongoDB 7.0 install it (debian/mongod.conf
+#: in MongoDB's source), verbatim.
+DEBIAN_MONGOD_CONF = """\
+# mongod.conf
+
+# for documentation of all options, see:
+#   http://docs.mongodb.org/manual/reference/configuration-options/
+
+# Where and how to store data.
+storage:
+  dbPath: /var/lib/mongodb
+#  engine:
+#  wiredTiger:
+
+# where to write logging data.
+systemLog:
+  destination: file
+  logAppend: true
+  path: /var/log/mongodb/mongod.log
+
+# network interfaces
+net:
+  port: 27017
+  bindIp: 127.0.0.1
+
+
+# how the process runs
+processManagement:
+  timeZoneInfo: /usr/share/zoneinfo
+
+#security:
+
+#operationProfiling:
+
+#replication:
+
+#sharding:
+
+## Enterprise-Only Options:
+
+#auditLog:
+"""
+
+#: /etc/mongod.conf as the RPM packages up to MongoDB 6.0 install it (rpm/mongod.conf), verbatim:
+#: it runs the server in the background and names a pid file, and still has the journal option
+#: MongoDB 6.1 removed.
+RPM_MONGOD_CONF = """\
+# mongod.conf
+
+# for documentation of all options, see:
+#   http://docs.mongodb.org/manual/reference/configuration-options/
+
+# where to write logging data.
+systemLog:
+  destination: file
+  logAppend: true
+  path: /var/log/mongodb/mongod.log
+
+# Where and how to store data.
+storage:
+  dbPath: /var/lib/mongo
+  journal:
+    enabled: true
+#  engine:
+#  wiredTiger:
+
+# how the process runs
+processManagement:
+  fork: true  # fork and run in background
+  pidFilePath: /var/run/mongodb/mongod.pid  # location of pidfile
+  timeZoneInfo: /usr/share/zoneinfo
+
+# network interfaces
+net:
+  port: 27017
+  bindIp: 127.0.0.1  # Enter 0.0.0.0,:: to bind to all IPv4 and IPv6 addresses or, alternatively, use the net.bindIpAll setting.
+
+
+#security:
+
+#operationProfiling:
+
+#replication:
+
+#sharding:
+
+## Enterprise-Only Options
+
+#auditLog:
+"""
+
+
+def test_the_debian_package_mongod_conf(tmp_path: Path) -> None:
+    config = parse_args(["--config", _config(tmp_path, DEBIAN_MONGOD_CONF)])
+    assert (config.dbpath, config.port, config.bind_ip) == (
+        "/var/lib/mongodb",
+        27017,
+        ("127.0.0.1",),
+    )
+    assert (config.logpath, config.logappend) == ("/var/log/mongodb/mongod.log", True)
+    assert config.timezone_info == "/usr/share/zoneinfo"
+    assert (config.fork, config.pid_file, config.warnings) == (False, None, ())
+    assert config.parsed()["processManagement"] == {"timeZoneInfo": "/usr/share/zoneinfo"}
+
+
+def test_the_rpm_package_mongod_conf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _config(tmp_path, RPM_MONGOD_CONF)
+    if not portability.can_fork():  # Windows, where mongod has no --fork either
+        assert "--fork: this system cannot fork" in _refused(["--config", path], capsys)
+        return
+    config = parse_args(["--config", path])
+    assert (config.dbpath, config.fork) == ("/var/lib/mongo", True)
+    assert config.pid_file == "/var/run/mongodb/mongod.pid"
+    assert config.warnings == (
+        "storage.journal.enabled: true is ignored: writes are always journaled, as on MongoDB "
+        "6.1 and later (a commit survives a crash of the server at once, and of the machine "
+        "after journalCommitInterval)",
+    )
+    assert config.parsed()["processManagement"] == {
+        "fork": True,
+        "pidFilePath": "/var/run/mongodb/mongod.pid",
+        "timeZoneInfo": "/usr/share/zoneinfo",
+    }
+
+
+def test_wired_tiger_is_accepted_with_warnings(tmp_path: Path) -> None:
+    text = (
+        "storage:\n  engine: wiredTiger\n  directoryPerDB: true\n  wiredTiger:\n"
+        "    engineConfig:\n      cacheSizeGB: 1.5\n      journalCompressor: zstd\n"
+        "    collectionConfig:\n      blockCompressor: snappy\n"
+        "    indexConfig:\n      prefixCompression: false\n"
+    )
+    config = parse_args(["--config", _config(tmp_path, text)])
+    assert config.storage_engine == "wiredTiger"
+    assert config.parsed()["storage"]["engine"] == "wiredTiger"
+    assert [w.split(" is ignored")[0] for w in config.warnings[1:]] == [
+        "storage.directoryPerDB: true",
+        "storage.wiredTiger.engineConfig.cacheSizeGB: 1.5",
+        "storage.wiredTiger.engineConfig.journalCompressor: zstd",
+        "storage.wiredTiger.collectionConfig.blockCompressor: snappy",
+        "storage.wiredTiger.indexConfig.prefixCompression: false",
+    ]
+    assert config.warnings[0] == (
+        "storage.engine: wiredTiger accepted, but ebbdb stores data in its own engine (LMDB)"
+    )
+
+
+def test_storage_options_that_are_server_parameters(tmp_path: Path) -> None:
+    text = "storage:\n  syncPeriodSecs: 30\n  journal:\n    commitIntervalMs: 40\n"
+    path = _config(tmp_path, text)
+    config = parse_args(["--config", path])
+    assert config.parameters == {"journalCommitInterval": 40, "syncdelay": 30.0}
+    flagged = parse_args(["--config", path, "--setParameter", "journalCommitInterval=7"])
+    assert flagged.parameters["journalCommitInterval"] == 7  # a flag wins over the file
+
+
+def test_log_rotate(tmp_path: Path) -> None:
+    text = "systemLog:\n  path: /x.log\n  logAppend: true\n  logRotate: reopen\n"
+    config = parse_args(["--config", _config(tmp_path, text)])
+    assert config.log_rotate == "reopen"
+    assert config.parsed()["systemLog"]["logRotate"] == "reopen"
+
+
+def test_fork_needs_a_log_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--fork has to be used with --logpath" in _refused(["--fork"], capsys)

@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import types
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import bson
 import pytest
+from bson.binary import Binary
 
 from ebbdb.server import gateway as gateway_module
+from ebbdb.server import retryable_writes
+from ebbdb.server.commands import writes as write_commands
 from ebbdb.server.gateway import Gateway
+from ebbdb.storage.engine import writer as writer_module
+from ebbdb.storage.engine.oplog import WRITE_SESSION
 from ebbdb.storage.engine.store import Engine
 from ebbdb.storage.expiry import ttl
 from tests.helpers import enc
@@ -178,3 +185,65 @@ def test_each_write_of_a_sliced_statement_commits_on_its_own(engine: Engine) -> 
         return await gw.write_sliced(statement), gw.groups
 
     assert on_gateway(engine, test) == (5, 5)
+
+
+def test_a_retryable_insert_redone_on_a_full_disk_reports_what_it_stored(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sliced retryable insert whose group the disk refuses at commit, then runs again alone
+    and is refused (OutOfDiskSpace): the reply counts, and the session records as executed,
+    only what was stored (before the fix: n 40, nothing stored, and a retry inserting
+    nothing). Once space is back, the retry inserts them."""
+    engine.enable_oplog(16)
+    engine.insert("db", "c", [enc({"_id": -1})], now_ms=NOW)
+    space = engine.env.space
+    commit = writer_module.Writer._commit
+    refuse = [True]
+
+    def refused_once(txn: Any) -> None:
+        if refuse[0]:  # the disk refuses this commit; from then on it has no room
+            refuse[0] = False
+            space.low = True
+            monkeypatch.setattr(space, "ensure", lambda *a, **k: False)
+            raise writer_module._Redo(writer_module._NO_SPACE)
+        commit(txn)
+
+    monkeypatch.setattr(writer_module.Writer, "_commit", staticmethod(refused_once))
+    lsid = {"id": Binary(uuid.uuid4().bytes, 4), "uid": Binary(b"\0" * 32, 0)}
+    state = retryable_writes.RetryState(1)
+    docs = tuple(enc({"_id": i, "pad": "x" * 3000}) for i in range(40))  # sliced: > 16
+    params = write_commands.InsertParams(collection="c", documents=docs, ordered=True)
+
+    async def insert_once(gateway: Gateway) -> tuple[dict[str, Any], retryable_writes.Retry]:
+        ctx = types.SimpleNamespace(
+            gateway=gateway, db="db", stats=types.SimpleNamespace(count_documents=lambda *a: None)
+        )
+        retry = retryable_writes.Retry(
+            types.SimpleNamespace(lsid=lsid),  # type: ignore[arg-type]
+            state,
+            engine,
+        )
+        token = WRITE_SESSION.set(retry.write_session)
+        try:
+            reply = await write_commands._insert_retryable(ctx, params, retry)  # type: ignore[arg-type]
+        finally:
+            WRITE_SESSION.reset(token)
+        retry.commit()
+        return reply, retry
+
+    def stored() -> int:
+        info = engine.collection("db", "c")
+        assert info is not None
+        with engine.read() as r:
+            return int(r.stats(info)[0]) - 1  # less the first document
+
+    reply, _retry = on_gateway(engine, insert_once)
+    assert reply["n"] == stored() == 0
+    assert [e["code"] for e in reply["writeErrors"]] == [14031]
+    assert state.executed == {}
+
+    monkeypatch.undo()  # the commit and space.ensure as they were
+    space.low = False
+    reply, _retry = on_gateway(engine, insert_once)
+    assert reply["n"] == stored() == 40
+    assert sorted(state.executed) == list(range(40))

@@ -14,15 +14,10 @@ from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Rege
 from bson.datetime_ms import DatetimeMS
 from bson.dbref import DBRef
 
-from ebbdb.server.large_messages import (
-    PASS_BYTES,
-    PASS_ITEMS,
-    decode_in_passes,
-    encode_large,
-    encoded,
-)
+from ebbdb.server.large_messages import PASS_ITEMS, encode_large, encoded
 from ebbdb.server.profiler import loggable_command
 from ebbdb.storage.core.documents import CODEC
+from ebbdb.storage.core.passes import PASS_BYTES, decode_in_passes
 from ebbdb.storage.core.values import render
 
 VALUES: list[Any] = [

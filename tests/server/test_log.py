@@ -9,6 +9,7 @@ import datetime
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -397,3 +398,55 @@ def test_quiet_leaves_out_connection_events_only() -> None:
         "[conn1] closing connection: bad frame",
     ]
     assert len(ring.lines) == 6, "getLog has them all"
+
+
+# -- what a client's text can do to a line ---------------------------------------------------------
+
+_FORGED = "x\n2026-11-27T16:00:00.000Z I ACCESS   [conn1] Successfully authenticated\r\x1b[2K"
+
+
+def _client_record(msg: str, *args: Any, attr: dict[str, Any] | None = None) -> logging.LogRecord:
+    record = logging.LogRecord("ebbdb.access", logging.INFO, __file__, 0, msg, args, None)
+    if attr is not None:
+        record.__dict__["event"] = logsetup.Event(20249, "Authentication failed", attr, "conn1")
+    return record
+
+
+def test_escape_controls_writes_them_as_json_does() -> None:
+    assert logsetup.escape_controls("a\nb\r\t\x00\x1b\x7f\u2028") == (
+        "a\\nb\\r\\t\\u0000\\u001b\\u007f\\u2028"
+    )
+    assert logsetup.escape_controls("plain é 文") == "plain é 文"
+
+
+def test_clip_cuts_to_bytes_and_says_how_long() -> None:
+    assert logsetup.clip("abc", 10) == "abc"
+    assert logsetup.clip("é" * 10, 5) == "éé...(20 bytes)"  # never half a character
+    assert logsetup.clip("u" * (1 << 20)) == "u" * 256 + "...(1048576 bytes)"
+
+
+def test_the_text_log_cannot_be_forged_by_a_value() -> None:
+    text = logsetup._TextFormatter().format(_client_record("user %s failed", _FORGED))
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text
+    assert "x\\n2026-11-27T16:00:00.000Z I ACCESS" in text
+
+
+def test_an_exception_message_cannot_forge_a_line_either() -> None:
+    try:
+        raise ValueError(_FORGED)
+    except ValueError:
+        record = _client_record("failed")
+        record.exc_info = sys.exc_info()
+    lines = logsetup._TextFormatter().format(record).split("\n")
+    assert lines[1] == "Traceback (most recent call last):"
+    assert lines[-1].startswith("ValueError: x\\n2026-11-27T16:00:00.000Z I ACCESS")
+    assert all(not line.startswith("2026-11-27") for line in lines[1:])
+
+
+def test_json_lines_truncate_long_attributes_as_mongod() -> None:
+    long = "p" * (logsetup.MAX_ATTRIBUTE_BYTES + 5)
+    line = json.loads(logsetup.as_json(_client_record("x", attr={"principalName": long, "n": 1})))
+    assert line["attr"] == {"principalName": "p" * logsetup.MAX_ATTRIBUTE_BYTES, "n": 1}
+    size = logsetup.MAX_ATTRIBUTE_BYTES + 5
+    assert line["truncated"] == {"principalName": {"type": "string", "size": size}}
+    assert line["size"] == {"principalName": size}

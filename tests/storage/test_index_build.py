@@ -233,9 +233,7 @@ def test_writes_during_the_build_are_caught_up(
     engine = Engine.open(str(tmp_path / "b"))
     try:
         _load(engine, docs)
-        build = engine.index_builds.begin(DB, "c", [parse_index_spec(s) for s in specs])
-        assert isinstance(build, IndexBuild)
-        build.scan()
+        build = _scanned(engine, specs)
         assert not build.write_step()
         engine.insert(DB, "c", [bson.encode({"_id": 1000, "k": [1, 2, 3], "u": 1000})])
 
@@ -262,20 +260,33 @@ def test_writes_during_the_build_are_caught_up(
         assert isinstance(build.finish(), CreateIndexesResult)
         assert engine.env.watched == {}
 
-        # The incremental build over the same documents, in record order.
-        other = Engine.open(str(tmp_path / "i"))
-        try:
-            with engine.read() as r:
-                info = engine.collection(DB, "c")
-                assert info is not None
-                stored = [value for _rid, value in r.scan(info)]
-            other.insert(DB, "c", [ttl.body(v) for v in stored])
-            other.create_indexes(DB, "c", [parse_index_spec(s) for s in specs])
-            assert _by_id(engine) == _by_id(other)
-        finally:
-            other.close()
+        _same_as_the_incremental_build(engine, tmp_path / "i", specs)
     finally:
         engine.close()
+
+
+def _scanned(engine: Engine, specs: list[dict[str, Any]]) -> IndexBuild:
+    """A bulk build of `specs` on collection c, begun and past its scan."""
+    build = engine.index_builds.begin(DB, "c", [parse_index_spec(s) for s in specs])
+    assert isinstance(build, IndexBuild)
+    build.scan()
+    return build
+
+
+def _same_as_the_incremental_build(engine: Engine, path: Path, specs: list[dict[str, Any]]) -> None:
+    """The incremental build over the same documents, in record order, in a data directory at
+    `path`, gives the same entries as the bulk build finished on `engine`."""
+    other = Engine.open(str(path))
+    try:
+        with engine.read() as r:
+            info = engine.collection(DB, "c")
+            assert info is not None
+            stored = [value for _rid, value in r.scan(info)]
+        other.insert(DB, "c", [ttl.body(v) for v in stored], now_ms=T0)
+        other.create_indexes(DB, "c", [parse_index_spec(s) for s in specs])
+        assert _by_id(engine) == _by_id(other)
+    finally:
+        other.close()
 
 
 def _by_id(engine: Engine) -> list[tuple[Any, ...]]:
@@ -390,3 +401,81 @@ def test_a_ttl_build_with_writes_during_it_is_whole(tmp_path: Path) -> None:
         assert left == {i for i in range(300) if i % 3 == 0} | {1}
     finally:
         engine.close()
+
+
+def test_a_build_whose_groups_are_redone_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step of a TTL build shares its group with a write that fails, so that the writer
+    aborts the group and runs it again with savepoints: the build must write every chunk
+    (keys, expiry entries, headers) once committed, and its last step must still catch up the
+    writes made meanwhile. (Before the fix, a redone step skipped its chunk: the index was
+    published without its keys, as a catalog stress run found.)"""
+    monkeypatch.setattr(index_build, "WRITE_CHUNK", 40)
+    t0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    docs = [{"_id": i, "t": t0 + datetime.timedelta(seconds=i), "k": i % 7} for i in range(150)]
+    specs: list[dict[str, Any]] = [
+        {"key": {"t": 1}, "name": "t", "expireAfterSeconds": 60},
+        {"key": {"k": 1}, "name": "k"},
+    ]
+    engine = Engine.open(str(tmp_path / "b"))
+    try:
+        _load(engine, docs)
+        build = _scanned(engine, specs)
+        engine.insert(DB, "c", [bson.encode({"_id": 1000, "t": t0, "k": 3})], now_ms=T0)
+
+        def fails() -> None:  # NamespaceNotFound, raised inside its write: the group is redone
+            engine.drop_indexes(DB, "no such collection", "x_1")
+
+        steps = 0
+        while True:
+            (ok, done), (failed, _exc) = engine.run_batch([build.write_step, fails])
+            assert ok and not failed
+            if done:
+                break
+            steps += 1
+        # 150 scanned records, 40 a step: keys of t, keys of k, expiry entries, headers.
+        assert steps == 4 * 4
+        engine.insert(DB, "c", [bson.encode({"_id": 1001, "t": t0, "k": 4})], now_ms=T0)
+        (ok, result), (failed, _exc) = engine.run_batch([build.finish, fails])
+        assert ok and isinstance(result, CreateIndexesResult) and not failed
+        assert engine.env.watched == {}
+        info = engine.collection(DB, "c")
+        assert info is not None
+        report = validate_collection(engine, info, full=True)
+        assert report.valid, report
+        _same_as_the_incremental_build(engine, tmp_path / "i", specs)
+    finally:
+        engine.close()
+
+
+def test_a_begun_build_undone_with_its_group_watches_nothing(engine: Engine) -> None:
+    """A build begun in a group that is then redone, and not begun again (its operation was
+    killed meanwhile): the collection is not left watched, as it was before the watch waited
+    for the commit (every later write to it noted, forever)."""
+    _load(engine, [{"_id": i, "a": i} for i in range(100)])
+    runs: list[int] = []
+
+    def begin_then_killed() -> Any:
+        runs.append(1)
+        if len(runs) > 1:
+            raise RuntimeError("killed")  # as the token check of a killed operation raises
+        return engine.index_builds.begin(DB, "c", [parse_index_spec({"key": {"a": 1}})])
+
+    def fails() -> None:  # NamespaceNotFound inside its write: the group is redone
+        engine.drop_indexes(DB, "no such collection", "x_1")
+
+    (ok, exc), (failed, _exc) = engine.run_batch([begin_then_killed, fails])
+    assert len(runs) == 2 and not ok and str(exc) == "killed" and not failed
+    assert engine.env.watched == {}
+    _load(engine, [{"_id": 1000 + i} for i in range(10)])
+    assert engine.env.watched == {}
+    # A build begun in a group that commits watches from then on.
+    ((ok, build),) = engine.run_batch(
+        [lambda: engine.index_builds.begin(DB, "c", [parse_index_spec({"key": {"a": 1}})])]
+    )
+    assert ok and isinstance(build, IndexBuild)
+    info = engine.collection(DB, "c")
+    assert info is not None and set(engine.env.watched) == {info.id}
+    build.run()
+    assert engine.env.watched == {}

@@ -192,3 +192,33 @@ def test_a_group_run_again_with_savepoints_publishes_its_catalog_changes(engine:
     assert engine.collection(DB, "kept") is not None
     assert engine.collection(DB, "inner") is not None
     assert engine.collection(DB, "gone") is None
+
+
+def test_after_commit_runs_once_for_writes_that_committed(engine: Engine) -> None:
+    """A job's after_commit runs once its group commits: once, though the group was aborted and
+    run again (a later write failed without savepoints), and never for a write undone alone."""
+    writer = engine.index_builds.writer
+    ran: list[str] = []
+    seen_committed: list[bool] = []
+
+    def job(name: str, fail: bool = False) -> Any:
+        def fn(_txn: Any, _changes: Any) -> None:
+            engine.create_collection(DB, name)
+
+            def after() -> None:
+                ran.append(name)
+                seen_committed.append(engine.collection(DB, name) is not None)
+
+            writer.after_commit(after)
+            if fail:
+                raise NamespaceExists("undone")
+
+        return lambda: writer.write(fn)
+
+    outcomes = engine.run_batch([job("a"), job("b", fail=True), job("c")])
+    assert [ok for ok, _ in outcomes] == [True, False, True]
+    assert ran == ["a", "c"]
+    assert seen_committed == [True, True]  # after the commit, with the catalog published
+    assert ids(engine, "a") == [] and engine.collection(DB, "b") is None
+    with pytest.raises(AssertionError):
+        writer.after_commit(lambda: None)  # outside any group

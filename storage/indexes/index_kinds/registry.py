@@ -84,7 +84,10 @@ def register(kind: IndexKind) -> IndexKind:
 
 
 def kind_named(name: str) -> IndexKind | None:
-    """The kind `name` names (importing its module the first time); None for no kind."""
+    """The kind `name` names (importing its module the first time); None for no kind (also for
+    JavaScript code, which pymongo decodes as a str subclass)."""
+    if type(name) is not str:
+        return None
     kind = _KINDS.get(name)
     if kind is None and name in KIND_MODULES:
         importlib.import_module(f"{__package__}.{KIND_MODULES[name]}")

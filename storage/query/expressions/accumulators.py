@@ -7,15 +7,18 @@ from __future__ import annotations
 import decimal
 import functools
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import bson
 from bson import DBRef, Decimal128, Int64, ObjectId
 
+from ebbdb.storage.core.footprint import DICT_ENTRY, footprint
 from ebbdb.storage.core.limits import Tracked
 from ebbdb.storage.core.values import is_number, render, to_float
 from ebbdb.storage.query.compare import UNDEFINED, compare, date_ms
+from ebbdb.storage.query.expressions import percentiles
 from ebbdb.storage.query.expressions.arrays import SORT_CLAUSE_MESSAGE, sort_direction
 from ebbdb.storage.query.expressions.coerce import (
     DEC,
@@ -38,6 +41,7 @@ from ebbdb.storage.query.expressions.core import (
     check,
     compile_expression,
     compile_path,
+    compile_top,
     const,
     fail,
     is_date,
@@ -47,7 +51,7 @@ from ebbdb.storage.query.expressions.core import (
     show,
     type_name,
 )
-from ebbdb.storage.query.javascript import refuse_javascript
+from ebbdb.storage.query.javascript_operators import compile_js_accumulator
 from ebbdb.storage.query.paths import MISSING
 from ebbdb.storage.query.sort import parse_sort, sort_documents
 
@@ -208,17 +212,19 @@ class _Avg(_Sum):
 class _MinMax(_State):
     """$min/$max: BSON order; null, undefined and missing values take no part."""
 
-    __slots__ = ("sign",)
+    __slots__ = ("held", "sign")
 
     def __init__(self, expr: Expression, sign: int) -> None:
-        super().__init__(expr)
         self.sign = sign
+        super().__init__(expr)
 
     def initial(self) -> Any:
+        self.held = Tracked("$min" if self.sign < 0 else "$max", 0)
         return MISSING
 
     def feed(self, x: Any) -> None:
         if not nullish(x) and (self.acc is MISSING or compare(x, self.acc) * self.sign > 0):
+            self.held.swap(None if self.acc is MISSING else self.acc, x)
             self.acc = x
 
     def value(self) -> Any:
@@ -231,14 +237,16 @@ _UNSEEN: Any = object()
 class _First(_State):
     """$first: the first document's value, null where it had none."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
 
     def initial(self) -> Any:
+        self.held = Tracked("$first", 0)
         return _UNSEEN
 
     def feed(self, x: Any) -> None:
         if self.acc is _UNSEEN:
             self.acc = None if x is MISSING else x
+            self.held.add(self.acc, 0)
 
     def value(self) -> Any:
         return None if self.acc is _UNSEEN else self.acc
@@ -247,10 +255,16 @@ class _First(_State):
 class _Last(_State):
     """$last: the last document's value, null where it had none."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
+
+    def initial(self) -> Any:
+        self.held = Tracked("$last", 0)
+        return None
 
     def feed(self, x: Any) -> None:
-        self.acc = None if x is MISSING else x
+        x = None if x is MISSING else x
+        self.held.swap(self.acc, x)
+        self.acc = x
 
 
 class _Push(_State):
@@ -281,12 +295,17 @@ class _AddToSet(_State):
         if x is not MISSING:
             key = _hash_key(x)
             if key not in self.acc:
-                self.held.add(x)
+                # The value, its hashable stand-in (a tuple around it) and the table's entry.
+                self.held.add(x, _SET_ENTRY)
                 self.acc[key] = x
 
     def value(self) -> Any:
         return list(self.acc.values())
 
+
+#: What $addToSet holds for a value besides the value: its key (a 2-tuple sharing the value, for
+#: a scalar) and its dict entry.
+_SET_ENTRY = 64 + DICT_ENTRY
 
 _MERGE_OPERAND = (
     Check(
@@ -300,15 +319,25 @@ _MERGE_OPERAND = (
 class _MergeObjects(_State):
     """$mergeObjects: later fields win; null and missing inputs are skipped."""
 
-    __slots__ = ()
+    __slots__ = ("held",)
 
     def initial(self) -> Any:
+        self.held = Tracked("$mergeObjects", 0)
         return {}
 
     def feed(self, x: Any) -> None:
         if not nullish(x):
             check("$mergeObjects", x, _MERGE_OPERAND)
-            self.acc.update(as_doc(x) or {})
+            doc = as_doc(x) or {}
+            acc, grown = self.acc, 0
+            for name, value in doc.items():  # later fields replace earlier ones
+                old = acc.get(name, MISSING)
+                if old is MISSING:  # a new field: its name and entry too
+                    grown += footprint(value) + sys.getsizeof(name) + DICT_ENTRY
+                else:
+                    grown += footprint(value) - footprint(old)
+            acc.update(doc)
+            self.held.grow(grown)
 
 
 class _StdDev(_State):
@@ -407,13 +436,24 @@ def _valid_n(x: Any) -> int:
 class _StateN(_State):
     """An accumulator that keeps n values; `n` is evaluated with the group's first document."""
 
-    __slots__ = ("n_expr", "n", "items")
+    __slots__ = ("held", "items", "n", "n_expr")
 
     def __init__(self, expr: Expression, n_expr: Expression) -> None:
         super().__init__(expr)
         self.n_expr = n_expr
         self.n = 0
         self.items: list[Any] = []
+        self.held = Tracked(type(self).__name__, 0)
+
+    def keep(self, item: Any) -> None:
+        """Hold `item` (counted)."""
+        self.items.append(item)
+        self.held.add(item)
+
+    def trimmed(self, items: list[Any]) -> None:
+        """Hold only `items` now."""
+        self.items = items
+        self.held.recount(items)
 
     def add(self, doc: dict[str, Any], variables: Variables) -> None:
         if not self.n:
@@ -429,7 +469,7 @@ class _FirstN(_StateN):
 
     def feed(self, x: Any) -> None:
         if len(self.items) < self.n:
-            self.items.append(None if x is MISSING else x)
+            self.keep(None if x is MISSING else x)
 
     def value(self) -> Any:
         return self.items
@@ -439,9 +479,9 @@ class _LastN(_StateN):
     __slots__ = ()
 
     def feed(self, x: Any) -> None:
-        self.items.append(None if x is MISSING else x)
+        self.keep(None if x is MISSING else x)
         if len(self.items) > 2 * self.n:
-            del self.items[: -self.n]
+            self.trimmed(self.items[-self.n :])
 
     def value(self) -> Any:
         return self.items[-self.n :] if self.n else []
@@ -459,9 +499,9 @@ class _MinMaxN(_StateN):
     def feed(self, x: Any) -> None:
         if nullish(x):
             return
-        self.items.append(x)
+        self.keep(x)
         if len(self.items) > 2 * self.n:
-            self.items = self._best()
+            self.trimmed(self._best())
 
     def _best(self) -> list[Any]:
         ordered = sorted(self.items, key=functools.cmp_to_key(compare), reverse=self.sign > 0)
@@ -496,9 +536,9 @@ class _TopBottomN(_StateN):
             self.n = _valid_n(self.n_expr(doc, variables))
         output = self.expr(doc, variables)
         key = {f"k{i}": f(doc, variables) for i, (f, _) in enumerate(self.keys)}
-        self.items.append(({k: x for k, x in key.items() if x is not MISSING}, output))
+        self.keep(({k: x for k, x in key.items() if x is not MISSING}, output))
         if len(self.items) > 2 * self.n:
-            self.items = self._kept()
+            self.trimmed(self._kept())
 
     def _kept(self) -> list[Any]:
         assert self.spec is not None
@@ -588,7 +628,9 @@ def _top_bottom(op: str, arg: Any, defined: frozenset[str]) -> Callable[[], Accu
 
 _TOP_BOTTOM = ("$top", "$bottom", "$topN", "$bottomN")
 #: Every $group accumulator compile_accumulator knows (the README's compatibility table).
-ACCUMULATORS = frozenset((*_ACCUMULATORS, *_N_ACCUMULATORS, *_TOP_BOTTOM, "$count"))
+ACCUMULATORS = frozenset(
+    (*_ACCUMULATORS, *_N_ACCUMULATORS, *_TOP_BOTTOM, *percentiles.ACCUMULATORS, "$count")
+) | {"$accumulator"}
 
 
 def compile_accumulator(
@@ -610,10 +652,12 @@ def compile_accumulator(
         return lambda: make_n(input_f, n_f)
     if op in _TOP_BOTTOM:
         return _top_bottom(op, arg, defined)
+    if op in percentiles.ACCUMULATORS:
+        return percentiles.ACCUMULATORS[op](arg, defined)
     make = _ACCUMULATORS.get(op)
     if op == "$accumulator":
-        refuse_javascript(op)
+        return compile_js_accumulator(arg, defined)
     if make is None:
         fail(15952, f"unknown group operator '{op}'")
-    expr = compile_expression(arg, defined)
+    expr = compile_top(arg, defined)  # evaluated once per document: a scope of its own
     return lambda: make(expr)

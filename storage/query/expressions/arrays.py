@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ebbdb.storage.core import interrupt, limits
+from ebbdb.storage.core.footprint import LIST_SLOT
 from ebbdb.storage.core.values import is_number, to_float
 from ebbdb.storage.query.compare import compare
+from ebbdb.storage.query.expressions import budget
 from ebbdb.storage.query.expressions.coerce import coerce_int, integral
 from ebbdb.storage.query.expressions.core import (
     NULL,
@@ -106,7 +108,12 @@ def _first_last(op: str, array: list[Any]) -> Any:
     ],
 )
 def _in(op: str, x: Any, array: list[Any]) -> bool:
-    return any(cmp(x, e) == 0 for e in array)
+    tick = interrupt.current.get().tick
+    for e in array:
+        tick()
+        if cmp(x, e) == 0:
+            return True
+    return False
 
 
 _INDEX_ARRAY = (
@@ -129,7 +136,9 @@ def _index_of_array(spec: Any, defined: frozenset[str], op: str) -> Expression:
         if len(args) > 3:
             end = min(end, index_bound(op, args[3](doc, v), "ending index"))
         target = args[1](doc, v)
+        tick = interrupt.current.get().tick
         for i in range(start, end):
+            tick()
             if cmp(array[i], target) == 0:
                 return i
         return -1
@@ -144,7 +153,10 @@ def _index_of_array(spec: Any, defined: frozenset[str], op: str) -> Expression:
 )
 def _concat_arrays(op: str, arrays: list[list[Any]]) -> list[Any]:
     limits.check_array_length(op, sum(map(len, arrays)))
-    return [e for a in arrays for e in a]
+    out: list[Any] = []
+    for a in arrays:
+        budget.copy(out, a)
+    return out
 
 
 @function("$isArray", arity=1, nulls=False)
@@ -166,7 +178,14 @@ def _is_array(op: str, x: Any) -> bool:
     ],
 )
 def _reverse_array(op: str, x: list[Any]) -> list[Any]:
-    return x[::-1]
+    if len(x) <= budget.PASS:
+        return x[::-1]
+    out: list[Any] = []
+    check = interrupt.current.get().check
+    for end in range(len(x), 0, -budget.PASS):
+        check()
+        out.extend(x[max(0, end - budget.PASS) : end][::-1])
+    return out
 
 
 _SLICE_ARRAY = (
@@ -230,6 +249,8 @@ def _slice(spec: Any, defined: frozenset[str], op: str) -> Expression:
 # internalQueryMaxRangeBytes, and an estimate of MongoDB's per-element size.
 _RANGE_MEMORY_LIMIT = 104857600
 _RANGE_ELEMENT_BYTES = 16
+#: What CPython holds for an int past the small ones it caches.
+_INT_BYTES = 28
 
 
 def _range_bound(code: int, what: str, article: str) -> tuple[Check, ...]:
@@ -283,7 +304,17 @@ def _range(spec: Any, defined: frozenset[str], op: str) -> Expression:
                 f"$range would use too much memory ({memory} bytes) and cannot spill to disk. "
                 f"Memory limit: {_RANGE_MEMORY_LIMIT} bytes",
             )
-        return list(range(first, last, step))
+        # What CPython will hold, charged before it is built: a slot and an int per element.
+        budget.charge_up_front(op, 56 + length * (LIST_SLOT + _INT_BYTES))
+        numbers = range(first, last, step)
+        if length <= budget.PASS:
+            return list(numbers)
+        out: list[int] = []
+        interrupted = interrupt.current.get().check
+        for i in range(0, length, budget.PASS):
+            interrupted()
+            out.extend(numbers[i : i + budget.PASS])
+        return out
 
     return range_
 
@@ -365,7 +396,9 @@ def _array_to_object(op: str, x: list[Any]) -> dict[str, Any]:
         pairs = False
     else:
         fail(40398, f"Unrecognised input type format for $arrayToObject: {type_name(x[0])}")
+    tick = interrupt.current.get().tick
     for element in x:
+        tick()
         key, value = _pair_key(element, pairs)
         out[key] = value  # a repeated key keeps its first place and its last value
     return out
@@ -379,7 +412,12 @@ def _array_to_object(op: str, x: list[Any]) -> dict[str, Any]:
     ],
 )
 def _object_to_array(op: str, x: Any) -> list[dict[str, Any]]:
-    return [{"k": k, "v": value} for k, value in (as_doc(x) or {}).items()]
+    out = []
+    tick = interrupt.current.get().tick
+    for k, value in (as_doc(x) or {}).items():
+        tick()
+        out.append({"k": k, "v": value})
+    return out
 
 
 # -- with a variable or named arguments ------------------------------------------------------------
@@ -439,13 +477,19 @@ def _map(spec: Any, defined: frozenset[str], op: str) -> Expression:
         if x is NULL:
             return None
         scope = dict(v)
-        out = []
+        out: list[Any] = []
         tick = interrupt.current.get().tick
-        for element in x:
-            tick()
-            scope[it.name] = element
-            y = it.body(doc, scope)
-            out.append(None if y is MISSING else y)
+        n = len(x)
+        # A long input is taken CHUNK elements at a time, what was built measured after each.
+        built = budget.Built(op, out) if n > budget.CHUNK else None
+        for start in range(0, n, budget.CHUNK):
+            for element in x if built is None else x[start : start + budget.CHUNK]:
+                tick()
+                scope[it.name] = element
+                y = it.body(doc, scope)
+                out.append(None if y is MISSING else y)
+            if built is not None:
+                built.measure()
         return out
 
     return map_
@@ -482,15 +526,20 @@ def _filter(spec: Any, defined: frozenset[str], op: str) -> Expression:
                     fail(327392, f"$filter: limit must be greater than 0: {show(limit)}")
         tick = interrupt.current.get().tick
         scope = dict(v)
-        out = []
-        for element in x:
-            tick()
-            scope[it.name] = element
-            if truthy(it.body(doc, scope)):
-                out.append(element)
-                remaining -= 1
-                if remaining == 0:
-                    break
+        out: list[Any] = []
+        n = len(x)
+        built = budget.Built(op, out) if n > budget.CHUNK else None
+        for start in range(0, n, budget.CHUNK):
+            for element in x if built is None else x[start : start + budget.CHUNK]:
+                tick()
+                scope[it.name] = element
+                if truthy(it.body(doc, scope)):
+                    out.append(element)
+                    remaining -= 1
+                    if remaining == 0:
+                        return out
+            if built is not None:
+                built.measure()
         return out
 
     return filter_
@@ -525,11 +574,24 @@ def _reduce(spec: Any, defined: frozenset[str], op: str) -> Expression:
         acc = initial_f(doc, v)
         scope = dict(v)
         tick = interrupt.current.get().tick
+        held = budget.SCOPE.get()
+        if held is None:
+            for element in x:
+                tick()
+                scope["this"] = element
+                scope["value"] = acc
+                acc = in_f(doc, scope)
+            return acc
+        mark = held.held
         for element in x:
             tick()
             scope["this"] = element
             scope["value"] = acc
+            before = held.held
             acc = in_f(doc, scope)
+            if held.held != before:
+                # What this step built replaces what the step before built (its value).
+                held.settle(op, mark, held.held - before)
         return acc
 
     return reduce_
@@ -595,7 +657,13 @@ def _sort_array(spec: Any, defined: frozenset[str], op: str) -> Expression:
         if len(x) < 2:
             return x
         if pattern is None:
-            return sorted(x, key=functools.cmp_to_key(compare), reverse=direction < 0)
+            tick = interrupt.current.get().tick
+
+            def ticking(a: Any, b: Any) -> int:
+                tick()
+                return compare(a, b)
+
+            return sorted(x, key=functools.cmp_to_key(ticking), reverse=direction < 0)
         return sort_documents([(as_doc(e) or {}, e) for e in x], pattern)
 
     return sort_array
@@ -649,9 +717,14 @@ def _zip(spec: Any, defined: frozenset[str], op: str) -> Expression:
         if min(sizes) != max(sizes) and defaults:
             fill = [f(doc, v) for f in defaults]
         length = max(sizes) if longest else min(sizes)
-        return [
-            [a[row] if row < len(a) else fill[col] for col, a in enumerate(arrays)]
-            for row in range(length)
-        ]
+        tick = interrupt.current.get().tick
+        out: list[Any] = []
+        built = budget.Built(op, out) if length > budget.CHUNK else None
+        for row in range(length):
+            tick()
+            out.append([a[row] if row < len(a) else fill[col] for col, a in enumerate(arrays)])
+            if built is not None and len(out) % budget.CHUNK == 0:
+                built.measure()
+        return out
 
     return zip_

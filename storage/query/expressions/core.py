@@ -17,6 +17,7 @@ from bson.datetime_ms import DatetimeMS
 from ebbdb.storage.core import limits, values
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.query.compare import UNDEFINED, compare
+from ebbdb.storage.query.expressions import budget
 from ebbdb.storage.query.paths import MISSING, split
 
 Variables = Mapping[str, Any]
@@ -449,10 +450,33 @@ def compile_expression(spec: Any, defined: frozenset[str] = frozenset()) -> Expr
             compiler = OPERATORS.get(first)
             if compiler is None:
                 fail("InvalidPipelineOperator", f"Unrecognized expression '{first}'")
-            # An operator that can grow values is held to MongoDB's limits on what it builds.
-            return limits.guarded(first, compiler(spec[first], defined, first))
+            compiled = compiler(spec[first], defined, first)
+            if first not in HOLDING:
+                return compiled
+            # An operator that can build a large value is held to MongoDB's limits on what it
+            # builds (GROWING), and what it builds is charged to the operation (budget.py).
+            _holding[0] += 1
+            return budget.guarded(first, compiled, first in limits.GROWING)
         return _compile_object(spec, defined)
     return const(spec)
+
+
+#: The operators whose result may be large: those that grow values, and those that pick from or
+#: reorder a large input (their result replaces what their input held).
+HOLDING = limits.GROWING | frozenset(
+    "$range $filter $sortArray $setIntersection $setDifference $slice $firstN $lastN $maxN"
+    " $minN".split()
+)
+_holding = [0]  # operators of HOLDING compiled so far
+
+
+def compile_top(spec: Any, defined: frozenset[str] = frozenset()) -> Expression:
+    """`compile_expression` for an expression a stage or an accumulator evaluates once per
+    document: when it can build large values, each evaluation is a scope of its own, whose
+    charges are given back when it returns (budget.py)."""
+    before = _holding[0]
+    compiled = compile_expression(spec, defined)
+    return budget.scoped(compiled) if _holding[0] != before else compiled
 
 
 def const(value: Any) -> Expression:
@@ -597,6 +621,6 @@ def command_variables(let: Mapping[str, Any] | None, now_ms: int) -> dict[str, A
     variables: dict[str, Any] = {"NOW": DatetimeMS(now_ms)}
     for name, spec in (let or {}).items():
         check_variable_name(name, write=True)
-        value = compile_expression(spec, frozenset(variables))({}, variables)
+        value = compile_top(spec, frozenset(variables))({}, variables)
         variables[name] = None if value is MISSING else value
     return variables

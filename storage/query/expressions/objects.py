@@ -27,7 +27,6 @@ from ebbdb.storage.query.expressions.core import (
     var_path,
 )
 from ebbdb.storage.query.hashing import hash_value
-from ebbdb.storage.query.javascript import ALTERNATIVES, refuse_javascript
 from ebbdb.storage.query.metadata import check_keyword, text_score
 from ebbdb.storage.query.paths import MISSING
 
@@ -192,7 +191,7 @@ def _to_hashed_index_key(op: str, x: Any) -> Any:
 
 
 #: Operators MongoDB has and ebbdb does not run (238 NotImplemented).
-UNSUPPORTED = ("$function", "$accumulator", "$median", "$percentile")
+UNSUPPORTED: tuple[str, ...] = ()
 
 
 @operator("$meta")
@@ -205,6 +204,4 @@ def _meta(spec: Any, defined: frozenset[str], op: str) -> Expression:
 
 @operator(*UNSUPPORTED)
 def _unsupported(spec: Any, defined: frozenset[str], op: str) -> Expression:
-    if op in ALTERNATIVES:
-        refuse_javascript(op)
     fail("NotImplemented", f"{op} is not supported")

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from ebbdb.storage.core import interrupt
 from ebbdb.storage.query.compare import SortKey, compare
 from ebbdb.storage.query.expressions.core import (
     Check,
@@ -23,9 +24,16 @@ from ebbdb.storage.query.expressions.core import (
 
 def _unique_sorted(values: Iterable[Any]) -> list[Any]:
     """MongoDB's ordered ValueSet: the distinct values (by BSON equality) in BSON order."""
-    ordered = sorted(values, key=functools.cmp_to_key(compare))
+    tick = interrupt.current.get().tick
+
+    def ticking(a: Any, b: Any) -> int:
+        tick()
+        return compare(a, b)
+
+    ordered = sorted(values, key=functools.cmp_to_key(ticking))
     out: list[Any] = []
     for x in ordered:
+        tick()
         if not out or compare(out[-1], x) != 0:
             out.append(x)
     return out
@@ -75,7 +83,9 @@ def _both_arrays(code: int, which: str) -> Check:
 def _set_difference(op: str, a: list[Any], b: list[Any]) -> list[Any]:
     seen = [SortKey(e) for e in _unique_sorted(b)]
     out = []
+    tick = interrupt.current.get().tick
     for e in a:
+        tick()
         if not _member(seen, e):
             out.append(e)
             bisect.insort(seen, SortKey(e))

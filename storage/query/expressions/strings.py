@@ -9,8 +9,11 @@ from typing import Any
 
 from bson import Regex
 
+from ebbdb.storage.core import interrupt, limits
+from ebbdb.storage.core.footprint import LIST_SLOT
 from ebbdb.storage.core.values import regex_flags
 from ebbdb.storage.query import regex
+from ebbdb.storage.query.expressions import budget
 from ebbdb.storage.query.expressions.coerce import coerce_int, coerce_long, coerce_string, integral
 from ebbdb.storage.query.expressions.core import (
     NULL,
@@ -39,6 +42,7 @@ from ebbdb.storage.query.expressions.core import (
     operands=[(Check.typed((str,), 16702, "$concat only supports strings, not {type}"),)],
 )
 def _concat(op: str, parts: list[str]) -> str:
+    budget.check_string_length(sum(map(len, parts)))
     return "".join(parts)
 
 
@@ -168,7 +172,39 @@ _length("$strLenCP", 34471, len)
 def _split(op: str, text: str, sep: str) -> list[str]:
     if not sep:
         fail(40087, "$split requires a non-empty separator")
-    return text.split(sep)
+    if len(text) <= budget.THRESHOLD:
+        return text.split(sep)
+    # A 16 MB string split at every character would be millions of strings: what they would
+    # take is held to the limit on built values, and charged, before they are made.
+    pieces = text.count(sep) + 1
+    approx = 40 + pieces * limits.VALUE_BYTES + len(text) - (pieces - 1) * len(sep)
+    if approx >= limits.MAX_BUILT_BYTES:
+        raise budget.too_large(op, approx)
+    budget.charge_up_front(op, pieces * (LIST_SLOT + _STR_BYTES) + len(text))
+    if _overlaps_itself(sep):
+        return text.split(sep)
+    # A window at a time, cut at a separator (which cannot straddle the cut, as no two
+    # occurrences of this separator overlap), checking for interruption between windows.
+    out: list[str] = []
+    check = interrupt.current.get().check
+    pos = 0
+    while True:
+        check()
+        end = text.find(sep, pos + budget.PASS * 16)
+        if end < 0:
+            out.extend(text[pos:].split(sep))
+            return out
+        out.extend(text[pos:end].split(sep))
+        pos = end + len(sep)
+
+
+#: What CPython holds for a short string besides its characters.
+_STR_BYTES = 49
+
+
+def _overlaps_itself(sep: str) -> bool:
+    """Whether two occurrences of `sep` can overlap (a proper suffix is also a prefix)."""
+    return any(sep.endswith(sep[:i]) for i in range(1, len(sep)))
 
 
 _TRIM_WHITESPACE = "\0 \t\n\v\f\r\u00a0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
@@ -320,6 +356,10 @@ def _replace(spec: Any, defined: frozenset[str], op: str) -> Expression:
         x, find, repl = got
         if nullish(x) or nullish(find) or nullish(repl):
             return None
+        if len(repl) > len(find):
+            # Refused before it is built: a 16 MB input could grow a thousandfold.
+            n = x.count(find) if count < 0 else 1
+            budget.check_string_length(len(x) + n * (len(repl) - len(find)))
         return x.replace(find, repl, count)
 
     return replace
@@ -431,13 +471,20 @@ def _regex(spec: Any, defined: frozenset[str], op: str) -> Expression:
         if s is None:
             return []
         text, rx = s
-        out = []
+        out: list[Any] = []
+        # Millions of matches in a long string: each is a step of the operation (interruptible),
+        # and what they build is measured as it grows (146 past mongod's limit on a built value).
+        built = budget.Built(op, out)
+        tick = interrupt.current.get().tick
         pos = 0
         while True:
+            tick()
             m = _search(op, rx, text, pos)
             if m is None:
                 break
             out.append(_found(m))
+            if len(out) - built.done >= budget.CHUNK:
+                built.measure()
             # An empty match moves on one code point; matches never overlap.
             pos = m.end() if m.end() > m.start() else m.start() + 1
             if pos >= len(text):
