@@ -22,7 +22,13 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from py_mini_racer import JSEvalException, JSOOMException, JSParseException
+from py_mini_racer import (
+    DEFAULT_V8_FLAGS,
+    JSEvalException,
+    JSOOMException,
+    JSParseException,
+    init_mini_racer,
+)
 from py_mini_racer._mini_racer import _make_context
 
 from ebbdb.storage.core import interrupt
@@ -36,6 +42,16 @@ CALL_TIMEOUT_SECONDS = 60.0
 HEAP_LIMIT_BYTES = 256 * 1024 * 1024
 #: How often a waiting caller looks at its operation's token.
 _POLL_SECONDS = 0.005
+
+# V8 started with its memory protection keys off. On a CPU with them (x86-64 with PKU: recent
+# Xeon and EPYC) V8 guards its tables with a key whose rights are per thread: the thread that
+# started V8 and the threads it starts later have them, no other. Every user of JavaScript here
+# is a thread started before V8 (a reader, the writer, a slicer), so a second context made while
+# another is alive crashed the whole server (SIGSEGV in V8's isolate set-up). The flag exists in
+# every platform's build of mini-racer 0.14 and changes nothing where the CPU has no keys.
+init_mini_racer(
+    flags=(*DEFAULT_V8_FLAGS, "--no-memory-protection-keys"), ignore_duplicate_init=True
+)
 
 
 class Runtime:

@@ -212,6 +212,49 @@ def _refusals(client: MongoClient[dict[str, Any]]) -> dict[str, OperationFailure
     return out
 
 
+#: A function that runs for a while (1.5 s) and returns 1.
+BUSY = "function() { const end = Date.now() + 1500; while (Date.now() < end) {} return 1 }"
+
+
+def test_two_operations_run_javascript_at_once(tmp_path: Path) -> None:
+    """One operation's JavaScript context alive (a $function running for a while) while others
+    make theirs ($where finds), each on a thread of the server's own. On a CPU with memory
+    protection keys this crashed the server (SIGSEGV in V8's isolate set-up) until V8 ran with
+    them off. The server is a process of its own here, so a crash fails this test alone."""
+    srv = ServerProcess(["--port", "0", "--dbpath", str(tmp_path / "data")], tmp_path)
+    try:
+        srv.startup_line()
+        with srv.client() as slow_client, srv.client() as client:
+            client.db.c.insert_many([{"_id": i, "n": i} for i in range(3)])
+            slow: list[Any] = []
+            pipeline = [
+                {"$project": {"x": {"$function": {"body": Code(BUSY), "args": [], "lang": "js"}}}}
+            ]
+            job = threading.Thread(
+                target=lambda: slow.extend(slow_client.db.c.aggregate(pipeline, comment="busy"))
+            )
+            job.start()
+            wait_until(
+                lambda: any(
+                    op.get("command", {}).get("comment") == "busy"
+                    for op in client.admin.aggregate([{"$currentOp": {}}])
+                ),
+                what="the busy $function running",
+            )
+            finds = 0
+            while job.is_alive():
+                got = list(client.db.c.find({"$where": Code("this.n > 0")}, sort=[("_id", 1)]))
+                assert got == [{"_id": 1, "n": 1}, {"_id": 2, "n": 2}]
+                finds += 1
+            job.join()
+            assert slow == [{"_id": 0, "x": 1.0}, {"_id": 1, "x": 1.0}, {"_id": 2, "x": 1.0}]
+            assert finds > 0
+            assert client.admin.command("ping") == {"ok": 1.0}
+    finally:
+        srv.stop()
+    assert srv.proc.returncode == 0, srv.stderr
+
+
 def test_without_the_extra_each_feature_names_it(tmp_path: Path) -> None:
     srv = ServerProcess(
         ["--port", "0", "--dbpath", str(tmp_path / "data")], tmp_path, cmd=WITHOUT_ENGINE

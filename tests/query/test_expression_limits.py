@@ -4,14 +4,18 @@ for the operator), and interruption inside their loops."""
 
 from __future__ import annotations
 
+import functools
+import random
 from typing import Any
 
 import pytest
+from bson.int64 import Int64
 
 from ebbdb.storage.core import interrupt
 from ebbdb.storage.core.errors import QueryError
 from ebbdb.storage.core.interrupt import Interrupted, OpToken
 from ebbdb.storage.core.memory import Pool
+from ebbdb.storage.query.compare import compare
 from ebbdb.storage.query.expressions import compile_expression
 
 
@@ -133,3 +137,37 @@ def test_loops_stop_when_the_operation_is_killed(spec: Any) -> None:
     with pytest.raises(Interrupted) as exc:
         _run(spec, token=token)
     assert exc.value.code_name == "Interrupted"
+
+
+def _typed(values: list[Any]) -> list[tuple[str, Any]]:
+    return [(type(v).__name__, v) for v in values]
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_sort_array_of_numbers_orders_as_bson(direction: int) -> None:
+    """$sortArray of plain numbers (int, long, double; sorted without a key object each, in runs
+    past 65,536) gives BSON's order, equal values of different types kept in input order."""
+    rng = random.Random(7)
+    values: list[Any] = [
+        rng.choice([rng.randint(-50, 50), Int64(rng.randint(-50, 50)), rng.randint(-50, 50) / 2])
+        for _ in range(150_000)
+    ] + [-0.0, 0, Int64(0), 2**62, float(2**62)]
+    rng.shuffle(values)
+    got = _run({"$sortArray": {"input": "$a", "sortBy": direction}}, {"a": values})
+    expected = sorted(values, key=functools.cmp_to_key(compare), reverse=direction < 0)
+    assert _typed(got) == _typed(expected)
+
+
+def test_sort_array_with_nan_orders_it_first() -> None:
+    """NaN sorts below every number in BSON (the general path: Python would misplace it)."""
+    nan = float("nan")
+    got = _run({"$sortArray": {"input": "$a", "sortBy": 1}}, {"a": [3, nan, -1.5, 2]})
+    assert got[1:] == [-1.5, 2, 3]
+    assert got[0] != got[0]
+
+
+def test_sort_array_of_many_numbers_stops_when_killed() -> None:
+    token = OpToken()
+    token.kill()
+    with pytest.raises(Interrupted):
+        _run({"$sortArray": {"input": "$a", "sortBy": 1}}, {"a": list(range(200_000))}, token)
