@@ -481,18 +481,10 @@ def _map(spec: Any, defined: frozenset[str], op: str) -> Expression:
             return None
         scope = dict(v)
         out: list[Any] = []
-        tick = interrupt.current.get().tick
-        n = len(x)
-        # A long input is taken CHUNK elements at a time, what was built measured after each.
-        built = budget.Built(op, out) if n > budget.CHUNK else None
-        for start in range(0, n, budget.CHUNK):
-            for element in x if built is None else x[start : start + budget.CHUNK]:
-                tick()
-                scope[it.name] = element
-                y = it.body(doc, scope)
-                out.append(None if y is MISSING else y)
-            if built is not None:
-                built.measure()
+        for element in budget.building(op, x, out):
+            scope[it.name] = element
+            y = it.body(doc, scope)
+            out.append(None if y is MISSING else y)
         return out
 
     return map_
@@ -527,22 +519,15 @@ def _filter(spec: Any, defined: frozenset[str], op: str) -> Expression:
                 remaining = coerce_int(limit)
                 if remaining <= 0:
                     fail(327392, f"$filter: limit must be greater than 0: {show(limit)}")
-        tick = interrupt.current.get().tick
         scope = dict(v)
         out: list[Any] = []
-        n = len(x)
-        built = budget.Built(op, out) if n > budget.CHUNK else None
-        for start in range(0, n, budget.CHUNK):
-            for element in x if built is None else x[start : start + budget.CHUNK]:
-                tick()
-                scope[it.name] = element
-                if truthy(it.body(doc, scope)):
-                    out.append(element)
-                    remaining -= 1
-                    if remaining == 0:
-                        return out
-            if built is not None:
-                built.measure()
+        for element in budget.building(op, x, out):
+            scope[it.name] = element
+            if truthy(it.body(doc, scope)):
+                out.append(element)
+                remaining -= 1
+                if remaining == 0:
+                    return out
         return out
 
     return filter_

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ebbdb.storage.core import interrupt, limits
@@ -152,6 +152,25 @@ def guarded(op: str, expr: Expression, growing: bool) -> Expression:
 #: no measuring (a value inside them that large was charged when it was built).
 _LONG_STRING = THRESHOLD // 4
 _LONG_ARRAY = 1024
+
+
+def building(op: str, x: list[Any], out: list[Any]) -> Iterator[Any]:
+    """The elements of `x` for a loop that appends what it builds to `out` ($map, $filter): a
+    tick for each, and `out` measured (Built) after every CHUNK of them when `x` is longer than
+    one. A loop that stops early just stops taking elements."""
+    tick = interrupt.current.get().tick
+    n = len(x)
+    if n <= CHUNK:
+        for element in x:
+            tick()
+            yield element
+        return
+    built = Built(op, out)
+    for start in range(0, n, CHUNK):
+        for element in x[start : start + CHUNK]:
+            tick()
+            yield element
+        built.measure()
 
 
 class Built:
