@@ -11,7 +11,7 @@ from bson import Decimal128, Int64, ObjectId
 from bson.datetime_ms import DatetimeMS
 
 from ebbdb.storage.core.errors import QueryError
-from ebbdb.storage.query.expressions import compile_expression, truthy
+from ebbdb.storage.query.expressions import compile_expression, core, truthy
 from ebbdb.storage.query.paths import MISSING
 from tests.case_tables import load_cases
 from tests.helpers import cases
@@ -144,10 +144,15 @@ def test_truthy(value: Any, expected: bool) -> None:
     assert truthy(value) is expected
 
 
-def test_now_defaults_to_one_instant() -> None:
-    expr = compile_expression(["$$NOW", "$$NOW"])
-    first, second = expr({}, {})
-    assert isinstance(first, DatetimeMS) and first == second
+def test_now_defaults_to_one_instant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without NOW from the caller every $$NOW of a statement is one instant, however the clock
+    moves while it compiles (here it moves a millisecond at every reading; CI once saw two
+    references a millisecond apart)."""
+    readings = iter(range(1_700_000_000_000, 1_700_000_001_000))
+    monkeypatch.setattr(core, "_now", lambda: DatetimeMS(next(readings)))
+    expr = compile_expression(["$$NOW", {"$ifNull": ["$$NOW", 0]}, ["$$NOW"]])
+    first, second, (third,) = expr({}, {})
+    assert first == second == third == DatetimeMS(1_700_000_000_000)
 
 
 def test_literal_results_are_not_shared() -> None:

@@ -5,6 +5,7 @@ the wrong type."""
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -410,8 +411,9 @@ def var_path(name: str, parts: tuple[str, ...], defined: frozenset[str]) -> Expr
 
         return cluster_time
     if name == "NOW":
-        # Without a value from the caller, one instant for the whole statement.
-        fallback = DatetimeMS(int(time.time() * 1000))
+        # Without a value from the caller, one instant for the whole statement: the one its
+        # compilation started at (each reference taking its own could straddle a millisecond).
+        fallback = _COMPILED_AT.get() or _now()
         return lambda doc, v: (
             _walk(v.get(name, fallback), parts, 0) if parts else v.get(name, fallback)
         )
@@ -425,10 +427,30 @@ def var_path(name: str, parts: tuple[str, ...], defined: frozenset[str]) -> Expr
 # -- the compiler ----------------------------------------------------------------------------------
 
 
+#: When the outermost compile_expression running in this context started ($$NOW's fallback).
+_COMPILED_AT: contextvars.ContextVar[DatetimeMS | None] = contextvars.ContextVar(
+    "ebbdb_compiled_at", default=None
+)
+
+
+def _now() -> DatetimeMS:
+    return DatetimeMS(int(time.time() * 1000))
+
+
 def compile_expression(spec: Any, defined: frozenset[str] = frozenset()) -> Expression:
     """Compile an expression: literals, "$field.path", "$$VAR.path", {field: expr} objects,
     [expr, ...] arrays and {$operator: args}. Raises QueryError for a malformed expression;
     evaluating one raises QueryError where MongoDB fails at run time."""
+    if _COMPILED_AT.get() is not None:
+        return _compile(spec, defined)
+    token = _COMPILED_AT.set(_now())
+    try:
+        return _compile(spec, defined)
+    finally:
+        _COMPILED_AT.reset(token)
+
+
+def _compile(spec: Any, defined: frozenset[str]) -> Expression:
     t = type(spec)
     if t is str:
         if spec.startswith("$"):
