@@ -488,8 +488,10 @@ def test_a_failed_test_gets_the_servers_log_and_the_uri_is_exported(
     assert "logged by the test itself" in captured and "Profiler" not in captured
     assert "Captured log setup" not in out and "Captured stderr" not in out
     # With a name, and from the ini file: the same.
-    pytester.makepyfile(test_app=FAILING.format(name="APP_DB_URL", port=port + 1))
-    pytester.makeini(f"[pytest]\nebbdb_export_uri = APP_DB_URL\nebbdb_port = {port + 1}\n")
+    # A port free now, not port + 1: the other smoke run, beside this one, takes ports too.
+    port = _free_port()
+    pytester.makepyfile(test_app=FAILING.format(name="APP_DB_URL", port=port))
+    pytester.makeini(f"[pytest]\nebbdb_export_uri = APP_DB_URL\nebbdb_port = {port}\n")
     _run(pytester, "-p", PLUGIN).assert_outcomes(passed=1, failed=1)
 
 
