@@ -33,6 +33,11 @@ def _positive_int(value: Any) -> int:
     return int(value)
 
 
+def _positive_long(name: str, default: Int64) -> ParameterDef:
+    """A byte limit that mongod keeps as a long (getParameter gives an Int64): above 0."""
+    return ParameterDef(name, default, lambda t: Int64(int(t)), lambda v: Int64(_positive_int(v)))
+
+
 def _bytes_or_none(value: Any) -> Int64:
     """A number of bytes, 0 for none: a whole number, not negative."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
@@ -155,24 +160,9 @@ PARAMETERS: dict[str, ParameterDef] = {
         ParameterDef(
             "internalQueryMaxBlockingSortMemoryUsageBytes", 104_857_600, int, _positive_int
         ),
-        ParameterDef(
-            "internalDocumentSourceGroupMaxMemoryBytes",
-            Int64(104_857_600),
-            lambda t: Int64(int(t)),
-            lambda v: Int64(_positive_int(v)),
-        ),
-        ParameterDef(
-            "internalLookupStageIntermediateDocumentMaxSizeBytes",
-            Int64(LOOKUP_BYTES),
-            lambda t: Int64(int(t)),
-            lambda v: Int64(_positive_int(v)),
-        ),
-        ParameterDef(
-            "internalDocumentSourceSetWindowFieldsMaxMemoryBytes",
-            Int64(104_857_600),
-            lambda t: Int64(int(t)),
-            lambda v: Int64(_positive_int(v)),
-        ),
+        _positive_long("internalDocumentSourceGroupMaxMemoryBytes", Int64(104_857_600)),
+        _positive_long("internalLookupStageIntermediateDocumentMaxSizeBytes", Int64(LOOKUP_BYTES)),
+        _positive_long("internalDocumentSourceSetWindowFieldsMaxMemoryBytes", Int64(104_857_600)),
         # $densify (storage/aggregate/gaps.py): the documents one may generate (5897900 past
         # them) and what its partitions' state may hold (6007200 past it). Both are `int`s in
         # mongod (query_knobs.idl), getParameter gives a 32-bit integer.
